@@ -1,0 +1,1 @@
+"""Metrics, reports and the benchmark experiments."""

@@ -1,0 +1,157 @@
+"""Configuration files (YAML) and built-in names, validated with pydantic.
+
+Errors come out as `ConfigError` naming the file, the field and the problem, so the CLI
+can print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flowserve.cluster import BUILTIN_CLUSTERS
+from flowserve.errors import ConfigError
+from flowserve.profiles.hardware import get_gpu
+from flowserve.profiles.models import get_model
+from flowserve.types import EngineParams, InstanceSpec
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstanceConfig(Strict):
+    name: str = Field(min_length=1)
+    gpu: str
+    model: str
+    tp: int = Field(1, ge=1)
+    count: int = Field(1, ge=1)
+    max_inflight: int | None = Field(None, ge=1)
+    backend: Literal["sim", "openai"] = "sim"
+    url: str | None = None
+    max_num_seqs: int = Field(256, ge=1)
+    token_budget: int = Field(2048, ge=16)
+    block_size: int = Field(16, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    prefix_caching: bool = True
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        return get_gpu(v).name
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        return get_model(v).name
+
+    def specs(self) -> list[InstanceSpec]:
+        engine = EngineParams(self.max_num_seqs, self.token_budget, self.block_size,
+                              self.gpu_memory_utilization, self.prefix_caching)
+        names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+        return [InstanceSpec(n, self.gpu, self.model, self.tp, self.max_inflight, engine,
+                             self.backend, self.url) for n in names]
+
+
+class ClusterConfig(Strict):
+    instances: list[InstanceConfig] = Field(min_length=1)
+    api_keys: list[str] = Field(default_factory=list)
+
+    def specs(self) -> tuple[InstanceSpec, ...]:
+        out = [s for inst in self.instances for s in inst.specs()]
+        names = [s.name for s in out]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"cluster: duplicate instance names {dup}")
+        return tuple(out)
+
+
+def _format(err: ValidationError, source: str) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{loc}: {msg}")
+    return f"{source}: " + "; ".join(parts)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: Any, source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        # a ConfigError raised inside a validator (unknown GPU, ...) keeps its own words
+        for item in e.errors():
+            ctx = item.get("ctx") or {}
+            if isinstance(ctx.get("error"), ConfigError):
+                loc = ".".join(str(x) for x in item["loc"])
+                raise ConfigError(f"{source}: {loc}: {ctx['error']}") from None
+        raise ConfigError(_format(e, source)) from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read {str(path)!r}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
+    """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
+    if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
+        data = {"instances": [
+            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} for s in BUILTIN_CLUSTERS[ref]
+        ]}
+        source = f"cluster {ref!r}"
+    elif Path(ref).exists():
+        data, source = read_yaml(ref), ref
+    else:
+        raise ConfigError(f"cluster {ref!r} is neither a file nor a built-in cluster "
+                          f"({', '.join(BUILTIN_CLUSTERS)})")
+    if overrides:
+        data = {**data, "instances": [{**i, **overrides} for i in data.get("instances", [])]}
+    return validate(ClusterConfig, data, source).specs()
+
+
+def load_mapping(ref: str, builtins: Mapping[str, Mapping[str, Any]], what: str) -> tuple[dict[str, Any], str]:
+    if Path(ref).exists():
+        return read_yaml(ref), ref
+    if ref in builtins:
+        return dict(builtins[ref]), f"{what} {ref!r}"
+    raise ConfigError(f"{what} {ref!r} is neither a file nor a built-in name "
+                      f"({', '.join(builtins)})")
+
+
+def parse_sets(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """--set section.name=value → {section: {name: value}} (value parsed as YAML)."""
+    out: dict[str, dict[str, Any]] = {}
+    sections = ("workload", "dispatch", "queue", "engine")
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise ConfigError(f"--set {item!r}: expected section.name=value")
+        if section not in sections:
+            raise ConfigError(f"--set {item!r}: section must be one of {', '.join(sections)}")
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        out.setdefault(section, {})[name] = parsed
+    return out
+

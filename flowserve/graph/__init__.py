@@ -1,0 +1,1 @@
+"""Workflow graphs: nodes, query plans, per-query programs and the graph runtime."""

@@ -1,0 +1,34 @@
+"""Global dispatch policies: which instance gets a ready call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from flowserve.policies.base import Dispatch
+from flowserve.view import CallState, ClusterView, InstanceState
+
+
+class RoundRobin(Dispatch):
+    """The papers' baseline: a round-robin balancer in front of data-parallel engines."""
+
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._next: dict[tuple[str, ...], int] = {}
+
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
+               view: ClusterView) -> InstanceState:
+        group = tuple(i.name for i in candidates)
+        k = self._next.get(group, 0)
+        self._next[group] = k + 1
+        return candidates[k % len(candidates)]
+
+
+class LeastLoad(Dispatch):
+    """Fewest outstanding predicted seconds of work (queued + running)."""
+
+    name = "least_load"
+
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
+               view: ClusterView) -> InstanceState:
+        return min(candidates, key=lambda i: i.outstanding)

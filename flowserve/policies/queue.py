@@ -1,0 +1,33 @@
+"""Local queue policies: which waiting call an instance starts when a slot frees."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from flowserve.view import CallState, ClusterView, InstanceState
+
+
+class FCFS:
+    """Arrival order at the instance (vLLM's default)."""
+
+    name = "fcfs"
+    uses_deadline = False
+
+    def __init__(self) -> None:
+        self._q: OrderedDict[int, CallState] = OrderedDict()
+
+    def push(self, cs: CallState) -> None:
+        self._q[cs.id] = cs
+
+    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        return next(iter(self._q.values()), None)
+
+    def remove(self, cs: CallState, released: bool) -> None:
+        del self._q[cs.id]
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def __iter__(self) -> Iterator[CallState]:
+        return iter(self._q.values())

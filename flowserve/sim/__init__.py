@@ -1,0 +1,1 @@
+"""The virtual-time driver: simulated engines and the discrete-event loop."""

@@ -1,0 +1,399 @@
+"""A simulated vLLM/SGLang-like engine instance, advanced in closed form.
+
+Behaviour modelled:
+* continuous batching: up to `max_num_seqs` running sequences; each iteration decodes
+  one token for every decoding sequence and spends the rest of the token budget on
+  prefill chunks, oldest admission first (chunked prefill);
+* paged KV memory of `capacity` tokens (GPU memory minus weights); a radix-tree prefix
+  cache whose unreferenced blocks are evicted LRU when memory is needed;
+* preemption by recompute (newest sequence first) when decode growth runs out of KV.
+
+Between two events the batch composition is fixed, so the engine plans a *stretch* of k
+identical iterations: up to the first prefill completion, decode completion or KV
+exhaustion. Iteration time is evaluated at the stretch's mid-point context (exact while
+the cost is linear in context). A submit cuts the running stretch at the end of the
+iteration in progress, where vLLM would admit the new request. The number of stretches
+grows with the number of calls, not with tokens.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass
+
+from flowserve.cache.radix import RadixNode, RadixTree
+from flowserve.profiles.cost_model import CostModel
+from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall, PrefixEvicted
+
+WAITING, PREFILL, DECODE, DONE = range(4)
+
+
+class Seq:
+    __slots__ = ("cached", "call", "first_token", "gen_base", "iter_base", "kv", "lock", "need",
+                 "order", "pending", "preemptions", "prefill_left", "prefilled", "prompt_len",
+                 "started", "state", "target")
+
+    def __init__(self, call: LLMCall, order: int) -> None:
+        self.call = call
+        self.order = order
+        self.prompt_len = call.input_tokens
+        self.target = max(1, call.sim_output if call.sim_output is not None else call.max_tokens)
+        self.state = WAITING
+        self.cached = 0  # prompt tokens found in the prefix cache at the last admission
+        self.kv = 0  # private KV tokens held (at iter_base while decoding)
+        self.pending = 0  # recompute: already generated tokens to prefill again
+        self.prefill_left = 0
+        self.prefilled = 0  # tokens this sequence ever prefilled (invariant checks)
+        self.gen_base = 0  # generated tokens at iter_base
+        self.iter_base = 0
+        self.lock: RadixNode | None = None
+        self.need = 0  # KV tokens admission needs (estimate while waiting)
+        self.started: float | None = None
+        self.first_token: float | None = None
+        self.preemptions = 0
+
+    def generated(self, dec_iter: int) -> int:
+        if self.state == DECODE:
+            return self.gen_base + (dec_iter - self.iter_base)
+        return self.gen_base
+
+    def kv_now(self, dec_iter: int) -> int:
+        if self.state == DECODE:
+            return self.kv + (dec_iter - self.iter_base)
+        return self.kv
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    free_seqs: int
+    headroom_tokens: int
+    kv_free_tokens: int
+
+
+class SimEngine:
+    def __init__(self, name: str, params: EngineParams, cost: CostModel, kv_capacity: int,
+                 report_evictions: bool = False) -> None:
+        assert params.token_budget > 0 and params.max_num_seqs > 0
+        self.name = name
+        self.p = params
+        self.cost = cost
+        self.capacity_tokens = kv_capacity - kv_capacity % params.block_size
+        self.tree = RadixTree() if params.prefix_caching else None
+        self.report_evictions = report_evictions
+        self.waiting: deque[Seq] = deque()
+        self.prefilling: list[Seq] = []  # admission order
+        self.decoding: dict[int, Seq] = {}
+        self._finish_heap: list[tuple[int, int, Seq]] = []
+        self.seqs: dict[int, Seq] = {}
+        self._order = itertools.count()
+        self.private = 0  # KV tokens held outside the tree (uncached prompts + outputs)
+        self.dec_iter = 0  # decode iterations so far (each adds a token to every decoder)
+        self.dec_ctx = 0  # Σ context of decoding sequences
+        # Current stretch: k iterations of dt seconds from t0, prefill portions per iteration.
+        self.t0 = 0.0
+        self.k = 0
+        self.dt = 0.0
+        self._portions: list[tuple[Seq, int]] = []
+        self.version = 0  # bumps whenever the wake-up time changes
+        self.busy_time = 0.0
+        self.stats = {"prefilled": 0, "cached": 0, "preemptions": 0, "evicted": 0}
+        self._events: list[CallFinished | CallFailed | PrefixEvicted] = []
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ interface
+
+    @property
+    def wake(self) -> float | None:
+        return self.t0 + self.k * self.dt if self.k else None
+
+    def submit(self, call: LLMCall, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
+        self._now = now
+        seq = Seq(call, next(self._order))
+        seq.need = seq.prompt_len - self._cached_len(call) + 1
+        if seq.prompt_len + 1 > self.capacity_tokens:
+            return [CallFailed(now, call.id, self.name,
+                               f"prompt of {seq.prompt_len} tokens exceeds the KV capacity of "
+                               f"{self.capacity_tokens} tokens on {self.name}", retryable=True)]
+        self.seqs[call.id] = seq
+        self.waiting.append(seq)
+        self._kick(now)
+        return self._drain()
+
+    def abort(self, call_id: int, now: float) -> None:
+        self._now = now
+        seq = self.seqs.pop(call_id, None)
+        if seq is None:
+            return
+        if seq.state == WAITING:
+            self.waiting.remove(seq)
+        else:
+            self._free(seq)
+            if seq.state == PREFILL:
+                self.prefilling.remove(seq)
+                self._portions = [(s, n) for s, n in self._portions if s is not seq]
+            else:
+                self._leave_decode(seq)
+        seq.state = DONE
+        self._kick(now)
+
+    def advance(self, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
+        """Complete the current stretch (now == wake) and plan the next one."""
+        assert self.k and abs(now - self.wake) < 1e-9, (now, self.wake)
+        self._now = now
+        self._apply(self.k, now)
+        self.k = 0
+        self._admit(now)
+        self._plan(now)
+        return self._drain()
+
+    def capacity(self) -> Capacity:
+        n_running = len(self.prefilling) + len(self.decoding)
+        waiting_need = sum(s.need for s in self.waiting)
+        backlog = sum(s.prefill_left for s in self.prefilling) + waiting_need
+        evictable = self.tree.evictable_size if self.tree is not None else 0
+        return Capacity(
+            free_seqs=self.p.max_num_seqs - n_running - len(self.waiting),
+            headroom_tokens=self.p.token_budget - len(self.decoding) - backlog,
+            kv_free_tokens=self.capacity_tokens - self.used + evictable - waiting_need,
+        )
+
+    @property
+    def used(self) -> int:
+        return self.private + (self.tree.size if self.tree is not None else 0)
+
+    @property
+    def idle(self) -> bool:
+        return not (self.waiting or self.prefilling or self.decoding)
+
+    # ------------------------------------------------------------------ stretches
+
+    def _kick(self, now: float) -> None:
+        """Something changed at `now`: start if idle, else end the stretch at the close
+        of the iteration in progress."""
+        if self.k == 0 or now <= self.t0:
+            # idle, or the stretch was planned at this very instant: plan afresh
+            self.busy_time -= self.k * self.dt
+            self.k = 0
+            self._admit(now)
+            self._plan(now)
+            return
+        i = int((now - self.t0) / self.dt) if self.dt > 0 else 0
+        k = min(self.k, i + 1)
+        if k != self.k:
+            self.busy_time -= (self.k - k) * self.dt
+            self.k = k
+            self.version += 1
+
+    def _plan(self, now: float) -> None:
+        n_dec = len(self.decoding)
+        if not self.prefilling and not n_dec:
+            self.k = 0
+            self.version += 1
+            return
+        budget = self.p.token_budget - n_dec
+        portions: list[tuple[Seq, int]] = []
+        k = 1 << 62
+        if self.prefilling and budget > 0:
+            head = self.prefilling[0]
+            if head.prefill_left > budget:
+                # k full chunks; a remainder is a mixed iteration of the next stretch
+                portions = [(head, budget)]
+                k = head.prefill_left // budget
+            else:
+                left = budget
+                for s in self.prefilling:
+                    if left <= 0:
+                        break
+                    take = min(left, s.prefill_left)
+                    portions.append((s, take))
+                    left -= take
+                k = 1
+        if n_dec:
+            k = min(k, self._finish_heap[0][0] - self.dec_iter)
+            # decode growth needs n_dec tokens per iteration: free cache for the stretch
+            # now (LRU order, as vLLM would over its iterations), else end it early
+            self._reserve(n_dec * k, now)
+            free = self.capacity_tokens - self.used
+            assert free >= n_dec, "decode room was ensured before planning"
+            k = min(k, free // n_dec)
+        k = max(1, k)
+        # iteration time at the stretch's mid-point
+        prefill_tokens = sum(n for _, n in portions)
+        attended = 0.0
+        for s, n in portions:
+            done = s.prompt_len + s.pending - s.prefill_left  # tokens before this chunk
+            offset = done + (n * (k - 1) / 2 if len(portions) == 1 else 0)
+            attended += n * offset + n * (n + 1) / 2
+        ctx = self.dec_ctx + n_dec * (k - 1) / 2
+        dt = self.cost.iteration_time(prefill_tokens, attended, n_dec, ctx)
+        assert dt > 0
+        self.t0, self.k, self.dt, self._portions = now, k, dt, portions
+        self.busy_time += k * dt
+        self.version += 1
+
+    def _apply(self, k: int, now: float) -> None:
+        """Apply k iterations of the current stretch; finish what completes at `now`."""
+        n_dec = len(self.decoding)
+        self.dec_iter += k
+        self.dec_ctx += n_dec * k
+        self.private += n_dec * k
+        completed_prefill = []
+        for s, n in self._portions:
+            s.prefill_left -= n * k
+            s.prefilled += n * k
+            self.stats["prefilled"] += n * k
+            assert s.prefill_left >= 0
+            if s.prefill_left == 0:
+                completed_prefill.append(s)
+        for s in completed_prefill:
+            self.prefilling.remove(s)
+            self._finish_prefill(s, now)
+        heap = self._finish_heap
+        while heap and heap[0][0] <= self.dec_iter:
+            _, _, s = heapq.heappop(heap)
+            if s.state == DECODE and s.iter_base + (s.target - s.gen_base) <= self.dec_iter:
+                self._complete(s, now)
+
+    def _finish_prefill(self, s: Seq, now: float) -> None:
+        if self.tree is not None:
+            node, _ = self.tree.insert(s.call.prompt, now)
+            self.tree.acquire(node)
+            if s.lock is not None:
+                self.tree.release(s.lock)
+            s.lock = node
+            # the prompt now lives in the tree (a copy another sequence inserted first
+            # is simply dropped); recomputed output tokens stay private
+            moved = s.prompt_len - s.cached
+            s.kv -= moved
+            self.private -= moved
+        if s.pending == 0:  # a fresh sequence: the last prefill iteration samples token 1
+            s.gen_base = 1
+            s.first_token = now
+            s.kv += 1
+            self.private += 1
+        else:  # recomputed: decoding resumes where it was preempted
+            s.gen_base = s.pending
+            s.pending = 0
+        if s.gen_base >= s.target:
+            s.state = DECODE
+            s.iter_base = self.dec_iter
+            self._complete(s, now, decoding=False)
+            return
+        s.state = DECODE
+        s.iter_base = self.dec_iter
+        self.decoding[s.call.id] = s
+        self.dec_ctx += s.prompt_len + s.gen_base
+        heapq.heappush(self._finish_heap, (s.iter_base + s.target - s.gen_base, s.order, s))
+
+    def _leave_decode(self, s: Seq) -> None:
+        del self.decoding[s.call.id]
+        self.dec_ctx -= s.prompt_len + s.generated(self.dec_iter)
+
+    def _complete(self, s: Seq, now: float, decoding: bool = True) -> None:
+        out = s.generated(self.dec_iter)
+        if decoding:
+            self._leave_decode(s)
+        self._free(s)
+        s.state = DONE
+        del self.seqs[s.call.id]
+        self._events.append(CallFinished(
+            now, s.call.id, self.name, output_tokens=out, cached_tokens=s.cached,
+            started=s.started, first_token=s.first_token, preemptions=s.preemptions))
+
+    def _free(self, s: Seq) -> None:
+        self.private -= s.kv_now(self.dec_iter)
+        s.kv = 0
+        if s.lock is not None and self.tree is not None:
+            self.tree.release(s.lock)
+            s.lock = None
+
+    # ------------------------------------------------------------------ admission
+
+    def _cached_len(self, call: LLMCall) -> int:
+        if self.tree is None:
+            return 0
+        return min(self.tree.match_length(call.prompt), call.input_tokens - 1)
+
+    def _admit(self, now: float) -> None:
+        self._ensure_decode_room(now)
+        budget = self.p.token_budget - len(self.decoding)
+        while self.waiting:
+            if len(self.prefilling) + len(self.decoding) >= self.p.max_num_seqs:
+                break
+            backlog = sum(s.prefill_left for s in self.prefilling)
+            if backlog >= budget and (self.prefilling or self.decoding):
+                break
+            s = self.waiting[0]
+            cached, node = 0, None
+            if self.tree is not None:
+                node = self.tree.match(s.call.prompt, now)
+                cached = min(node.depth, s.prompt_len - 1)
+            uncached = s.prompt_len - cached + s.pending
+            if not self._reserve(uncached + 1, now, keep=node):
+                break
+            self.waiting.popleft()
+            if node is not None and node.depth:
+                self.tree.acquire(node)
+                s.lock = node
+            s.cached = cached
+            s.kv = uncached
+            s.prefill_left = uncached
+            self.private += uncached
+            self.stats["cached"] += cached
+            s.state = PREFILL
+            if s.started is None:
+                s.started = now
+            self.prefilling.append(s)
+
+    def _reserve(self, tokens: int, now: float, keep: RadixNode | None = None) -> bool:
+        """Make `tokens` of KV free, evicting unreferenced cache if needed."""
+        short = tokens - (self.capacity_tokens - self.used)
+        if short <= 0:
+            return True
+        if self.tree is None:
+            return False
+        if keep is not None and keep.depth:
+            self.tree.acquire(keep)  # do not evict the prefix we are about to use
+        freed = self.tree.evict(short, self._on_evict if self.report_evictions else None)
+        if keep is not None and keep.depth:
+            self.tree.release(keep)
+        self.stats["evicted"] += freed
+        return freed >= short
+
+    def _on_evict(self, node: RadixNode) -> None:
+        assert self.tree is not None
+        start = node.depth - len(node.key)
+        self._events.append(PrefixEvicted(self._now, self.name, self.tree.path_tokens(node), start))
+
+    def _ensure_decode_room(self, now: float) -> None:
+        """Before an iteration every decoder needs one more KV slot: evict cache, then
+        preempt the newest sequences (recompute) until it fits."""
+        while self.decoding or self.prefilling:
+            need = len(self.decoding)
+            if self._reserve(need, now):
+                return
+            victim = max(itertools.chain(self.decoding.values(), self.prefilling),
+                         key=lambda s: s.order)
+            self._preempt(victim)
+
+    def _preempt(self, s: Seq) -> None:
+        gen = s.generated(self.dec_iter)
+        self._free(s)
+        if s.state == DECODE:
+            self._leave_decode(s)
+        else:
+            self.prefilling.remove(s)
+        s.state = WAITING
+        s.pending = gen
+        s.gen_base = gen
+        s.need = s.prompt_len + s.pending + 1
+        s.preemptions += 1
+        self.stats["preemptions"] += 1
+        self.waiting.appendleft(s)
+
+    def _drain(self) -> list[CallFinished | CallFailed | PrefixEvicted]:
+        events, self._events = self._events, []
+        return events
+

@@ -1,0 +1,86 @@
+"""Simulate a workload on a cluster under a policy pair: the simulator's front door."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowserve.cluster import instance_profile, kv_capacity, roofline_for
+from flowserve.core import SchedulerCore
+from flowserve.errors import ConfigError
+from flowserve.graph.plan import Materializer, standalone_latency
+from flowserve.graph.program import StagedProgram
+from flowserve.policies import make_dispatch, queue_factory
+from flowserve.profiles.models import get_model
+from flowserve.profiles.predictor import OutputPredictor
+from flowserve.sim.engine import SimEngine
+from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
+from flowserve.types import InstanceSpec, Query
+from flowserve.workloads.base import Workload
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    dispatch: str = "round_robin"
+    queue: str = "fcfs"
+    dispatch_params: Mapping[str, Any] = field(default_factory=dict)
+    queue_params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.dispatch}+{self.queue}"
+
+    def uses_deadline(self) -> bool:
+        d = make_dispatch(self.dispatch, self.dispatch_params)
+        q = queue_factory(self.queue, self.queue_params)()
+        return bool(d.uses_deadline or q.uses_deadline)
+
+
+def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec]) -> list[float]:
+    """Each query's latency alone on the fastest instance (SLO = scale × this)."""
+    costs = {(s.gpu, s.model, s.tp): roofline_for(s) for s in cluster}.values()
+    return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
+
+
+def check_fits(workload: Workload, cluster: Sequence[InstanceSpec]) -> None:
+    """Every prompt must fit the context of the cluster's model (bad input, not a crash)."""
+    limit = min(get_model(s.model).max_context for s in cluster)
+    for q in workload.queries:
+        for c in q.plan.calls():
+            if c.input_tokens + 1 > limit:
+                raise ConfigError(
+                    f"query {q.id}: {c.stage!r} prompt of {c.input_tokens} tokens exceeds the "
+                    f"model context of {limit} tokens")
+
+
+def simulate(
+    cluster: Sequence[InstanceSpec],
+    workload: Workload,
+    policy: PolicySpec,
+    slo_scale: float | None = None,
+    standalone: Sequence[float] | None = None,
+    on_query_done: Callable[[QueryOutcome], None] | None = None,
+    record_calls: bool = True,
+) -> SimResult:
+    if standalone is None:
+        check_fits(workload, cluster)
+        standalone = standalone_times(workload, cluster)
+    dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
+    predictor = OutputPredictor(workload.output_priors)
+    core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
+                         instance_profile, predictor, record_calls=record_calls)
+    engines = [SimEngine(s.name, s.engine, roofline_for(s), kv_capacity(s),
+                         report_evictions=core.prefix_index is not None) for s in cluster]
+    mat = Materializer()
+
+    def queries() -> Any:
+        for spec, alone in zip(workload.queries, standalone, strict=True):
+            plan = spec.plan
+            program = StagedProgram(plan, mat, workload.expectations.get(plan.workflow))
+            deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
+            yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
+                                 spec.tenant, spec.priority), alone)
+
+    tick = getattr(dispatch, "tick_s", None)
+    return Simulator(core, engines, queries(), tick_s=tick, on_query_done=on_query_done).run()

@@ -1,0 +1,230 @@
+"""Discrete-event loop in virtual time: the simulator's driver of the scheduler core.
+
+Sources of events: query arrivals (pulled lazily from the workload), engine wake-ups
+(each simulated engine has at most one pending), tool-op completions and optional
+periodic ticks. Commands from the core are executed at once in virtual time; after
+every change an engine reports what it can start now (InstanceCapacity), which is how
+the core learns that a slot freed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from flowserve.core import CallRecord, SchedulerCore
+from flowserve.sim.engine import Capacity, SimEngine
+from flowserve.types import (
+    CallFailed,
+    CallFinished,
+    CancelCall,
+    Command,
+    Event,
+    InstanceCapacity,
+    OpFinished,
+    PolicyChanged,
+    PrefixEvicted,
+    Query,
+    QueryArrived,
+    QueryDone,
+    QueryFailed,
+    RunOp,
+    SendCall,
+    Tick,
+)
+
+ARRIVAL, ENGINE, OP, TICK = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class SimQuery:
+    query: Query
+    standalone_s: float  # latency alone on the fastest instance (the SLO's unit)
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOutcome:
+    id: int
+    workflow: str
+    arrival: float
+    finish: float
+    latency: float
+    standalone_s: float
+    deadline: float | None
+    met: bool | None
+    failed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceOutcome:
+    name: str
+    gpu: str
+    busy_s: float
+    dispatched: int
+    completed: int
+    prefilled_tokens: int
+    cached_tokens: int
+    preemptions: int
+    evicted_tokens: int
+
+
+@dataclass
+class SimResult:
+    queries: list[QueryOutcome]
+    calls: list[CallRecord]
+    instances: list[InstanceOutcome]
+    policy_changes: list[PolicyChanged]
+    makespan: float
+    sim_wall_s: float
+    events: int
+    decisions: int
+
+
+class Simulator:
+    def __init__(
+        self,
+        core: SchedulerCore,
+        engines: Iterable[SimEngine],
+        queries: Iterable[SimQuery],
+        tick_s: float | None = None,
+        on_query_done: Callable[[QueryOutcome], None] | None = None,
+    ) -> None:
+        self.core = core
+        self.engines = {e.name: e for e in engines}
+        self._queries: Iterator[SimQuery] = iter(queries)
+        self._tick_s = tick_s
+        self._on_done = on_query_done
+        self._heap: list[tuple[float, int, int, object]] = []
+        self._seq = itertools.count()
+        self._sim_queries: dict[int, SimQuery] = {}
+        self._reported: dict[str, Capacity] = {}
+        self._open = 0  # queries arrived and not yet ended
+        self.outcomes: list[QueryOutcome] = []
+        self.policy_changes: list[PolicyChanged] = []
+        self.events = 0
+        self.now = 0.0
+
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        heapq.heappush(self._heap, (t, next(self._seq), kind, payload))
+
+    def _next_arrival(self) -> None:
+        sq = next(self._queries, None)
+        if sq is not None:
+            self._push(sq.query.arrival, ARRIVAL, sq)
+
+    def _schedule(self, eng: SimEngine) -> None:
+        wake = eng.wake
+        if wake is not None:
+            self._push(wake, ENGINE, (eng, eng.version))
+
+    def run(self) -> SimResult:
+        wall = time.perf_counter()
+        self._next_arrival()
+        if self._tick_s:
+            self._push(self._tick_s, TICK, None)
+        heap = self._heap
+        while heap:
+            t, _, kind, payload = heapq.heappop(heap)
+            self.now = t
+            if kind == ENGINE:
+                eng, version = payload  # type: ignore[misc]
+                if version != eng.version:
+                    continue  # superseded wake-up
+                self._feed(eng.advance(t), t, touched={eng})
+            elif kind == ARRIVAL:
+                sq: SimQuery = payload  # type: ignore[assignment]
+                self._sim_queries[sq.query.id] = sq
+                self._open += 1
+                self._next_arrival()
+                self._feed([QueryArrived(t, sq.query)], t)
+            elif kind == OP:
+                self._feed([payload], t)  # type: ignore[list-item]
+            elif kind == TICK:
+                self._feed([Tick(t)], t)
+                if self._open or any(k == ARRIVAL for _, _, k, _ in heap):
+                    self._push(t + self._tick_s, TICK, None)  # type: ignore[operator]
+        assert self._open == 0, f"{self._open} queries never ended"
+        makespan = self.now
+        core = self.core
+        return SimResult(
+            queries=self.outcomes,
+            calls=list(core.call_log or []),
+            instances=[
+                InstanceOutcome(
+                    e.name, core.instances[e.name].spec.gpu, e.busy_time,
+                    core.instances[e.name].dispatched, core.instances[e.name].completed,
+                    e.stats["prefilled"], e.stats["cached"], e.stats["preemptions"],
+                    e.stats["evicted"])
+                for e in self.engines.values()
+            ],
+            policy_changes=self.policy_changes,
+            makespan=makespan,
+            sim_wall_s=time.perf_counter() - wall,
+            events=self.events,
+            decisions=core.decisions,
+        )
+
+    def _feed(self, events: list[Event] | list, t: float, touched: set[SimEngine] | None = None) -> None:
+        """Hand events to the core, execute its commands, and report capacity changes
+        back until nothing changes any more at this instant."""
+        pending: deque[Event] = deque(events)
+        touched = set(touched or ())
+        while True:
+            while pending:
+                ev = pending.popleft()
+                self.events += 1
+                for cmd in self.core.handle(ev):
+                    self._execute(cmd, t, pending, touched)
+            if not touched:
+                return
+            for eng in sorted(touched, key=lambda e: e.name):
+                self._schedule(eng)
+                cap = eng.capacity()
+                if self._reported.get(eng.name) != cap:
+                    self._reported[eng.name] = cap
+                    pending.append(InstanceCapacity(t, eng.name, cap.free_seqs,
+                                                    cap.headroom_tokens, cap.kv_free_tokens))
+            touched.clear()
+            if not pending:
+                return
+
+    def _execute(self, cmd: Command, t: float, pending: deque[Event],
+                 touched: set[SimEngine]) -> None:
+        if isinstance(cmd, SendCall):
+            eng = self.engines[cmd.instance]
+            pending.extend(eng.submit(cmd.call, t))
+            touched.add(eng)
+        elif isinstance(cmd, RunOp):
+            op = cmd.op
+            self._push(t + op.sim_duration, OP,
+                       OpFinished(t + op.sim_duration, op.id,
+                                  error="sql error" if op.sim_error else None))
+        elif isinstance(cmd, CancelCall):
+            eng = self.engines[cmd.instance]
+            eng.abort(cmd.call_id, t)
+            touched.add(eng)
+        elif isinstance(cmd, QueryDone | QueryFailed):
+            self._end_query(cmd)
+        elif isinstance(cmd, PolicyChanged):
+            self.policy_changes.append(cmd)
+
+    def _end_query(self, cmd: QueryDone | QueryFailed) -> None:
+        sq = self._sim_queries.pop(cmd.query_id)
+        q = sq.query
+        self._open -= 1
+        failed = cmd.reason if isinstance(cmd, QueryFailed) else None
+        met = cmd.deadline_met if isinstance(cmd, QueryDone) else False
+        out = QueryOutcome(q.id, q.workflow, q.arrival, cmd.time, cmd.time - q.arrival,
+                           sq.standalone_s, q.deadline, met, failed)
+        self.outcomes.append(out)
+        if self._on_done is not None:
+            self._on_done(out)
+
+
+__all__ = ["CallFailed", "CallFinished", "PrefixEvicted", "QueryOutcome", "SimQuery",
+           "SimResult", "Simulator"]

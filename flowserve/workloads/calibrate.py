@@ -1,0 +1,69 @@
+"""How close the synthetic text2sql generator is to the real CHESS traces.
+
+For each database the generator is compared with the paper's trace of it (financial ↔
+chess-trace1, formula1 ↔ chess-trace2): calls per query, revise rounds, and per stage
+the input and output lengths — means and the two-sample Kolmogorov–Smirnov statistic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from scipy.stats import ks_2samp
+
+from flowserve.bench.report import markdown_table
+from flowserve.workloads import text2sql
+
+PAIRS = (("financial", "chess-trace1"), ("formula1", "chess-trace2"))
+
+
+def _profile(queries: list[list[tuple[str, int, int]]]) -> dict[str, Any]:
+    per_stage: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for calls in queries:
+        for stage, n_in, n_out in calls:
+            per_stage[stage][0].append(n_in)
+            per_stage[stage][1].append(n_out)
+    return {
+        "calls": [len(c) for c in queries],
+        "revise": [sum(1 for s, _, _ in c if s == text2sql.REVISE) for c in queries],
+        "stages": per_stage,
+    }
+
+
+def _compare(a: list[int], b: list[int]) -> dict[str, float]:
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    return {"synthetic_mean": ma, "trace_mean": mb, "rel_err": (ma - mb) / mb,
+            "ks": float(ks_2samp(a, b).statistic)}
+
+
+def calibration_report(n: int = 2000, seed: int = 0) -> tuple[dict[str, Any], str]:
+    report: dict[str, Any] = {}
+    rows = []
+    for db, trace in PAIRS:
+        real, _ = text2sql.load_trace_file(trace)
+        wl = text2sql.synthetic(db, 1.0, n, seed)
+        synth = [[(c.stage, c.input_tokens, c.output_tokens) for c in q.plan.calls()]
+                 for q in wl.queries]
+        pr, ps = _profile(real), _profile(synth)
+        entry = {"calls_per_query": _compare(ps["calls"], pr["calls"]),
+                 "revise_rounds": _compare(ps["revise"], pr["revise"]), "stages": {}}
+        rows.append([db, "calls/query", *_row(entry["calls_per_query"])])
+        rows.append([db, "revise rounds", *_row(entry["revise_rounds"])])
+        for stage in text2sql.STAGES:
+            if stage not in pr["stages"]:
+                continue
+            si, so = ps["stages"][stage]
+            ri, ro = pr["stages"][stage]
+            entry["stages"][stage] = {"input": _compare(si, ri), "output": _compare(so, ro)}
+            rows.append([db, f"{stage} input", *_row(entry["stages"][stage]["input"])])
+            rows.append([db, f"{stage} output", *_row(entry["stages"][stage]["output"])])
+        report[f"{db} vs {trace}"] = entry
+    table = markdown_table(["database", "quantity", "synthetic mean", "trace mean",
+                            "rel. error", "KS"], rows)
+    return report, table
+
+
+def _row(c: dict[str, float]) -> list[float]:
+    return [c["synthetic_mean"], c["trace_mean"], c["rel_err"], c["ks"]]

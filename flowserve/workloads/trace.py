@@ -1,0 +1,72 @@
+"""JSONL traces: record every query a simulation ran, and replay such a file exactly.
+
+One line per query: id, arrival, tenant, priority, workflow, attrs and its steps, with
+prompts as segment lists ([id, length, shared]), so sharing structure survives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from flowserve.errors import ConfigError
+from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment
+from flowserve.workloads import text2sql
+from flowserve.workloads.base import QuerySpec, Workload
+
+
+def _item(x: CallStep | OpStep) -> dict[str, Any]:
+    if isinstance(x, CallStep):
+        return {"stage": x.stage, "prompt": [[s.id, s.length, s.shared] for s in x.prompt],
+                "output": x.output_tokens}
+    return {"stage": x.stage, "op": x.op, "duration": x.duration_s, "error": x.error}
+
+
+def query_to_json(q: QuerySpec) -> dict[str, Any]:
+    return {"id": q.id, "arrival": q.arrival, "tenant": q.tenant, "priority": q.priority,
+            "workflow": q.plan.workflow, "attrs": dict(q.plan.attrs),
+            "steps": [[_item(x) for x in step] for step in q.plan.steps]}
+
+
+def write_trace(path: str | Path, queries: Iterable[QuerySpec]) -> None:
+    with open(path, "w") as f:
+        for q in queries:
+            f.write(json.dumps(query_to_json(q)) + "\n")
+
+
+def _parse_item(x: dict[str, Any]) -> CallStep | OpStep:
+    if "op" in x:
+        return OpStep(str(x["stage"]), str(x["op"]), float(x["duration"]), bool(x.get("error")))
+    prompt = tuple(Segment(int(i), int(n), bool(sh)) for i, n, sh in x["prompt"])
+    return CallStep(str(x["stage"]), prompt, int(x["output"]))
+
+
+def read_trace(path: str | Path) -> Workload:
+    specs = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read trace {str(path)!r}: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            steps = tuple(tuple(_parse_item(x) for x in step) for step in d["steps"])
+            if not steps or any(not s for s in steps):
+                raise ValueError("a query needs at least one non-empty step")
+            plan = QueryPlan(str(d["workflow"]), steps, dict(d.get("attrs", {})))
+            specs.append(QuerySpec(int(d["id"]), float(d["arrival"]), plan,
+                                   str(d.get("tenant", "default")), int(d.get("priority", 0))))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AssertionError) as e:
+            raise ConfigError(f"{path}:{n}: not a flowserve trace line ({e})") from None
+    if not specs:
+        raise ConfigError(f"trace {str(path)!r} holds no queries")
+    specs.sort(key=lambda q: q.arrival)
+    expectations = {}
+    if any(q.plan.workflow == text2sql.WORKFLOW for q in specs):
+        expectations[text2sql.WORKFLOW] = text2sql.expected_remaining
+    return Workload(f"trace:{Path(path).stem}", tuple(specs), expectations,
+                    text2sql.output_priors())
