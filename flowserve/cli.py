@@ -61,7 +61,8 @@ def simulate(
     queue: Annotated[str, typer.Option(help="queue policy name")] = "fcfs",
     slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
     record_trace: Annotated[Path | None, typer.Option(help="write the simulated queries as a JSONL trace")] = None,
     plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve (PNG)")] = None,

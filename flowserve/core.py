@@ -30,6 +30,7 @@ from flowserve.types import (
     InstanceDown,
     InstanceSpec,
     InstanceUp,
+    JobFinished,
     LLMCall,
     OpFinished,
     PrefixEvicted,
@@ -130,7 +131,7 @@ class SchedulerCore:
             self._on_instance_down(event)
         elif isinstance(event, InstanceUp):
             self._on_instance_up(event)
-        elif not isinstance(event, Tick):
+        elif not isinstance(event, Tick | JobFinished):
             raise TypeError(f"unknown event {event!r}")
         out.extend(self.dispatch.observe(event, self.view))
         while self._dirty:

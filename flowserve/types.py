@@ -6,7 +6,7 @@ the simulator, monotonic time in the live gateway); the core never reads a clock
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -176,6 +176,16 @@ class Tick:
     time: float
 
 
+@dataclass(frozen=True, slots=True)
+class JobFinished:
+    """A `RunJob` the driver ran (off the event path) has finished."""
+
+    time: float
+    job_id: int
+    result: Any = None
+    error: str | None = None
+
+
 Event = (
     QueryArrived
     | CallFinished
@@ -186,6 +196,7 @@ Event = (
     | InstanceCapacity
     | PrefixEvicted
     | Tick
+    | JobFinished
 )
 
 
@@ -234,4 +245,15 @@ class PolicyChanged:
     params: Mapping[str, Any]
 
 
-Command = SendCall | CancelCall | RunOp | QueryDone | QueryFailed | PolicyChanged
+@dataclass(frozen=True, slots=True)
+class RunJob:
+    """Ask the driver to run a pure CPU job, e.g. an α sweep in the simulator, and answer
+    with JobFinished. The simulator runs it at once; the live gateway in a worker, so
+    serving never waits for it."""
+
+    job_id: int
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Command = SendCall | CancelCall | RunOp | QueryDone | QueryFailed | PolicyChanged | RunJob

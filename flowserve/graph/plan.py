@@ -15,17 +15,16 @@ from typing import Any
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types import Tokens
 
-SEGMENT_SPAN = 1 << 20  # token ids of segment s are [s·SPAN, s·SPAN + length)
+MAX_SEGMENT = 1 << 18  # tokens in one segment
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
     id: int
     length: int
-    shared: bool = False  # shared segments are materialised once and reused
 
     def __post_init__(self) -> None:
-        assert 0 < self.length < SEGMENT_SPAN, self.length
+        assert 0 < self.length <= MAX_SEGMENT, self.length
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,24 +60,25 @@ class QueryPlan:
 
 
 class Materializer:
-    """Turns segment lists into token tuples, reusing shared segments' tuples."""
+    """Turns segment lists into token tuples.
+
+    Segment s is the token −(s+1) followed by the first length−1 tokens of a fixed pool
+    (0, 1, 2, ...). Two segments are equal exactly when their ids (and lengths) are, a
+    shorter segment of the same id is a prefix of the longer one, and prompts diverge at
+    the first token of the first differing segment — which is all prefix matching can
+    observe. Building a prompt is then a few tuple slices, not an int per token.
+    """
 
     def __init__(self) -> None:
-        self._shared: dict[Segment, Tokens] = {}
+        self._pool = tuple(range(MAX_SEGMENT))
 
     def segment(self, seg: Segment) -> Tokens:
-        tokens = self._shared.get(seg)
-        if tokens is None:
-            base = seg.id * SEGMENT_SPAN
-            tokens = tuple(range(base, base + seg.length))
-            if seg.shared:
-                self._shared[seg] = tokens
-        return tokens
+        return (-(seg.id + 1),) + self._pool[: seg.length - 1]
 
     def prompt(self, segments: tuple[Segment, ...]) -> Tokens:
         out: Tokens = ()
         for seg in segments:
-            out += self.segment(seg)
+            out += (-(seg.id + 1),) + self._pool[: seg.length - 1]
         return out
 
 
@@ -87,12 +87,9 @@ def standalone_latency(plan: QueryPlan, cost: CostModel) -> float:
     item (parallel calls share the batch), steps run one after another."""
     total = 0.0
     for step in plan.steps:
-        longest = 0.0
-        for item in step:
-            if isinstance(item, CallStep):
-                t = cost.call_time(item.input_tokens, item.output_tokens)
-            else:
-                t = item.duration_s
-            longest = max(longest, t)
-        total += longest
+        total += max(
+            cost.call_time(item.input_tokens, item.output_tokens) if isinstance(item, CallStep)
+            else item.duration_s
+            for item in step
+        )
     return total

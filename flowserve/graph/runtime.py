@@ -20,11 +20,20 @@ def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
 
     Raises WorkflowError on duplicate keys, dependencies on unknown nodes, or a cycle.
     """
-    batch = {}
+    batch = {n.key: n for n in nodes}
+    if len(batch) != len(nodes) or not known.isdisjoint(batch):
+        keys = [n.key for n in nodes]
+        dup = sorted({k for k in keys if keys.count(k) > 1 or k in known})
+        raise WorkflowError(f"duplicate workflow node(s) {dup}")
+    internal = False
     for n in nodes:
-        if n.key in batch or n.key in known:
-            raise WorkflowError(f"duplicate workflow node {n.key!r}")
-        batch[n.key] = n
+        for d in n.deps:
+            if d in batch:
+                internal = True
+            elif d not in known:
+                raise WorkflowError(f"workflow node {n.key!r} depends on unknown node {d!r}")
+    if not internal:
+        return list(nodes)  # nothing in the batch waits on the batch: no cycle possible
     indeg = dict.fromkeys(batch, 0)
     users: dict[str, list[str]] = {k: [] for k in batch}
     for n in nodes:
@@ -32,8 +41,6 @@ def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
             if d in batch:
                 indeg[n.key] += 1
                 users[d].append(n.key)
-            elif d not in known:
-                raise WorkflowError(f"workflow node {n.key!r} depends on unknown node {d!r}")
     ready = [k for k, v in indeg.items() if v == 0]
     order: list[Node] = []
     while ready:

@@ -50,11 +50,16 @@ class QueuePolicy(Protocol):
 
 
 class Dispatch:
-    """Defaults for the optional parts of a dispatch policy."""
+    """Defaults for the optional parts of a dispatch policy.
+
+    tick_s: if set, drivers send a Tick event every tick_s seconds (policy clocks such
+    as tuning windows run on event time only).
+    """
 
     name: ClassVar[str] = ""
     uses_deadline: ClassVar[bool] = False
     needs_prefix_index: ClassVar[bool] = False
+    tick_s: float | None = None
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[Command]:
         return ()

@@ -108,20 +108,34 @@ class RooflineCostModel(IterationCostModel):
     overhead_s: float = 0.003
     per_seq_overhead_s: float = 2e-5
 
+    def __post_init__(self) -> None:
+        # iteration_time is on the simulator's hot path: fold the constants of
+        # forward_flops / bytes / allreduce_time into per-token coefficients once.
+        m, g, tp = self.model, self.gpu, self.tp
+        compute = tp * g.tflops * 1e12 * self.mfu
+        memory = tp * g.hbm_gbps * 1e9 * self.mbu
+        ar_fixed = allreduce_time(g, tp, 0, m)
+        c = object.__setattr__
+        c(self, "_flop_tok", 2.0 * m.params_b * 1e9 / compute)
+        c(self, "_flop_att", 4.0 * m.layers * m.attn_dim / compute)
+        c(self, "_mem_fixed", m.weight_bytes / memory)
+        c(self, "_mem_kv", m.kv_bytes_per_token / memory)
+        c(self, "_ar_fixed", ar_fixed)
+        c(self, "_ar_tok", allreduce_time(g, tp, 1, m) - ar_fixed)
+
     def iteration_time(
         self, prefill_tokens: int, prefill_attended: float, decode_seqs: int, decode_context: float
     ) -> float:
+        """max(FLOPs / compute, bytes / memory) + all-reduces + overheads, where FLOPs are
+        `forward_flops` and bytes = weights + KV of the context read and tokens written."""
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
-        m = self.model
-        flops = forward_flops(m, tokens, prefill_attended + decode_context)
-        nbytes = m.weight_bytes + m.kv_bytes_per_token * (decode_context + tokens)
-        compute = flops / (self.tp * self.gpu.tflops * 1e12 * self.mfu)
-        memory = nbytes / (self.tp * self.gpu.hbm_gbps * 1e9 * self.mbu)
+        compute = self._flop_tok * tokens + self._flop_att * (prefill_attended + decode_context)
+        memory = self._mem_fixed + self._mem_kv * (decode_context + tokens)
         return (
-            max(compute, memory)
-            + allreduce_time(self.gpu, self.tp, tokens, m)
+            (compute if compute > memory else memory)
+            + self._ar_fixed + self._ar_tok * tokens
             + self.overhead_s
             + self.per_seq_overhead_s * decode_seqs
         )

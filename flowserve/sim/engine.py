@@ -187,6 +187,7 @@ class SimEngine:
             self.version += 1
 
     def _plan(self, now: float) -> None:
+        self._ensure_decode_room(now)
         n_dec = len(self.decoding)
         if not self.prefilling and not n_dec:
             self.k = 0
@@ -331,7 +332,8 @@ class SimEngine:
                 node = self.tree.match(s.call.prompt, now)
                 cached = min(node.depth, s.prompt_len - 1)
             uncached = s.prompt_len - cached + s.pending
-            if not self._reserve(uncached + 1, now, keep=node):
+            # room for its prompt and first token, and for the decoders' next tokens
+            if not self._reserve(uncached + 1 + len(self.decoding), now, keep=node):
                 break
             self.waiting.popleft()
             if node is not None and node.depth:

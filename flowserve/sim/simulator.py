@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from flowserve.core import CallRecord, SchedulerCore
 from flowserve.sim.engine import Capacity, SimEngine
 from flowserve.types import (
-    CallFailed,
-    CallFinished,
     CancelCall,
     Command,
     Event,
     InstanceCapacity,
+    JobFinished,
     OpFinished,
     PolicyChanged,
-    PrefixEvicted,
     Query,
     QueryArrived,
     QueryDone,
     QueryFailed,
+    RunJob,
     RunOp,
     SendCall,
     Tick,
@@ -135,7 +134,7 @@ class Simulator:
                 eng, version = payload  # type: ignore[misc]
                 if version != eng.version:
                     continue  # superseded wake-up
-                self._feed(eng.advance(t), t, touched={eng})
+                self._feed(eng.advance(t), t, touched=(eng,))
             elif kind == ARRIVAL:
                 sq: SimQuery = payload  # type: ignore[assignment]
                 self._sim_queries[sq.query.id] = sq
@@ -169,11 +168,12 @@ class Simulator:
             decisions=core.decisions,
         )
 
-    def _feed(self, events: list[Event] | list, t: float, touched: set[SimEngine] | None = None) -> None:
+    def _feed(self, events: list[Event] | list, t: float,
+              touched: tuple[SimEngine, ...] = ()) -> None:
         """Hand events to the core, execute its commands, and report capacity changes
         back until nothing changes any more at this instant."""
         pending: deque[Event] = deque(events)
-        touched = set(touched or ())
+        touched = dict.fromkeys(touched)  # insertion-ordered: deterministic
         while True:
             while pending:
                 ev = pending.popleft()
@@ -182,7 +182,7 @@ class Simulator:
                     self._execute(cmd, t, pending, touched)
             if not touched:
                 return
-            for eng in sorted(touched, key=lambda e: e.name):
+            for eng in touched:
                 self._schedule(eng)
                 cap = eng.capacity()
                 if self._reported.get(eng.name) != cap:
@@ -194,11 +194,11 @@ class Simulator:
                 return
 
     def _execute(self, cmd: Command, t: float, pending: deque[Event],
-                 touched: set[SimEngine]) -> None:
+                 touched: dict[SimEngine, None]) -> None:
         if isinstance(cmd, SendCall):
             eng = self.engines[cmd.instance]
             pending.extend(eng.submit(cmd.call, t))
-            touched.add(eng)
+            touched[eng] = None
         elif isinstance(cmd, RunOp):
             op = cmd.op
             self._push(t + op.sim_duration, OP,
@@ -207,11 +207,17 @@ class Simulator:
         elif isinstance(cmd, CancelCall):
             eng = self.engines[cmd.instance]
             eng.abort(cmd.call_id, t)
-            touched.add(eng)
+            touched[eng] = None
         elif isinstance(cmd, QueryDone | QueryFailed):
             self._end_query(cmd)
         elif isinstance(cmd, PolicyChanged):
             self.policy_changes.append(cmd)
+        elif isinstance(cmd, RunJob):
+            # CPU work outside the served system: it takes no virtual time here
+            try:
+                pending.append(JobFinished(t, cmd.job_id, cmd.fn(*cmd.args)))
+            except Exception as e:  # a failed job is reported, never lost
+                pending.append(JobFinished(t, cmd.job_id, error=f"{type(e).__name__}: {e}"))
 
     def _end_query(self, cmd: QueryDone | QueryFailed) -> None:
         sq = self._sim_queries.pop(cmd.query_id)
@@ -225,6 +231,3 @@ class Simulator:
         if self._on_done is not None:
             self._on_done(out)
 
-
-__all__ = ["CallFailed", "CallFinished", "PrefixEvicted", "QueryOutcome", "SimQuery",
-           "SimResult", "Simulator"]

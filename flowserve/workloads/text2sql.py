@@ -131,7 +131,7 @@ class PromptBuilder:
         shared = min(db.stages[stage].shared, length - 1)
         segs = []
         if shared > 0:  # a shorter prompt keeps a prefix of the shared segment
-            segs.append(Segment(self.ids.shared(f"{stage}/{db.name}"), shared, True))
+            segs.append(Segment(self.ids.shared(f"{stage}/{db.name}"), shared))
         rest = length - shared
         if query_seg is not None and rest > 1:
             qid, qlen = query_seg

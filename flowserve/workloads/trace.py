@@ -1,7 +1,7 @@
 """JSONL traces: record every query a simulation ran, and replay such a file exactly.
 
 One line per query: id, arrival, tenant, priority, workflow, attrs and its steps, with
-prompts as segment lists ([id, length, shared]), so sharing structure survives.
+prompts as segment lists ([id, length]), so sharing structure survives.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from flowserve.workloads.base import QuerySpec, Workload
 
 def _item(x: CallStep | OpStep) -> dict[str, Any]:
     if isinstance(x, CallStep):
-        return {"stage": x.stage, "prompt": [[s.id, s.length, s.shared] for s in x.prompt],
+        return {"stage": x.stage, "prompt": [[s.id, s.length] for s in x.prompt],
                 "output": x.output_tokens}
     return {"stage": x.stage, "op": x.op, "duration": x.duration_s, "error": x.error}
 
@@ -39,7 +39,7 @@ def write_trace(path: str | Path, queries: Iterable[QuerySpec]) -> None:
 def _parse_item(x: dict[str, Any]) -> CallStep | OpStep:
     if "op" in x:
         return OpStep(str(x["stage"]), str(x["op"]), float(x["duration"]), bool(x.get("error")))
-    prompt = tuple(Segment(int(i), int(n), bool(sh)) for i, n, sh in x["prompt"])
+    prompt = tuple(Segment(int(i), int(n)) for i, n in x["prompt"])
     return CallStep(str(x["stage"]), prompt, int(x["output"]))
 
 
