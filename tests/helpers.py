@@ -1,0 +1,114 @@
+"""Shared test helpers: a scripted driver for the sans-IO core."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from flowserve.cluster import instance_profile
+from flowserve.core import SchedulerCore
+from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
+from flowserve.policies import make_dispatch, queue_factory
+from flowserve.types import (
+    CallFinished,
+    InstanceSpec,
+    OpFinished,
+    Query,
+    QueryArrived,
+    QueryDone,
+    QueryFailed,
+    RunOp,
+    SendCall,
+)
+
+
+def live_spec(name: str, max_inflight: int = 4, model: str = "llama-3.1-8b", gpu: str = "A100-80G"):
+    return InstanceSpec(name, gpu, model, 1, max_inflight=max_inflight, backend="openai")
+
+
+def make_core(specs: Sequence[InstanceSpec], dispatch: str = "round_robin", queue: str = "fcfs",
+              **kw) -> SchedulerCore:
+    return SchedulerCore(specs, make_dispatch(dispatch), queue_factory(queue), instance_profile, **kw)
+
+
+def llm(key: str, n: int = 100, deps: tuple[str, ...] = (), out: int = 10, base: int = 0) -> LLMNode:
+    return LLMNode(key, key.rstrip("0123456789"), tuple(range(base, base + n)), out, deps, sim_output=out)
+
+
+@dataclass
+class ScriptProgram:
+    """A workflow program from a function of (node, result) → new nodes."""
+
+    first: list[Node]
+    expand: dict[str, list[Node]] = field(default_factory=dict)
+
+    def start(self):
+        return self.first
+
+    def on_done(self, node, result: NodeResult):
+        return self.expand.pop(node.key, [])
+
+    def expected_remaining(self):
+        return [CallEstimate("x", 100)]
+
+
+_ids = itertools.count(1000)
+
+
+def query(program, t: float = 0.0, deadline: float | None = None, qid: int | None = None) -> Query:
+    return Query(next(_ids) if qid is None else qid, t, "wf", program, deadline)
+
+
+class ScriptedDriver:
+    """Feeds a core and finishes its calls/ops when told to; records everything."""
+
+    def __init__(self, core: SchedulerCore) -> None:
+        self.core = core
+        self.t = 0.0
+        self.inflight: dict[int, SendCall] = {}
+        self.ops: dict[int, RunOp] = {}
+        self.sent: list[SendCall] = []
+        self.ended: dict[int, QueryDone | QueryFailed] = {}
+        self.commands: list = []
+
+    def feed(self, ev) -> list:
+        cmds = self.core.handle(ev)
+        self.commands += cmds
+        for c in cmds:
+            if isinstance(c, SendCall):
+                assert c.call.id not in self.inflight
+                self.inflight[c.call.id] = c
+                self.sent.append(c)
+            elif isinstance(c, RunOp):
+                self.ops[c.op.id] = c
+            elif isinstance(c, QueryDone | QueryFailed):
+                assert c.query_id not in self.ended, "a query ended twice"
+                self.ended[c.query_id] = c
+            elif type(c).__name__ == "CancelCall":
+                self.inflight.pop(c.call_id, None)
+        return cmds
+
+    def arrive(self, q: Query):
+        return self.feed(QueryArrived(self.t, q))
+
+    def finish(self, call_id: int, out: int | None = None):
+        sc = self.inflight.pop(call_id)
+        self.t += 1.0
+        return self.feed(CallFinished(self.t, call_id, sc.instance,
+                                      out if out is not None else sc.call.max_tokens))
+
+    def finish_op(self, op_id: int, error: str | None = None):
+        self.ops.pop(op_id)
+        self.t += 0.5
+        return self.feed(OpFinished(self.t, op_id, error))
+
+    def run_all(self):
+        while self.inflight or self.ops:
+            if self.inflight:
+                self.finish(next(iter(self.inflight)))
+            else:
+                self.finish_op(next(iter(self.ops)))
+
+
+__all__ = ["LLMNode", "OpNode", "ScriptProgram", "ScriptedDriver", "live_spec", "llm", "make_core", "query"]
