@@ -19,8 +19,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Serve and simulate LLM applications on heterogeneous clusters.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 @contextlib.contextmanager

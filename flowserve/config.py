@@ -42,12 +42,18 @@ class InstanceConfig(Strict):
     @field_validator("gpu")
     @classmethod
     def _known_gpu(cls, v: str) -> str:
-        return get_gpu(v).name
+        try:
+            return get_gpu(v).name
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, v: str) -> str:
-        return get_model(v).name
+        try:
+            return get_model(v).name
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
 
     def specs(self) -> list[InstanceSpec]:
         engine = EngineParams(self.max_num_seqs, self.token_budget, self.block_size,
@@ -73,14 +79,15 @@ class ClusterConfig(Strict):
 def _format(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        msg = e["msg"]
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "missing":
             msg = "required field is missing"
         elif e["type"] == "extra_forbidden":
             msg = "unknown field"
-        parts.append(f"{loc}: {msg}")
-    return f"{source}: " + "; ".join(parts)
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
+    return f"{source}: " + "; ".join(parts[:3]) + more
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -90,12 +97,6 @@ def validate(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        # a ConfigError raised inside a validator (unknown GPU, ...) keeps its own words
-        for item in e.errors():
-            ctx = item.get("ctx") or {}
-            if isinstance(ctx.get("error"), ConfigError):
-                loc = ".".join(str(x) for x in item["loc"])
-                raise ConfigError(f"{source}: {loc}: {ctx['error']}") from None
         raise ConfigError(_format(e, source)) from None
 
 

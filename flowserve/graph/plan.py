@@ -59,6 +59,28 @@ class QueryPlan:
         return [item for step in self.steps for item in step if isinstance(item, CallStep)]
 
 
+@dataclass(frozen=True, slots=True)
+class DagNode:
+    key: str
+    item: CallStep | OpStep
+    deps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DagPlan:
+    """A static workflow graph: every node is known up front with its dependencies."""
+
+    workflow: str
+    nodes: tuple[DagNode, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def calls(self) -> list[CallStep]:
+        return [n.item for n in self.nodes if isinstance(n.item, CallStep)]
+
+
+Plan = QueryPlan | DagPlan
+
+
 class Materializer:
     """Turns segment lists into token tuples.
 
@@ -82,14 +104,19 @@ class Materializer:
         return out
 
 
-def standalone_latency(plan: QueryPlan, cost: CostModel) -> float:
-    """The query alone on one instance with a cold cache: each step takes its slowest
-    item (parallel calls share the batch), steps run one after another."""
-    total = 0.0
-    for step in plan.steps:
-        total += max(
-            cost.call_time(item.input_tokens, item.output_tokens) if isinstance(item, CallStep)
-            else item.duration_s
-            for item in step
-        )
-    return total
+def item_time(item: CallStep | OpStep, cost: CostModel) -> float:
+    if isinstance(item, CallStep):
+        return cost.call_time(item.input_tokens, item.output_tokens)
+    return item.duration_s
+
+
+def standalone_latency(plan: Plan, cost: CostModel) -> float:
+    """The query alone on one instance with a cold cache: the critical path, where
+    parallel calls cost their slowest member (they share the batch)."""
+    if isinstance(plan, DagPlan):
+        finish: dict[str, float] = {}
+        for node in plan.nodes:  # in topological order (validated when the plan is built)
+            start = max((finish[d] for d in node.deps), default=0.0)
+            finish[node.key] = start + item_time(node.item, cost)
+        return max(finish.values(), default=0.0)
+    return sum(max(item_time(item, cost) for item in step) for step in plan.steps)

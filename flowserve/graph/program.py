@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
-from flowserve.graph.plan import CallStep, Materializer, QueryPlan
+from flowserve.graph.plan import CallStep, DagPlan, Materializer, OpStep, Plan, QueryPlan
 
 
 class WorkflowProgram(Protocol):
@@ -25,6 +25,14 @@ class WorkflowProgram(Protocol):
 
 # Expected calls still to come, given how many calls of each stage were issued so far.
 Expectation = Callable[[Mapping[str, int], Mapping[str, object]], Sequence[CallEstimate]]
+
+
+def make_node(key: str, item: CallStep | OpStep, deps: tuple[str, ...], mat: Materializer,
+              model: str | None = None) -> Node:
+    if isinstance(item, CallStep):
+        return LLMNode(key, item.stage, mat.prompt(item.prompt), max_tokens=max(item.output_tokens, 1),
+                       deps=deps, model=model, sim_output=item.output_tokens)
+    return OpNode(key, item.stage, item.op, deps=deps, sim_duration=item.duration_s, sim_error=item.error)
 
 
 class StagedProgram:
@@ -63,27 +71,11 @@ class StagedProgram:
             return []
         i = self._next
         self._next += 1
-        nodes: list[Node] = []
-        for j, item in enumerate(self.plan.steps[i]):
-            key = f"s{i}.{j}"
+        nodes = [make_node(f"s{i}.{j}", item, self._prev_keys, self._mat, self._model)
+                 for j, item in enumerate(self.plan.steps[i])]
+        for item in self.plan.steps[i]:
             if isinstance(item, CallStep):
-                nodes.append(
-                    LLMNode(
-                        key,
-                        item.stage,
-                        self._mat.prompt(item.prompt),
-                        max_tokens=max(item.output_tokens, 1),
-                        deps=self._prev_keys,
-                        model=self._model,
-                        sim_output=item.output_tokens,
-                    )
-                )
                 self._issued[item.stage] = self._issued.get(item.stage, 0) + 1
-            else:
-                nodes.append(
-                    OpNode(key, item.stage, item.op, deps=self._prev_keys,
-                           sim_duration=item.duration_s, sim_error=item.error)
-                )
         self._prev_keys = tuple(n.key for n in nodes)
         self._open = set(self._prev_keys)
         return nodes
@@ -97,3 +89,32 @@ class StagedProgram:
             for item in step
             if isinstance(item, CallStep)
         ]
+
+
+class DagProgram:
+    """Runs a static `DagPlan`: all nodes with their dependencies at once; the runtime
+    issues each when its dependencies finish."""
+
+    def __init__(self, plan: DagPlan, materializer: Materializer, model: str | None = None) -> None:
+        self.plan = plan
+        self._mat = materializer
+        self._model = model
+        self._done: set[str] = set()
+
+    def start(self) -> Sequence[Node]:
+        return [make_node(n.key, n.item, n.deps, self._mat, self._model) for n in self.plan.nodes]
+
+    def on_done(self, node: Node, result: NodeResult) -> Sequence[Node]:
+        self._done.add(node.key)
+        return ()
+
+    def expected_remaining(self) -> Sequence[CallEstimate]:
+        return [CallEstimate(n.item.stage, n.item.input_tokens) for n in self.plan.nodes
+                if isinstance(n.item, CallStep) and n.key not in self._done]
+
+
+def program_for(plan: Plan, materializer: Materializer, expectation: Expectation | None = None,
+                model: str | None = None) -> WorkflowProgram:
+    if isinstance(plan, DagPlan):
+        return DagProgram(plan, materializer, model)
+    return StagedProgram(plan, materializer, expectation, model)

@@ -10,7 +10,7 @@ from flowserve.cluster import instance_profile, kv_capacity, roofline_for
 from flowserve.core import SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Materializer, standalone_latency
-from flowserve.graph.program import StagedProgram
+from flowserve.graph.program import program_for
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.models import get_model
 from flowserve.profiles.predictor import OutputPredictor
@@ -77,7 +77,7 @@ def simulate(
     def queries() -> Any:
         for spec, alone in zip(workload.queries, standalone, strict=True):
             plan = spec.plan
-            program = StagedProgram(plan, mat, workload.expectations.get(plan.workflow))
+            program = program_for(plan, mat, workload.expectations.get(plan.workflow))
             deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
                                  spec.tenant, spec.priority), alone)

@@ -11,6 +11,7 @@ from flowserve.config import Strict, load_mapping, validate
 from flowserve.errors import ConfigError
 from flowserve.workloads import text2sql
 from flowserve.workloads.base import QuerySpec, Workload
+from flowserve.workloads.dag import DagConfig
 from flowserve.workloads.trace import read_trace
 
 
@@ -67,6 +68,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "text2sql": Text2SQLConfig,
     "chess_trace": ChessTraceConfig,
     "trace": TraceConfig,
+    "dag": DagConfig,
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from flowserve.graph.plan import QueryPlan
+from flowserve.graph.plan import Plan
 from flowserve.graph.program import Expectation
 
 
@@ -14,7 +14,7 @@ from flowserve.graph.program import Expectation
 class QuerySpec:
     id: int
     arrival: float
-    plan: QueryPlan
+    plan: Plan
     tenant: str = "default"
     priority: int = 0
 

@@ -114,6 +114,14 @@ def capped_rounds_mean(p: float, cap: int) -> float:
     return p * (1 - p**cap) / (1 - p) if p < 1 else float(cap)
 
 
+def tail_sd_log(shape: StageShape) -> float:
+    """Spread of the non-shared part of a prompt so the whole prompt keeps the traces' spread:
+    a log-normal's sd is mean·√(e^{s²}−1), and all the variance sits in the tail."""
+    sd = shape.input_mean * math.sqrt(math.exp(shape.input_sd_log**2) - 1)
+    tail = shape.input_mean - shape.shared
+    return math.sqrt(math.log(1 + (sd / tail) ** 2))
+
+
 def _lognormal(rng: np.random.Generator, mean: float, sd_log: float) -> int:
     """Log-normal draw with the given mean (not median)."""
     mu = math.log(mean) - sd_log**2 / 2
@@ -155,7 +163,7 @@ def generate_plan(rng: np.random.Generator, db: Database, params: Text2SQLParams
                   prompts: PromptBuilder) -> QueryPlan:
     def call(stage: str, query_seg: tuple[int, int] | None = None) -> CallStep:
         shape = db.stages[stage]
-        n_in = _lognormal(rng, shape.input_mean, shape.input_sd_log)
+        n_in = shape.shared + _lognormal(rng, shape.input_mean - shape.shared, tail_sd_log(shape))
         n_out = _lognormal(rng, shape.output_mean, shape.output_sd_log)
         return CallStep(stage, prompts.prompt(db, stage, n_in, query_seg), n_out)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from flowserve.errors import ConfigError
-from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, QueryPlan, Segment
 from flowserve.workloads import text2sql
 from flowserve.workloads.base import QuerySpec, Workload
 
@@ -25,9 +25,13 @@ def _item(x: CallStep | OpStep) -> dict[str, Any]:
 
 
 def query_to_json(q: QuerySpec) -> dict[str, Any]:
-    return {"id": q.id, "arrival": q.arrival, "tenant": q.tenant, "priority": q.priority,
-            "workflow": q.plan.workflow, "attrs": dict(q.plan.attrs),
-            "steps": [[_item(x) for x in step] for step in q.plan.steps]}
+    d: dict[str, Any] = {"id": q.id, "arrival": q.arrival, "tenant": q.tenant, "priority": q.priority,
+                         "workflow": q.plan.workflow, "attrs": dict(q.plan.attrs)}
+    if isinstance(q.plan, DagPlan):
+        d["dag"] = [{"key": n.key, "deps": list(n.deps), **_item(n.item)} for n in q.plan.nodes]
+    else:
+        d["steps"] = [[_item(x) for x in step] for step in q.plan.steps]
+    return d
 
 
 def write_trace(path: str | Path, queries: Iterable[QuerySpec]) -> None:
@@ -43,6 +47,18 @@ def _parse_item(x: dict[str, Any]) -> CallStep | OpStep:
     return CallStep(str(x["stage"]), prompt, int(x["output"]))
 
 
+def check_dag(nodes: tuple[DagNode, ...]) -> None:
+    """Recorded DAG nodes come in dependency order (so no cycle can hide in them)."""
+    seen: set[str] = set()
+    for n in nodes:
+        if n.key in seen:
+            raise ValueError(f"duplicate dag node {n.key!r}")
+        for d in n.deps:
+            if d not in seen:
+                raise ValueError(f"dag node {n.key!r} depends on {d!r}, which is not listed before it")
+        seen.add(n.key)
+
+
 def read_trace(path: str | Path) -> Workload:
     specs = []
     try:
@@ -54,10 +70,18 @@ def read_trace(path: str | Path) -> Workload:
             continue
         try:
             d = json.loads(line)
-            steps = tuple(tuple(_parse_item(x) for x in step) for step in d["steps"])
-            if not steps or any(not s for s in steps):
-                raise ValueError("a query needs at least one non-empty step")
-            plan = QueryPlan(str(d["workflow"]), steps, dict(d.get("attrs", {})))
+            attrs = dict(d.get("attrs", {}))
+            plan: QueryPlan | DagPlan
+            if "dag" in d:
+                nodes = tuple(DagNode(str(x["key"]), _parse_item(x), tuple(map(str, x["deps"])))
+                              for x in d["dag"])
+                check_dag(nodes)
+                plan = DagPlan(str(d["workflow"]), nodes, attrs)
+            else:
+                steps = tuple(tuple(_parse_item(x) for x in step) for step in d["steps"])
+                if not steps or any(not s for s in steps):
+                    raise ValueError("a query needs at least one non-empty step")
+                plan = QueryPlan(str(d["workflow"]), steps, attrs)
             specs.append(QuerySpec(int(d["id"]), float(d["arrival"]), plan,
                                    str(d.get("tenant", "default")), int(d.get("priority", 0))))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AssertionError) as e:

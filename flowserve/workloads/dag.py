@@ -1,0 +1,98 @@
+"""`kind: dag` — a static workflow graph declared in the workload YAML.
+
+  {kind: dag, rate: 1, queries: 100, nodes: [
+     {name: plan, input: 800, output: 60, shared: 600},
+     {name: search, op: web_search, duration_s: 0.4, deps: [plan]},
+     {name: answer, input: 2000, output: 200, deps: [plan, search]}]}
+
+Token lengths are drawn log-normally around the given means; the first `shared` tokens
+of a node's prompt are the same for every query (its instructions).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from flowserve.config import Strict
+from flowserve.errors import WorkflowError
+from flowserve.graph.nodes import LLMNode
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
+from flowserve.graph.runtime import topological_order
+from flowserve.workloads.arrivals import arrival_times
+from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
+
+
+class DagNodeConfig(Strict):
+    name: str = Field(min_length=1)
+    stage: str | None = None
+    deps: list[str] = Field(default_factory=list)
+    input: int = Field(0, ge=0)
+    output: int = Field(1, gt=0)
+    shared: int = Field(0, ge=0)
+    op: str | None = None
+    duration_s: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _llm_or_op(self) -> DagNodeConfig:
+        if self.op is None and self.input < 2:
+            raise ValueError(f"node {self.name!r}: an LLM node needs input ≥ 2 tokens (or give `op`)")
+        if self.shared >= max(self.input, 1) and self.op is None:
+            raise ValueError(f"node {self.name!r}: shared ({self.shared}) must be below input ({self.input})")
+        return self
+
+
+class DagConfig(Strict):
+    kind: Literal["dag"]
+    rate: float = Field(gt=0)
+    queries: int = Field(gt=0)
+    seed: int = 0
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    cv: float | None = Field(None, gt=0)
+    workflow: str = "dag"
+    sd_log: float = Field(0.25, ge=0)
+    nodes: list[DagNodeConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _acyclic(self) -> DagConfig:
+        if self.arrival == "gamma" and self.cv is None:
+            raise ValueError("gamma arrivals need `cv`")
+        probe = [LLMNode(n.name, n.stage or n.name, (0,), 1, tuple(n.deps)) for n in self.nodes]
+        try:
+            topological_order(probe, set())
+        except WorkflowError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def build(self) -> Workload:
+        rng = np.random.default_rng(self.seed)
+        times = arrival_times(rng, self.queries, self.rate, self.arrival, self.cv)
+        probe = [LLMNode(n.name, "", (0,), 1, tuple(n.deps)) for n in self.nodes]
+        order = [n.key for n in topological_order(probe, set())]
+        by_name = {n.name: n for n in self.nodes}
+        ids = SegmentIds()
+        specs = []
+        for i, t in enumerate(times):
+            nodes = []
+            for name in order:
+                cfg = by_name[name]
+                stage = cfg.stage or cfg.name
+                if cfg.op is not None:
+                    item: CallStep | OpStep = OpStep(stage, cfg.op, cfg.duration_s)
+                else:
+                    n_in = max(cfg.shared + 1, _draw(rng, cfg.input, self.sd_log))
+                    segs = [Segment(ids.shared(f"{self.workflow}/{name}"), cfg.shared)] if cfg.shared else []
+                    segs.append(Segment(ids.unique(), n_in - cfg.shared))
+                    item = CallStep(stage, tuple(segs), _draw(rng, cfg.output, self.sd_log))
+                nodes.append(DagNode(name, item, tuple(cfg.deps)))
+            specs.append(QuerySpec(i, float(t), DagPlan(self.workflow, tuple(nodes))))
+        return Workload(f"dag-{self.workflow}", tuple(specs))
+
+
+def _draw(rng: np.random.Generator, mean: int, sd_log: float) -> int:
+    if sd_log == 0:
+        return mean
+    return max(1, round(float(rng.lognormal(math.log(mean) - sd_log**2 / 2, sd_log))))
