@@ -65,7 +65,7 @@ def simulate(
         "--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
     record_trace: Annotated[Path | None, typer.Option(help="write the simulated queries as a JSONL trace")] = None,
-    plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve (PNG)")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
@@ -86,7 +86,7 @@ def simulate(
         policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
         with progress_bar() as bar:
             task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
-            summary, _ = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
+            summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
         summary["cluster"] = cluster
         console.print(policy_table({policy.label: summary}), highlight=False)
         console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s")
@@ -97,7 +97,8 @@ def simulate(
             write_trace(record_trace, wl.queries)
             console.print(f"trace: {record_trace}")
         if plot:
-            plot_attainment({policy.label: summary}, plot, f"{wl.name} on {cluster}")
+            lat = {policy.label: [q.latency for q in runs[max(runs)].queries]}
+            plot_attainment({policy.label: summary}, plot, f"{wl.name} on {cluster}", lat)
             console.print(f"plot: {plot}")
 
 

@@ -185,3 +185,28 @@ def test_capacity_reports_headroom_and_slots():
     cap = engine.capacity()
     assert cap.free_seqs == 3
     assert cap.headroom_tokens < 0  # a 3000-token prefill fills the next iterations
+
+
+def test_event_count_grows_with_calls_not_tokens():
+    """Closed-form stretches: 100× longer outputs and prompts take the same number of
+    engine wake-ups (no per-token or per-iteration events)."""
+    params = EngineParams(max_num_seqs=64, token_budget=2048, prefix_caching=False)
+
+    def wakeups(scale):
+        engine = SimEngine("e", params, COST, kv_capacity=10**8)
+        subs = [(0.5 * i, call(i, unique_prompt(i, 20 * scale), 3 * scale)) for i in range(20)]
+        n = 0
+        orig = engine.advance
+
+        def counting(t):
+            nonlocal n
+            n += 1
+            return orig(t)
+
+        engine.advance = counting
+        drive(engine, subs)
+        return n
+
+    small, large = wakeups(1), wakeups(100)
+    assert large <= small + 40  # long prefills add at most a chunk boundary per call
+    assert small < 100

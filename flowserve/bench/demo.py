@@ -25,17 +25,19 @@ def run_demo(out: Path, queries: int, rate: float, console: Console,
     alone = standalone_times(wl, cluster)
     policies = [PolicySpec(d, q) for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
     summaries: dict[str, dict[str, Any]] = {}
+    latencies: dict[str, list[float]] = {}
     with progress() as bar:
         task = bar.add_task("policies × SLO scales", total=len(policies) * len(DEFAULT_SLO_SCALES))
         for p in policies:
-            summaries[p.label], _ = evaluate(cluster, wl, p, DEFAULT_SLO_SCALES, alone,
-                                             progress=lambda: bar.advance(task))
+            summaries[p.label], runs = evaluate(cluster, wl, p, DEFAULT_SLO_SCALES, alone,
+                                                progress=lambda: bar.advance(task))
+            latencies[p.label] = [q.latency for q in runs[max(runs)].queries]
     baseline = "round_robin+fcfs"
     table = policy_table(summaries, baseline)
     console.print(f"Text-to-SQL ({wl.name}, {queries} queries at {rate} q/s) on Hetero-1 "
                   f"(2×A100 + 2×A6000, Llama-3.1-70B TP 8); gains vs {baseline}:")
     console.print(table, highlight=False)
-    plot = plot_attainment(summaries, out / "demo-attainment.png", f"{wl.name} on hetero-1")
+    plot = plot_attainment(summaries, out / "demo-attainment.png", f"{wl.name} on hetero-1", latencies)
     data = {"cluster": "hetero-1", "workload": wl.name, "baseline": baseline, "results": summaries}
     js = write_json(out / "demo.json", data)
     (out / "demo.md").write_text(table + "\n")

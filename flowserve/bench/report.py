@@ -56,8 +56,12 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> Path:
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, title: str,
+                    latencies: Mapping[str, Sequence[float]] | None = None) -> Path:
+    """SLO attainment vs scale; with `latencies`, a second panel with latency CDFs."""
+    panels = 2 if latencies else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.2), squeeze=False)
+    ax = axes[0][0]
     for label, s in summaries.items():
         curve = s["slo_attainment"]
         ax.plot([p["scale"] for p in curve], [p["attainment"] for p in curve], marker="o",
@@ -70,6 +74,15 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.legend(fontsize=8)
+    if latencies:
+        cdf = axes[0][1]
+        for label, lat in latencies.items():
+            xs = sorted(lat)
+            cdf.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=label)
+        cdf.set_xlabel("query latency (s)")
+        cdf.set_ylabel("CDF")
+        cdf.set_title("latency CDF")
+        cdf.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
