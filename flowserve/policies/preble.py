@@ -11,8 +11,9 @@ window H; per instance the LRU order of its nodes. Formulas are in `preble_costs
   with `pd_balance`, a prefill-unit request first goes to an instance whose running
   batch is dominated by decode units, unless its cost exceeds T_hbal × the lowest;
 * `rebalance`: a request headed for an instance whose load exceeds T_hbal × the
-  lightest goes to the lightest instead, when the gap exceeds the cost of moving it
-  (its prefill there), so idle-start noise does not scatter prefixes;
+  lightest's goes to the lightest instead. Load here is the predicted work routed and
+  not yet finished, plus this request's own prefill there (so a prefix is not copied
+  to another instance when the copy costs more than waiting for its holder);
 * `replicate`: when a key portion's mean TTFT in the latest half-window is ≥ 2× the
   earlier half's, by more than one prefill of the prefix, the lightest instance becomes a
   replica for it for one window (exploit then spreads its requests over holders and
@@ -54,6 +55,7 @@ class Routed:
     instance: str
     time: float
     prefill_s: float
+    work_s: float  # predicted prefill (uncached) + decode seconds
     decode_unit: bool
     key: RadixNode | None  # the key portion it was exploited on
 
@@ -95,6 +97,7 @@ class PrebleE2(Dispatch):
         self.pd_balance = pd_balance
         self._windows: dict[str, Window] = {}
         self._routed: dict[int, Routed] = {}
+        self._pending: dict[str, float] = {}  # Σ work_s of routed, unfinished calls
         self._ttft: dict[RadixNode, deque[tuple[float, float]]] = {}
         self._replicas: dict[RadixNode, dict[str, float]] = {}
         self._capacity: dict[InstanceSpec, int] = {}
@@ -123,6 +126,10 @@ class PrebleE2(Dispatch):
         w = self._window(inst.name, now)
         dt = (w.decode_s / len(w.decodes)) if w.decodes else self._cluster_decode()
         return load_cost(w.prefill_s, len(w.routed), dt)
+
+    def pending(self, name: str) -> float:
+        """Predicted seconds of work routed to an instance and not finished yet."""
+        return self._pending.get(name, 0.0)
 
     def _cluster_decode(self) -> float:
         n = sum(len(w.decodes) for w in self._windows.values())
@@ -197,19 +204,21 @@ class PrebleE2(Dispatch):
             for r, until in self._replicas.get(key, {}).items():
                 if until > now and r in by_name:
                     holders.add(r)
-            target = by_name[min(holders, key=lambda h: (loads[h], -cached[h], h))]
+            target = by_name[min(holders, key=lambda h: (self.pending(h), loads[h], h))]
             exploited = key
             self.stats["exploit"] += 1
         else:
             target = self._explore(cs, candidates, view, loads, uncached, set(path))
             self.stats["explore"] += 1
         if self.rebalance and len(candidates) > 1:
-            light = min(candidates, key=lambda i: (loads[i.name], i.name))
-            if light is not target and overloaded(loads[target.name], loads[light.name], self.t_hbal):
-                move = run_cost(light.cost, uncached[light.name], total - uncached[light.name])
-                if loads[target.name] - loads[light.name] > move:
-                    target, exploited = light, None
-                    self.stats["rebalanced"] += 1
+            light = min(candidates, key=lambda i: (self.pending(i.name), i.name))
+
+            def with_request(i: InstanceState) -> float:
+                return self.pending(i.name) + run_cost(i.cost, uncached[i.name], total - uncached[i.name])
+
+            if light is not target and overloaded(with_request(target), with_request(light), self.t_hbal):
+                target, exploited = light, None
+                self.stats["rebalanced"] += 1
         self._record(cs, target, uncached[target.name], exploited, now)
         return target
 
@@ -225,9 +234,10 @@ class PrebleE2(Dispatch):
             costs[inst.name] = loads[inst.name] + m + r
         best = min(candidates, key=lambda i: (costs[i.name], i.name))
         if self.pd_balance and not self._decode_unit(cs, best, uncached[best.name]):
+            # within one prefill of the best: the decode-bound batch absorbs it
             lowest = costs[best.name]
             dominated = [i for i in candidates if self._decode_dominated(i)
-                         and costs[i.name] <= self.t_hbal * lowest]
+                         and costs[i.name] <= lowest + run_cost(i.cost, uncached[i.name])]
             if dominated:
                 pick = min(dominated, key=lambda i: (costs[i.name], i.name))
                 if pick is not best:
@@ -235,10 +245,20 @@ class PrebleE2(Dispatch):
                 return pick
         return best
 
+    def _decode_time(self, cs: CallState, inst: InstanceState) -> float:
+        total = cs.call.input_tokens
+        return max(cs.call.predicted_output - 1, 0) * inst.cost.decode_step_time(1, total)
+
     def _decode_unit(self, cs: CallState, inst: InstanceState, uncached: int) -> bool:
         total = cs.call.input_tokens
-        decode = max(cs.call.predicted_output - 1, 0) * inst.cost.decode_step_time(1, total)
-        return is_decode_unit(run_cost(inst.cost, uncached, total - uncached), decode)
+        return is_decode_unit(run_cost(inst.cost, uncached, total - uncached), self._decode_time(cs, inst))
+
+    def _forget(self, call_id: int) -> Routed | None:
+        r = self._routed.pop(call_id, None)
+        if r is not None:
+            left = self._pending[r.instance] - r.work_s
+            self._pending[r.instance] = left if left > 1e-9 else 0.0
+        return r
 
     def _decode_dominated(self, inst: InstanceState) -> bool:
         """The running batch holds at least twice as many decode units as prefill units."""
@@ -260,7 +280,11 @@ class PrebleE2(Dispatch):
         w = self._window(inst.name, now)
         w.routed.append((now, pt))
         w.prefill_s += pt
-        self._routed[cs.id] = Routed(inst.name, now, pt, self._decode_unit(cs, inst, uncached), key)
+        self._forget(cs.id)  # re-dispatched after a failure
+        decode = self._decode_time(cs, inst)
+        work = pt + decode
+        self._routed[cs.id] = Routed(inst.name, now, pt, work, is_decode_unit(pt, decode), key)
+        self._pending[inst.name] = self.pending(inst.name) + work
         self._decisions += 1
         if self._decisions % 4096 == 0:
             self._purge(now)
@@ -269,7 +293,7 @@ class PrebleE2(Dispatch):
         """Forget calls that never reported back (their query failed) and dead nodes."""
         old = now - 2 * self.window_s
         for cid in [c for c, r in self._routed.items() if r.time < old]:
-            del self._routed[cid]
+            self._forget(cid)
         for table in (self._ttft, self._replicas):
             for node in [n for n in table if n.parent is None]:
                 del table[node]
@@ -278,7 +302,7 @@ class PrebleE2(Dispatch):
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[object]:
         if isinstance(event, CallFinished):
-            r = self._routed.pop(event.call_id, None)
+            r = self._forget(event.call_id)
             if r is None:
                 return ()
             if event.first_token is not None:
@@ -290,7 +314,7 @@ class PrebleE2(Dispatch):
                 first = event.first_token if event.first_token is not None else event.time
                 self._watch(r.key, first - r.time, view)
         elif isinstance(event, CallFailed):
-            self._routed.pop(event.call_id, None)
+            self._forget(event.call_id)
         return ()
 
     def _watch(self, key: RadixNode, ttft: float, view: ClusterView) -> None:
@@ -311,7 +335,7 @@ class PrebleE2(Dispatch):
         spare = [i for i in view.up_instances() if i.name not in holders]
         if not spare:
             return
-        light = min(spare, key=lambda i: (self.load(i, now), i.name))
+        light = min(spare, key=lambda i: (self.pending(i.name), i.name))
         gain = sum(recent) / len(recent) - sum(early) / len(early)
         if gain <= run_cost(light.cost, key.depth):
             return  # the wait grew by less than copying the prefix would cost
