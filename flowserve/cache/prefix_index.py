@@ -44,10 +44,35 @@ class PrefixIndex(RadixTree):
         self.lru: dict[str, OrderedDict[RadixNode, None]] = {}
         self.cached_tokens: dict[str, int] = {}
         self._orphans: deque[RadixNode] = deque()  # lost their last instance, maybe still used
+        # The router matches a prompt, then the core adds it: the second walk reuses the
+        # first while the tree's shape is unchanged (`_version` counts shape changes).
+        self._version = 0
+        self._memo: tuple[Tokens, int, tuple[RadixNode, int, RadixNode | None, int]] | None = None
 
     # ------------------------------------------------------------------ tree hooks
 
+    def _walk(self, tokens: Tokens, now: float | None) -> tuple[RadixNode, int, RadixNode | None, int]:
+        memo = self._memo
+        if memo is not None and memo[0] is tokens and memo[1] == self._version:
+            found = memo[2]
+            if now is not None:  # the touches a fresh walk would make
+                n: RadixNode | None = found[0]
+                while n is not None and n is not self.root:
+                    n.last_access = now
+                    n = n.parent
+                if found[2] is not None:
+                    found[2].last_access = now
+            return found
+        found = super()._walk(tokens, now)
+        self._memo = (tokens, self._version, found)
+        return found
+
+    def _remove_leaf(self, node: RadixNode) -> int:
+        self._version += 1
+        return super()._remove_leaf(node)
+
     def _new_node(self, key: Tokens, parent: RadixNode, now: float) -> RadixNode:
+        self._version += 1
         node = PrefixNode(key, parent, parent.depth + len(key), now)
         node.data = set()
         return node
@@ -212,7 +237,7 @@ class PrefixIndex(RadixTree):
 
     def requests(self, node: RadixNode, instance: str, now: float) -> int:
         """Requests routed to `instance` that used `node` within the window before `now`."""
-        hits = getattr(node, "hits", None)
+        hits = node.hits  # type: ignore[attr-defined]  # every node of the index is a PrefixNode
         times = hits.get(instance) if hits else None
         if not times:
             return 0

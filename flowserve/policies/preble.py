@@ -101,6 +101,7 @@ class PrebleE2(Dispatch):
         self._ttft: dict[RadixNode, deque[tuple[float, float]]] = {}
         self._replicas: dict[RadixNode, dict[str, float]] = {}
         self._capacity: dict[InstanceSpec, int] = {}
+        self._pt: dict[tuple[str, str, int], dict[int, float]] = {}
         self._decisions = 0
         self.stats = {"exploit": 0, "explore": 0, "rebalanced": 0, "pd_balanced": 0, "replicated": 0}
 
@@ -113,18 +114,14 @@ class PrebleE2(Dispatch):
         w.expire(now - self.window_s)
         return w
 
-    def _mean_decode(self, windows: Sequence[Window], cs: CallState, inst: InstanceState) -> float:
-        for pool in (windows, self._windows.values()):
-            n = sum(len(w.decodes) for w in pool)
-            if n:
-                return sum(w.decode_s for w in pool) / n
-        out = max(cs.call.predicted_output - 1, 0)
-        return out * inst.cost.decode_step_time(1, cs.call.input_tokens)
-
-    def load(self, inst: InstanceState, now: float) -> float:
-        """L_i of an instance at `now` (window requests' prefill + mean decode each)."""
+    def load(self, inst: InstanceState, now: float, cluster_decode: float | None = None) -> float:
+        """L_i of an instance at `now`: its window requests' prefill, plus the window's
+        mean decode time each (the instance's own, else the cluster's)."""
         w = self._window(inst.name, now)
-        dt = (w.decode_s / len(w.decodes)) if w.decodes else self._cluster_decode()
+        if w.decodes:
+            dt = w.decode_s / len(w.decodes)
+        else:
+            dt = self._cluster_decode() if cluster_decode is None else cluster_decode
         return load_cost(w.prefill_s, len(w.routed), dt)
 
     def pending(self, name: str) -> float:
@@ -134,6 +131,16 @@ class PrebleE2(Dispatch):
     def _cluster_decode(self) -> float:
         n = sum(len(w.decodes) for w in self._windows.values())
         return sum(w.decode_s for w in self._windows.values()) / n if n else 0.0
+
+    def _prefill(self, inst: InstanceState, tokens: int) -> float:
+        """PT of `tokens` on the instance's hardware (memoised: M_i asks it per node)."""
+        table = self._pt.get(inst.profile)
+        if table is None:
+            table = self._pt[inst.profile] = {}
+        t = table.get(tokens)
+        if t is None:
+            t = table[tokens] = inst.cost.prefill_time(tokens)
+        return t
 
     def kv_capacity(self, spec: InstanceSpec) -> int:
         cap = self._capacity.get(spec)
@@ -148,17 +155,17 @@ class PrebleE2(Dispatch):
         `new_tokens` more; nodes of the request's own path are kept."""
         idx = view.prefix_index
         assert idx is not None
-        short = new_tokens - (self.kv_capacity(inst.spec) - idx.cached_tokens.get(inst.name, 0))
+        free = max(0, self.kv_capacity(inst.spec) - idx.cached_tokens.get(inst.name, 0))
+        short = new_tokens - free
         if short <= 0:
             return 0.0
         now, cost, freed, scanned = view.now, 0.0, 0, 0
-        prefill = inst.cost.prefill_time
         for node in idx.lru_nodes(inst.name):
             if node in keep:
                 continue
             n_req = idx.requests(node, inst.name, now)
             if n_req:
-                cost += prefill(len(node.key)) * n_req
+                cost += self._prefill(inst, len(node.key)) * n_req
             freed += len(node.key)
             scanned += 1
             if freed >= short or scanned >= MAX_EVICTION_SCAN:
@@ -196,8 +203,11 @@ class PrebleE2(Dispatch):
                 if holders and j >= key_len:
                     key, key_len = partial, j
         matched = max(cached.values(), default=0)
-        loads = {name: self.load(inst, now) for name, inst in by_name.items()}
+        mean_dt = self._cluster_decode()
+        loads = {name: self.load(inst, now, mean_dt) for name, inst in by_name.items()}
         uncached = {name: total - min(cached[name], total - 1) for name in by_name}
+        runs = {name: run_cost(inst.cost, uncached[name], total - uncached[name])
+                for name, inst in by_name.items()}
         exploited = None
         if key is not None and should_exploit(matched, total):
             holders = {h for h in key.data if h in by_name}
@@ -208,36 +218,33 @@ class PrebleE2(Dispatch):
             exploited = key
             self.stats["exploit"] += 1
         else:
-            target = self._explore(cs, candidates, view, loads, uncached, set(path))
+            target = self._explore(cs, candidates, view, loads, uncached, runs, set(path))
             self.stats["explore"] += 1
         if self.rebalance and len(candidates) > 1:
             light = min(candidates, key=lambda i: (self.pending(i.name), i.name))
 
             def with_request(i: InstanceState) -> float:
-                return self.pending(i.name) + run_cost(i.cost, uncached[i.name], total - uncached[i.name])
+                return self.pending(i.name) + runs[i.name]
 
             if light is not target and overloaded(with_request(target), with_request(light), self.t_hbal):
                 target, exploited = light, None
                 self.stats["rebalanced"] += 1
-        self._record(cs, target, uncached[target.name], exploited, now)
+        self._record(cs, target, runs[target.name], exploited, now)
         return target
 
     def _explore(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView,
-                 loads: dict[str, float], uncached: dict[str, int], path: set[RadixNode]
-                 ) -> InstanceState:
-        total = cs.call.input_tokens
+                 loads: dict[str, float], uncached: dict[str, int], runs: dict[str, float],
+                 path: set[RadixNode]) -> InstanceState:
         costs = {}
         for inst in candidates:
-            new = uncached[inst.name]
-            r = run_cost(inst.cost, new, total - new)
-            m = self.eviction_cost(inst, new + cs.call.predicted_output, path, view)
-            costs[inst.name] = loads[inst.name] + m + r
+            m = self.eviction_cost(inst, uncached[inst.name] + cs.call.predicted_output, path, view)
+            costs[inst.name] = loads[inst.name] + m + runs[inst.name]
         best = min(candidates, key=lambda i: (costs[i.name], i.name))
-        if self.pd_balance and not self._decode_unit(cs, best, uncached[best.name]):
+        if self.pd_balance and not is_decode_unit(runs[best.name], self._decode_time(cs, best)):
             # within one prefill of the best: the decode-bound batch absorbs it
             lowest = costs[best.name]
             dominated = [i for i in candidates if self._decode_dominated(i)
-                         and costs[i.name] <= lowest + run_cost(i.cost, uncached[i.name])]
+                         and costs[i.name] <= lowest + runs[i.name]]
             if dominated:
                 pick = min(dominated, key=lambda i: (costs[i.name], i.name))
                 if pick is not best:
@@ -248,10 +255,6 @@ class PrebleE2(Dispatch):
     def _decode_time(self, cs: CallState, inst: InstanceState) -> float:
         total = cs.call.input_tokens
         return max(cs.call.predicted_output - 1, 0) * inst.cost.decode_step_time(1, total)
-
-    def _decode_unit(self, cs: CallState, inst: InstanceState, uncached: int) -> bool:
-        total = cs.call.input_tokens
-        return is_decode_unit(run_cost(inst.cost, uncached, total - uncached), self._decode_time(cs, inst))
 
     def _forget(self, call_id: int) -> Routed | None:
         r = self._routed.pop(call_id, None)
@@ -273,10 +276,8 @@ class PrebleE2(Dispatch):
                 pre += 1
         return dec >= 2 and dec >= 2 * pre
 
-    def _record(self, cs: CallState, inst: InstanceState, uncached: int,
+    def _record(self, cs: CallState, inst: InstanceState, pt: float,
                 key: RadixNode | None, now: float) -> None:
-        total = cs.call.input_tokens
-        pt = run_cost(inst.cost, uncached, total - uncached)
         w = self._window(inst.name, now)
         w.routed.append((now, pt))
         w.prefill_s += pt
