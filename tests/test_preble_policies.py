@@ -12,7 +12,7 @@ from flowserve.cluster import instance_profile
 from flowserve.core import SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.policies.preble import PrebleE2, PrefixGroups
+from flowserve.policies.preble import PrebleE2, PrefixGroups, Routed
 from flowserve.policies.preble_costs import (
     doubled,
     eviction_cost,
@@ -127,7 +127,7 @@ def test_index_split_keeps_history_and_lru():
     idx.add(p1, A, 0.0)
     idx.add(p1[:40] + (99, 98), B, 1.0)  # splits the 100-token edge after 40 tokens
     path, _, _ = idx.match_path(p1)
-    upper, lower = path
+    upper, _ = path
     assert upper.depth == 40 and upper.data == {A, B}
     assert idx.requests(upper, A, 1.0) == 1 and idx.requests(upper, B, 1.0) == 1
     assert upper in list(idx.lru_nodes(A)) and idx.cached_tokens[A] == 100
@@ -226,10 +226,9 @@ def test_replication_when_ttft_doubles_within_the_window():
     key = (1, 3000)
     idx.add(toks(key), A, 0.0)
     prompt = toks(key, (2, 100))
-    i = 0
-    for t, ttft in [(0.0, 0.5), (0.5, 0.5), (1.0, 0.5), (5.5, 3.0), (6.0, 3.0), (6.5, 3.0)]:
+    timeline = [(0.0, 0.5), (0.5, 0.5), (1.0, 0.5), (5.5, 3.0), (6.0, 3.0), (6.5, 3.0)]
+    for i, (t, ttft) in enumerate(timeline, start=1):
         view.now = t
-        i += 1
         assert policy.choose(call_state(i, prompt), cands, view).name == A
         view.now = t + ttft
         policy.observe(CallFinished(t + ttft, i, A, 5, first_token=t + ttft), view)
@@ -246,10 +245,9 @@ def test_pd_balance_prefers_a_decode_dominated_instance():
     core = core_with(policy, 2)
     view = core.view
     cands = list(core.instances.values())
-    a, b = cands
+    b = cands[1]
     for k in range(3):  # b runs three decode units (fully cached, long outputs)
-        policy._routed[100 + k] = __import__("flowserve.policies.preble", fromlist=["Routed"]).Routed(
-            B, 0.0, 0.0, 1.0, True, None)
+        policy._routed[100 + k] = Routed(B, 0.0, 0.0, 1.0, True, None)
         b.running[100 + k] = None  # type: ignore[assignment]
     policy._window(B, 0.0).routed.append((0.0, 0.01))
     policy._window(B, 0.0).prefill_s = 0.01  # b slightly busier by L

@@ -79,9 +79,12 @@ def tool_use(rng: np.random.Generator, ids: SegmentIds, shape: Shape, n: int, to
     """ToolBench-like: system prompt, then the instructions of one tool (Zipf popularity),
     then the user's question."""
     system = Segment(ids.shared("tool/system"), 165)
-    lengths = [lognormal(rng, 1420, 800, low=100) for _ in range(tools)]
     weights = 1.0 / np.arange(1, tools + 1) ** zipf
-    picks = rng.choice(tools, size=n, p=weights / weights.sum())
+    weights /= weights.sum()
+    raw = np.array([lognormal(rng, 1420, 800, low=100) for _ in range(tools)], dtype=float)
+    # a few popular tools carry most requests: scale so the request-weighted mean is Table 1's
+    lengths = [max(100, round(x)) for x in raw * 1420 / float(weights @ raw)]
+    picks = rng.choice(tools, size=n, p=weights)
     plans = []
     for k in picks:
         question = lognormal(rng, 250, 100, low=20)
