@@ -45,7 +45,7 @@ RATES: dict[str, dict[str, float]] = {
     "preble-h100": {"tool_use": 40, "embodied_agent": 10, "programming": 2.0, "video_qa": 12, "long_doc_qa": 9},
 }
 DURATION_S = {"full": 240.0, "quick": 30.0}
-MAX_REQUESTS = {"full": 12_000, "quick": 1_200}
+MAX_REQUESTS = {"full": 4_000, "quick": 1_200}
 CALLS_PER_QUERY = {"embodied_agent": 19, "programming": 8}  # the generators' means
 
 
