@@ -127,6 +127,44 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("preble")
+def bench_preble(
+    quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
+    out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/bench-preble"),
+    cluster: Annotated[list[str] | None, typer.Option(help="preble-a6000 and/or preble-h100 (default both)")] = None,
+    workload: Annotated[list[str] | None, typer.Option(help="Preble workload kinds (default all five)")] = None,
+) -> None:
+    """Preble's clusters × workloads × E2 ablation stack, ratios against round-robin."""
+    with user_errors():
+        from flowserve.bench.preble import CLUSTERS, run_preble_bench
+        from flowserve.errors import ConfigError
+        from flowserve.workloads.preble import KINDS
+
+        for c in cluster or ():
+            if c not in CLUSTERS:
+                raise ConfigError(f"--cluster: unknown {c!r}; known: {', '.join(CLUSTERS)}")
+        for w in workload or ():
+            if w not in KINDS:
+                raise ConfigError(f"--workload: unknown {w!r}; known: {', '.join(KINDS)}")
+        run_preble_bench(out, quick, console, cluster, workload)
+
+
+@bench_app.command("router")
+def bench_router(
+    nodes: Annotated[int, typer.Option(help="tree nodes to build before timing (≥ 100,000 for the goal)")] = 100_000,
+    decisions: Annotated[int, typer.Option(help="dispatch decisions to time")] = 20_000,
+    json_out: Annotated[Path, typer.Option("--json", help="results JSON")] = Path("out/bench-router.json"),
+) -> None:
+    """E2 dispatch decisions per second for 2k-token prompts on a large prefix tree (one core)."""
+    with user_errors():
+        from flowserve.bench.router_bench import run_router_bench
+        from flowserve.errors import ConfigError
+
+        if nodes < 1 or decisions < 1:
+            raise ConfigError("--nodes and --decisions must be positive")
+        run_router_bench(nodes, decisions, json_out, console)
+
+
 @app.command()
 def calibrate(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,

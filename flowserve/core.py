@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.errors import FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
@@ -95,7 +95,10 @@ class SchedulerCore:
         self.calls: dict[int, CallState] = {}
         self._ops: dict[int, tuple[QueryState, str]] = {}
         self._ids = itertools.count(1)
-        self.prefix_index = PrefixIndex() if dispatch.needs_prefix_index else None
+        # the index is kept when the dispatch or the queue policy reads it
+        needs_index = dispatch.needs_prefix_index or getattr(queue_factory(), "needs_prefix_index", False)
+        window = getattr(dispatch, "prefix_window_s", None) or DEFAULT_WINDOW_S
+        self.prefix_index = PrefixIndex(window) if needs_index else None
         self.view = ClusterView(self.instances, self.predictor, self.queries, self.prefix_index)
         self.call_log: list[CallRecord] | None = [] if record_calls else None
         self.decisions = 0
@@ -126,7 +129,7 @@ class SchedulerCore:
             self._on_call_failed(event)
         elif isinstance(event, PrefixEvicted):
             if self.prefix_index is not None:
-                self.prefix_index.discard(event.instance, event.tokens, event.start)
+                self.prefix_index.discard(event.instance, event.tokens, event.start, now)
         elif isinstance(event, InstanceDown):
             self._on_instance_down(event)
         elif isinstance(event, InstanceUp):
@@ -243,7 +246,7 @@ class SchedulerCore:
         cs.t_comp = self.view.t_comp(cs, inst)
         inst.outstanding += cs.t_comp
         inst.dispatched += 1
-        inst.queue.push(cs)
+        inst.queue.push(cs)  # before the index learns of this prompt: queues may match it first
         cs.queued = True
         if self.prefix_index is not None:
             self.prefix_index.add(call.prompt, inst.name, now)
@@ -296,6 +299,9 @@ class SchedulerCore:
         cs, inst = taken
         call, qs = cs.call, cs.query
         inst.completed += 1
+        if self.prefix_index is not None:
+            # the engine holds the whole prompt now, even parts it evicted while the call waited
+            self.prefix_index.add(call.prompt, inst.name, ev.time, count=False)
         self.predictor.observe(call.workflow, call.stage, ev.output_tokens)
         released = cs.released if cs.released is not None else ev.time
         inst.history.append(FinishedCall(
@@ -336,8 +342,11 @@ class SchedulerCore:
 
     def _add_instance(self, spec: InstanceSpec) -> InstanceState:
         prof = self._profile(spec)
-        inst = InstanceState(spec, prof.cost, self._queue_factory(),
-                             engine_reports_capacity=spec.backend == "sim")
+        queue = self._queue_factory()
+        inst = InstanceState(spec, prof.cost, queue, engine_reports_capacity=spec.backend == "sim")
+        bind = getattr(queue, "bind", None)
+        if bind is not None:  # queue policies that read the view when a call is pushed
+            bind(self.view)
         if inst.engine_reports_capacity:
             inst.free_seqs = spec.engine.max_num_seqs
             inst.headroom = spec.engine.token_budget

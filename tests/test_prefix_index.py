@@ -2,7 +2,7 @@ from flowserve.cache.prefix_index import PrefixIndex
 
 
 def test_match_by_instance():
-    idx = PrefixIndex()
+    idx = PrefixIndex(window_s=0)
     idx.add((1, 2, 3, 4, 5), "a", 0.0)
     idx.add((1, 2, 3, 9), "b", 1.0)
     total, per = idx.match_by_instance((1, 2, 3, 4, 7))
@@ -14,7 +14,7 @@ def test_match_by_instance():
 
 
 def test_discard_suffix_keeps_prefix_and_collects_garbage():
-    idx = PrefixIndex()
+    idx = PrefixIndex(window_s=0)
     idx.add((1, 2, 3, 4, 5, 6), "a", 0.0)
     idx.add((1, 2, 3), "b", 0.0)
     idx.discard("a", (1, 2, 3, 4, 5, 6), 2)  # a evicted tokens[2:]
@@ -28,7 +28,7 @@ def test_discard_suffix_keeps_prefix_and_collects_garbage():
 
 
 def test_discard_mid_edge_splits_exactly():
-    idx = PrefixIndex()
+    idx = PrefixIndex(window_s=0)
     idx.add(tuple(range(10)), "a", 0.0)
     idx.add(tuple(range(10)), "b", 0.0)
     idx.discard("a", tuple(range(10)), 6)
@@ -38,7 +38,7 @@ def test_discard_mid_edge_splits_exactly():
 
 
 def test_remove_instance():
-    idx = PrefixIndex()
+    idx = PrefixIndex(window_s=0)
     idx.add((1, 2), "a", 0.0)
     idx.add((1, 3), "b", 0.0)
     idx.remove_instance("a")

@@ -7,10 +7,11 @@ from typing import Any
 
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
+from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.queue import FCFS
 
-DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad)}
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS,)}
+DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, PrebleE2)}
+QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, PrefixGroups)}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

@@ -23,7 +23,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-from flowserve.cache.radix import RadixNode, RadixTree
+from flowserve.cache.radix import RadixNode, RadixTree, common_prefix_len
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall, PrefixEvicted
 
@@ -331,6 +331,8 @@ class SimEngine:
             if self.tree is not None:
                 node = self.tree.match(s.call.prompt, now)
                 cached = min(node.depth, s.prompt_len - 1)
+                if self._computing(s, cached):
+                    break
             uncached = s.prompt_len - cached + s.pending
             # room for its prompt and first token, and for the decoders' next tokens
             if not self._reserve(uncached + 1 + len(self.decoding), now, keep=node):
@@ -348,6 +350,16 @@ class SimEngine:
             if s.started is None:
                 s.started = now
             self.prefilling.append(s)
+
+    def _computing(self, s: Seq, cached: int) -> bool:
+        """Whether a sequence in prefill is computing at least a chunk more of `s`'s prompt
+        than the cache holds: then `s` waits for it to land in the cache instead of
+        computing it twice (SGLang's in-batch prefix caching does the same)."""
+        prompt = s.call.prompt
+        for p in self.prefilling:
+            if p.pending == 0 and common_prefix_len(p.call.prompt, prompt, 0) - cached >= self.p.token_budget:
+                return True
+        return False
 
     def _reserve(self, tokens: int, now: float, keep: RadixNode | None = None) -> bool:
         """Make `tokens` of KV free, evicting unreferenced cache if needed."""

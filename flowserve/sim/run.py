@@ -83,4 +83,6 @@ def simulate(
                                  spec.tenant, spec.priority), alone)
 
     tick = getattr(dispatch, "tick_s", None)
-    return Simulator(core, engines, queries(), tick_s=tick, on_query_done=on_query_done).run()
+    result = Simulator(core, engines, queries(), tick_s=tick, on_query_done=on_query_done).run()
+    result.policy_stats = dict(getattr(dispatch, "stats", {}))
+    return result

@@ -82,6 +82,7 @@ class SimResult:
     sim_wall_s: float
     events: int
     decisions: int
+    policy_stats: dict = field(default_factory=dict)  # the dispatch policy's own counters
 
 
 class Simulator:

@@ -9,8 +9,8 @@ from pydantic import Field, model_validator
 
 from flowserve.config import Strict, load_mapping, validate
 from flowserve.errors import ConfigError
-from flowserve.workloads import text2sql
-from flowserve.workloads.base import QuerySpec, Workload
+from flowserve.workloads import preble, text2sql
+from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig
 from flowserve.workloads.trace import read_trace
 
@@ -64,11 +64,102 @@ class TraceConfig(Strict):
         return read_trace(self.file)
 
 
+class PrebleConfig(Strict):
+    """Common fields of Preble's workloads (`flowserve.workloads.preble`).
+
+    rate: queries per second (a query is one request, except embodied-agent episodes
+    and programming problems with their parallel samples); arrival `azure` is the
+    Azure-like bursty process."""
+
+    rate: float = Field(gt=0)
+    queries: int = Field(gt=0)
+    seed: int = 0
+    arrival: Literal["poisson", "gamma", "azure"] = "poisson"
+    cv: float | None = Field(None, gt=0)
+    max_prompt: int | None = Field(None, gt=100)
+    active: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _gamma_needs_cv(self) -> PrebleConfig:
+        if self.arrival == "gamma" and self.cv is None:
+            raise ValueError("gamma arrivals need `cv`")
+        return self
+
+    def _build(self, kind: str, **params: Any) -> Workload:
+        return preble.build(kind, self.queries, self.rate, self.seed, self.arrival, self.cv,
+                            preble.Shape(self.max_prompt, self.active), **params)
+
+
+class ToolUseConfig(PrebleConfig):
+    kind: Literal["tool_use"]
+    tools: int = Field(100, ge=1)
+    zipf: float = Field(1.1, ge=0)
+
+    def build(self) -> Workload:
+        return self._build("tool_use", tools=self.tools, zipf=self.zipf)
+
+
+class EmbodiedAgentConfig(PrebleConfig):
+    kind: Literal["embodied_agent"]
+    task_types: int = Field(6, ge=1)
+
+    def build(self) -> Workload:
+        return self._build("embodied_agent", task_types=self.task_types)
+
+
+class ProgrammingConfig(PrebleConfig):
+    kind: Literal["programming"]
+    samples: int = Field(8, ge=1)
+
+    def build(self) -> Workload:
+        return self._build("programming", samples=self.samples)
+
+
+class VideoQAConfig(PrebleConfig):
+    kind: Literal["video_qa"]
+
+    def build(self) -> Workload:
+        return self._build("video_qa")
+
+
+class LongDocQAConfig(PrebleConfig):
+    kind: Literal["long_doc_qa"]
+
+    def build(self) -> Workload:
+        return self._build("long_doc_qa")
+
+
+class MixedConfig(PrebleConfig):
+    """Two (or more) Preble kinds at once, the rate split evenly (Preble Fig. 8 mixes
+    tool use and video QA under the Azure trace's arrivals)."""
+
+    kind: Literal["mixed"]
+    kinds: list[Literal[preble.KINDS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["tool_use", "video_qa"], min_length=2)
+    arrival: Literal["poisson", "gamma", "azure"] = "azure"
+
+    def build(self) -> Workload:
+        ids = SegmentIds()  # one id space: the parts' segments must not collide
+        k = len(self.kinds)
+        shape = preble.Shape(self.max_prompt, self.active)
+        parts = [preble.build(kind, -(-self.queries // k), self.rate / k, self.seed + i, self.arrival,
+                              self.cv, shape, ids)
+                 for i, kind in enumerate(self.kinds)]
+        mixed = preble.mix("mixed-" + "+".join(self.kinds), parts)
+        return Workload(mixed.name, mixed.queries[: self.queries], output_priors=mixed.output_priors)
+
+
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "text2sql": Text2SQLConfig,
     "chess_trace": ChessTraceConfig,
     "trace": TraceConfig,
     "dag": DagConfig,
+    "tool_use": ToolUseConfig,
+    "embodied_agent": EmbodiedAgentConfig,
+    "programming": ProgrammingConfig,
+    "video_qa": VideoQAConfig,
+    "long_doc_qa": LongDocQAConfig,
+    "mixed": MixedConfig,
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
@@ -77,6 +168,8 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
        for t in ("financial", "formula1", "mixed")},
     **{name: {"kind": "chess_trace", "file": name, "rate": 0.5}
        for name in text2sql.BUILTIN_TRACE_FILES},
+    **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
+    "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
 }
 
 

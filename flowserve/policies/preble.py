@@ -1,0 +1,412 @@
+"""Preble (Srivatsa et al.): E2 global dispatch (§4.2) and prefix-hit priority groups (§4.3).
+
+`preble_e2` reads the core's global prefix index (`view.prefix_index`): per node the
+instances caching it and the requests routed to each instance that used it within the
+window H; per instance the LRU order of its nodes. Formulas are in `preble_costs`.
+
+* exploit when the prefix cached somewhere is longer than the rest: among the candidates
+  caching the key portion (the longest matched node) and its live replicas, the least
+  loaded (by L);
+* explore otherwise: the lowest L + M + R (all three terms; Preble's code omits R);
+  with `pd_balance`, a prefill-unit request first goes to an instance whose running
+  batch is dominated by decode units, unless its cost exceeds T_hbal × the lowest;
+* `rebalance`: a request headed for an instance whose load exceeds T_hbal × the
+  lightest's goes to the lightest instead. Load here is the predicted work routed and
+  not yet finished, plus this request's own prefill there (so a prefix is not copied
+  to another instance when the copy costs more than waiting for its holder);
+* `replicate`: when a key portion's mean TTFT in the latest half-window is ≥ 2× the
+  earlier half's, by more than one prefill of the prefix, the lightest instance becomes a
+  replica for it for one window (exploit then spreads its requests over holders and
+  replicas; the replica computes the prefix once and caches it from then on).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from flowserve.cache.radix import RadixNode
+from flowserve.errors import ConfigError
+from flowserve.policies.base import Dispatch
+from flowserve.policies.preble_costs import (
+    doubled,
+    group_quota,
+    is_decode_unit,
+    load_cost,
+    overloaded,
+    priority_group,
+    run_cost,
+    should_exploit,
+)
+from flowserve.profiles.cost_model import kv_capacity_tokens
+from flowserve.profiles.hardware import get_gpu
+from flowserve.profiles.models import get_model
+from flowserve.types import CallFailed, CallFinished, Event, InstanceSpec
+from flowserve.view import CallState, ClusterView, InstanceState
+
+MAX_EVICTION_SCAN = 512  # nodes examined for M_i; beyond that the request is huge anyway
+
+
+@dataclass(slots=True)
+class Routed:
+    """A call E2 routed, until it finishes."""
+
+    instance: str
+    time: float
+    prefill_s: float
+    work_s: float  # predicted prefill (uncached) + decode seconds
+    decode_unit: bool
+    key: RadixNode | None  # the key portion it was exploited on
+
+
+@dataclass(slots=True)
+class Window:
+    """One instance's requests and decode times within the window H."""
+
+    routed: deque[tuple[float, float]] = field(default_factory=deque)  # (time, PT)
+    prefill_s: float = 0.0
+    decodes: deque[tuple[float, float]] = field(default_factory=deque)  # (time, DT)
+    decode_s: float = 0.0
+
+    def expire(self, horizon: float) -> None:
+        while self.routed and self.routed[0][0] < horizon:
+            self.prefill_s -= self.routed.popleft()[1]
+        while self.decodes and self.decodes[0][0] < horizon:
+            self.decode_s -= self.decodes.popleft()[1]
+        if not self.routed:
+            self.prefill_s = 0.0  # no float drift across idle periods
+        if not self.decodes:
+            self.decode_s = 0.0
+
+
+class PrebleE2(Dispatch):
+    name = "preble_e2"
+    needs_prefix_index = True
+
+    def __init__(self, window_s: float = 180.0, t_hbal: float = 1.5, rebalance: bool = True,
+                 replicate: bool = True, pd_balance: bool = True) -> None:
+        if window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {window_s}")
+        if t_hbal < 1:
+            raise ValueError(f"t_hbal must be ≥ 1, got {t_hbal}")
+        self.window_s = self.prefix_window_s = window_s
+        self.t_hbal = t_hbal
+        self.rebalance = rebalance
+        self.replicate = replicate
+        self.pd_balance = pd_balance
+        self._windows: dict[str, Window] = {}
+        self._routed: dict[int, Routed] = {}
+        self._pending: dict[str, float] = {}  # Σ work_s of routed, unfinished calls
+        self._ttft: dict[RadixNode, deque[tuple[float, float]]] = {}
+        self._replicas: dict[RadixNode, dict[str, float]] = {}
+        self._capacity: dict[InstanceSpec, int] = {}
+        self._pt: dict[tuple[str, str, int], dict[int, float]] = {}
+        self._decisions = 0
+        self.stats = {"exploit": 0, "explore": 0, "rebalanced": 0, "pd_balanced": 0, "replicated": 0}
+
+    # ------------------------------------------------------------------ loads
+
+    def _window(self, name: str, now: float) -> Window:
+        w = self._windows.get(name)
+        if w is None:
+            w = self._windows[name] = Window()
+        w.expire(now - self.window_s)
+        return w
+
+    def load(self, inst: InstanceState, now: float, cluster_decode: float | None = None) -> float:
+        """L_i of an instance at `now`: its window requests' prefill, plus the window's
+        mean decode time each (the instance's own, else the cluster's)."""
+        w = self._window(inst.name, now)
+        if w.decodes:
+            dt = w.decode_s / len(w.decodes)
+        else:
+            dt = self._cluster_decode() if cluster_decode is None else cluster_decode
+        return load_cost(w.prefill_s, len(w.routed), dt)
+
+    def pending(self, name: str) -> float:
+        """Predicted seconds of work routed to an instance and not finished yet."""
+        return self._pending.get(name, 0.0)
+
+    def _cluster_decode(self) -> float:
+        n = sum(len(w.decodes) for w in self._windows.values())
+        return sum(w.decode_s for w in self._windows.values()) / n if n else 0.0
+
+    def _prefill(self, inst: InstanceState, tokens: int) -> float:
+        """PT of `tokens` on the instance's hardware (memoised: M_i asks it per node)."""
+        table = self._pt.get(inst.profile)
+        if table is None:
+            table = self._pt[inst.profile] = {}
+        t = table.get(tokens)
+        if t is None:
+            t = table[tokens] = inst.cost.prefill_time(tokens)
+        return t
+
+    def kv_capacity(self, spec: InstanceSpec) -> int:
+        cap = self._capacity.get(spec)
+        if cap is None:
+            cap = self._capacity[spec] = kv_capacity_tokens(
+                get_gpu(spec.gpu), get_model(spec.model), spec.tp, spec.engine.gpu_memory_utilization)
+        return cap
+
+    def eviction_cost(self, inst: InstanceState, new_tokens: int, keep: set[RadixNode],
+                      view: ClusterView) -> float:
+        """M_i: Σ PT_j · N_j over the nodes `inst` would evict (LRU, leaves first) to fit
+        `new_tokens` more; nodes of the request's own path are kept."""
+        idx = view.prefix_index
+        assert idx is not None
+        free = max(0, self.kv_capacity(inst.spec) - idx.cached_tokens.get(inst.name, 0))
+        short = new_tokens - free
+        if short <= 0:
+            return 0.0
+        now, cost, freed, scanned = view.now, 0.0, 0, 0
+        for node in idx.lru_nodes(inst.name):
+            if node in keep:
+                continue
+            n_req = idx.requests(node, inst.name, now)
+            if n_req:
+                cost += self._prefill(inst, len(node.key)) * n_req
+            freed += len(node.key)
+            scanned += 1
+            if freed >= short or scanned >= MAX_EVICTION_SCAN:
+                break
+        return cost
+
+    # ------------------------------------------------------------------ dispatch
+
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
+               view: ClusterView) -> InstanceState:
+        idx = view.prefix_index
+        if idx is None:
+            raise ConfigError("dispatch policy 'preble_e2' needs the core's prefix index")
+        now = view.now
+        call = cs.call
+        total = call.input_tokens
+        by_name = {i.name: i for i in candidates}
+        path, partial, j = idx.match_path(call.prompt)
+        cached = dict.fromkeys(by_name, 0)
+        key: RadixNode | None = None
+        key_len = 0
+        for node in path:
+            holders = [h for h in node.data if h in cached]
+            if not holders:
+                break  # presence is path-closed: nobody below holds more
+            for h in holders:
+                cached[h] = node.depth
+            if len(node.key) >= key_len:
+                key, key_len = node, len(node.key)
+        else:
+            if partial is not None:
+                holders = [h for h in partial.data if h in cached]
+                for h in holders:
+                    cached[h] = partial.depth - len(partial.key) + j
+                if holders and j >= key_len:
+                    key, key_len = partial, j
+        matched = max(cached.values(), default=0)
+        mean_dt = self._cluster_decode()
+        loads = {name: self.load(inst, now, mean_dt) for name, inst in by_name.items()}
+        uncached = {name: total - min(cached[name], total - 1) for name in by_name}
+        runs = {name: run_cost(inst.cost, uncached[name], total - uncached[name])
+                for name, inst in by_name.items()}
+        exploited = None
+        if key is not None and should_exploit(matched, total):
+            holders = {h for h in key.data if h in by_name}
+            for r, until in self._replicas.get(key, {}).items():
+                if until > now and r in by_name:
+                    holders.add(r)
+            target = by_name[min(holders, key=lambda h: (self.pending(h), loads[h], h))]
+            exploited = key
+            self.stats["exploit"] += 1
+        else:
+            target = self._explore(cs, candidates, view, loads, uncached, runs, set(path))
+            self.stats["explore"] += 1
+        if self.rebalance and len(candidates) > 1:
+            light = min(candidates, key=lambda i: (self.pending(i.name), i.name))
+
+            def with_request(i: InstanceState) -> float:
+                return self.pending(i.name) + runs[i.name]
+
+            if light is not target and overloaded(with_request(target), with_request(light), self.t_hbal):
+                target, exploited = light, None
+                self.stats["rebalanced"] += 1
+        self._record(cs, target, runs[target.name], exploited, now)
+        return target
+
+    def _explore(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView,
+                 loads: dict[str, float], uncached: dict[str, int], runs: dict[str, float],
+                 path: set[RadixNode]) -> InstanceState:
+        costs = {}
+        for inst in candidates:
+            m = self.eviction_cost(inst, uncached[inst.name] + cs.call.predicted_output, path, view)
+            costs[inst.name] = loads[inst.name] + m + runs[inst.name]
+        best = min(candidates, key=lambda i: (costs[i.name], i.name))
+        if self.pd_balance and not is_decode_unit(runs[best.name], self._decode_time(cs, best)):
+            # within one prefill of the best: the decode-bound batch absorbs it
+            lowest = costs[best.name]
+            dominated = [i for i in candidates if self._decode_dominated(i)
+                         and costs[i.name] <= lowest + runs[i.name]]
+            if dominated:
+                pick = min(dominated, key=lambda i: (costs[i.name], i.name))
+                if pick is not best:
+                    self.stats["pd_balanced"] += 1
+                return pick
+        return best
+
+    def _decode_time(self, cs: CallState, inst: InstanceState) -> float:
+        total = cs.call.input_tokens
+        return max(cs.call.predicted_output - 1, 0) * inst.cost.decode_step_time(1, total)
+
+    def _forget(self, call_id: int) -> Routed | None:
+        r = self._routed.pop(call_id, None)
+        if r is not None:
+            left = self._pending[r.instance] - r.work_s
+            self._pending[r.instance] = left if left > 1e-9 else 0.0
+        return r
+
+    def _decode_dominated(self, inst: InstanceState) -> bool:
+        """The running batch holds at least twice as many decode units as prefill units."""
+        dec = pre = 0
+        for call_id in inst.running:
+            r = self._routed.get(call_id)
+            if r is None:
+                continue
+            if r.decode_unit:
+                dec += 1
+            else:
+                pre += 1
+        return dec >= 2 and dec >= 2 * pre
+
+    def _record(self, cs: CallState, inst: InstanceState, pt: float,
+                key: RadixNode | None, now: float) -> None:
+        w = self._window(inst.name, now)
+        w.routed.append((now, pt))
+        w.prefill_s += pt
+        self._forget(cs.id)  # re-dispatched after a failure
+        decode = self._decode_time(cs, inst)
+        work = pt + decode
+        self._routed[cs.id] = Routed(inst.name, now, pt, work, is_decode_unit(pt, decode), key)
+        self._pending[inst.name] = self.pending(inst.name) + work
+        self._decisions += 1
+        if self._decisions % 4096 == 0:
+            self._purge(now)
+
+    def _purge(self, now: float) -> None:
+        """Forget calls that never reported back (their query failed) and dead nodes."""
+        old = now - 2 * self.window_s
+        for cid in [c for c, r in self._routed.items() if r.time < old]:
+            self._forget(cid)
+        for table in (self._ttft, self._replicas):
+            for node in [n for n in table if n.parent is None]:
+                del table[node]
+
+    # ------------------------------------------------------------------ feedback
+
+    def observe(self, event: Event, view: ClusterView) -> Sequence[object]:
+        if isinstance(event, CallFinished):
+            r = self._forget(event.call_id)
+            if r is None:
+                return ()
+            if event.first_token is not None:
+                w = self._window(r.instance, event.time)
+                dt = event.time - event.first_token
+                w.decodes.append((event.time, dt))
+                w.decode_s += dt
+            if self.replicate and r.key is not None:
+                first = event.first_token if event.first_token is not None else event.time
+                self._watch(r.key, first - r.time, view)
+        elif isinstance(event, CallFailed):
+            self._forget(event.call_id)
+        return ()
+
+    def _watch(self, key: RadixNode, ttft: float, view: ClusterView) -> None:
+        """Autoscaling: replicate a key portion whose TTFT doubled within the window."""
+        now = view.now
+        samples = self._ttft.get(key)
+        if samples is None:
+            samples = self._ttft[key] = deque()
+        samples.append((now, ttft))
+        while samples and samples[0][0] < now - self.window_s:
+            samples.popleft()
+        half = now - self.window_s / 2
+        early = [t for s, t in samples if s < half]
+        recent = [t for s, t in samples if s >= half]
+        if not doubled(early, recent):
+            return
+        holders = set(key.data) | {r for r, u in self._replicas.get(key, {}).items() if u > now}
+        spare = [i for i in view.up_instances() if i.name not in holders]
+        if not spare:
+            return
+        light = min(spare, key=lambda i: (self.pending(i.name), i.name))
+        gain = sum(recent) / len(recent) - sum(early) / len(early)
+        if gain <= run_cost(light.cost, key.depth):
+            return  # the wait grew by less than copying the prefix would cost
+        self._replicas.setdefault(key, {})[light.name] = now + self.window_s
+        samples.clear()  # the next replica needs fresh evidence
+        self.stats["replicated"] += 1
+
+
+class PrefixGroups:
+    """Preble §4.3: P groups by the prompt's cached fraction on this instance, visited
+    high to low, group g releasing up to (g + 1)·10 calls per round; FCFS inside a group.
+
+    The cached fraction is read from the router's prefix index when the call is pushed
+    (before the core records the call's own prompt there), so the core keeps the index
+    whenever this queue is configured, whatever the dispatch policy.
+    """
+
+    name = "prefix_groups"
+    uses_deadline = False
+    needs_prefix_index = True
+
+    def __init__(self, groups: int = 10) -> None:
+        if groups < 1:
+            raise ValueError(f"groups must be ≥ 1, got {groups}")
+        self.groups = groups
+        self._q: list[dict[int, CallState]] = [{} for _ in range(groups)]
+        self._group: dict[int, int] = {}
+        self._left = [group_quota(g) for g in range(groups)]
+        self._view: ClusterView | None = None
+
+    def bind(self, view: ClusterView) -> None:
+        if view.prefix_index is None:
+            raise ConfigError("queue policy 'prefix_groups' needs the router's prefix index "
+                              "(the scheduler core keeps one when the queue policy asks for it)")
+        self._view = view
+
+    def group_of(self, cs: CallState) -> int:
+        return self._group[cs.id]
+
+    def push(self, cs: CallState) -> None:
+        if self._view is None or self._view.prefix_index is None:
+            raise ConfigError("queue policy 'prefix_groups' was not bound to a view with a prefix index")
+        _, per = self._view.prefix_index.match_by_instance(cs.call.prompt)
+        g = priority_group(per.get(cs.instance or "", 0), cs.call.input_tokens, self.groups)
+        self._q[g][cs.id] = cs
+        self._group[cs.id] = g
+
+    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        top = None
+        for g in range(self.groups - 1, -1, -1):
+            q = self._q[g]
+            if q:
+                if self._left[g] > 0:
+                    return next(iter(q.values()))
+                if top is None:
+                    top = g
+        if top is None:
+            return None
+        self._left = [group_quota(g) for g in range(self.groups)]  # every quota spent: new round
+        return next(iter(self._q[top].values()))
+
+    def remove(self, cs: CallState, released: bool) -> None:
+        g = self._group.pop(cs.id)
+        del self._q[g][cs.id]
+        if released:
+            self._left[g] -= 1
+
+    def __len__(self) -> int:
+        return len(self._group)
+
+    def __iter__(self) -> Iterator[CallState]:
+        for q in reversed(self._q):
+            yield from q.values()
