@@ -126,11 +126,12 @@ async def _ttft(client: EngineClient, prompt: list[int], cache: bool) -> tuple[f
     return res.ttft, res.cached_tokens
 
 
-async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], tokens: int) -> float | None:
-    """Decode step time at batch len(prompts): per request, the mean gap between its tokens
-    streamed while every request decodes (after the last first token, before the first
-    finish); the median over requests. Means over a window, not single gaps, because a
-    busy client reads several chunks at once."""
+async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], tokens: int) -> float:
+    """Decode step time at batch len(prompts), the median over requests of the mean gap
+    between a request's streamed tokens while every request decodes (after the last first
+    token, before the first finish: prefills of the others are excluded). A request with
+    too few tokens in that window (a busy client reads chunks in bursts) counts its whole
+    stream instead."""
     stamps: list[list[float]] = [[] for _ in prompts]
 
     def hook(i: int) -> Callable[[Any], None]:
@@ -143,9 +144,12 @@ async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], token
     rates = []
     for s in stamps:
         inside = [t for t in s if start <= t <= end]
-        if len(inside) >= max(3, tokens // 4):
-            rates.append((inside[-1] - inside[0]) / (len(inside) - 1))
-    return statistics.median(rates) if rates else None
+        span = inside if len(inside) >= max(3, tokens // 4) else s
+        if len(span) >= 2 and span[-1] > span[0]:
+            rates.append((span[-1] - span[0]) / (len(span) - 1))
+    if not rates:
+        raise FlowserveError(f"decode measurement at batch {len(prompts)} streamed no usable tokens")
+    return statistics.median(rates)
 
 
 async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSettings,
@@ -166,11 +170,8 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
             progress(f"decode batch {b} context {c}")
             steps = [await _decode_step(client, [prompts.fresh(c) for _ in range(b)], settings.decode_tokens)
                      for _ in range(settings.repeats)]
-            steps = [s for s in steps if s is not None]
-            if steps:
-                ctx = b * (c + settings.decode_tokens / 2)
-                report.samples.append(Sample("decode", tuple(iteration_features(0, 0.0, b, ctx)),
-                                             statistics.median(steps)))
+            ctx = b * (c + settings.decode_tokens / 2)
+            report.samples.append(Sample("decode", tuple(iteration_features(0, 0.0, b, ctx)), statistics.median(steps)))
     for p in sorted({min(p, cap - settings.cached_suffix) for p in settings.cached_prefixes}):
         progress(f"cached prefix {p} tokens")
         times, news, cached_ns = [], [], []
