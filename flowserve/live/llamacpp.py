@@ -249,7 +249,10 @@ class LlamaServer:
             self.stop()
             if not retry:
                 break
-        raise FlowserveError(f"llama-server {why}; log tail:\n{self.log_tail(12)}")
+        tail = self.log_tail(12)
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+        raise FlowserveError(f"llama-server {why}; log tail:\n{tail}")
 
     def _wait_healthy(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
