@@ -41,7 +41,7 @@ def test_cluster_yaml(tmp_path):
 @pytest.mark.parametrize(("yaml_text", "args", "message"), [
     ("instances:\n  - {name: x, gpu: V100, model: llama-2-7b}\n", (), "unknown GPU 'V100'"),
     ("instances:\n  - {name: x, gpu: A100-80G, model: gpt-9}\n", (), "unknown model 'gpt-9'"),
-    ("instances:\n  - {name: x, gpu: A100-80G}\n", (), "instances.0.model: required field is missing"),
+    ("instances:\n  - {name: x, gpu: A100-80G}\n", (), "model is required unless the instance has a profile"),
     ("instances: []\n", (), "instances: List should have at least 1 item"),
     ("instances:\n  - {name: x, gpu: A100-80G, model: llama-2-7b, tpp: 2}\n", (), "tpp: unknown field"),
     ("instances: [\n", (), "not valid YAML"),

@@ -1,0 +1,1 @@
+"""The live driver's IO side: engine processes, engine clients, profiling."""

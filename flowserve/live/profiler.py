@@ -1,0 +1,231 @@
+"""Measure a real OpenAI-compatible engine and fit its cost model (`flowserve profile`).
+
+    model, report = await profile_engine(EngineClient(url, model="m", engine="llamacpp"))
+    model.save(Path("m.yaml"))      # a FittedCostModel the simulator accepts (`profile:`)
+
+Three measurement families, every prompt made of fresh random token ids so nothing is
+cached unless meant to be (llama-server also gets `cache_prompt: false`):
+
+* prefill — time to first token of a streamed request (`max_tokens` 1) for prompt lengths
+  up to the context; the sample's features sum the prefill chunks of `token_budget`.
+* decode — `b` concurrent requests with `C`-token prompts generating `decode_tokens` each
+  (`ignore_eos`); the step time is the median gap between streamed tokens while all `b`
+  decode (after the last first token, before the first finish), at context ≈ C + N/2.
+* cached prefill — a prompt whose first `P` tokens were just served (warm-up request),
+  plus a fresh suffix; the engine-reported cached count gives the split, and the
+  speed-up against the cold prefill of the same length is reported.
+
+Each configuration runs `repeats` times and contributes its median. The fit is
+`fit_coefficients` (NNLS on relative error). Engine facts — slots, context, KV capacity —
+come from llama-server's `/props` (KV capacity = per-slot context, right for
+`--kv-unified`) or vLLM/SGLang's `/v1/models` (`max_model_len`), and can be overridden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flowserve.errors import FlowserveError
+from flowserve.live.client import EngineClient
+from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features, prefill_features
+
+LLAMA_CPP_FA_TILE_Q = 64  # ggml-cpu: flash attention is tiled from this many query rows
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    prefill_lengths: tuple[int, ...] = (16, 64, 256, 512, 1024, 2048, 3072)
+    batch_sizes: tuple[int, ...] = (1, 2, 4)
+    decode_contexts: tuple[int, ...] = (32, 1024, 2048)
+    decode_tokens: int = 64
+    cached_prefixes: tuple[int, ...] = (512, 2048)
+    cached_suffixes: tuple[int, ...] = (32, 128)  # both sides of llama.cpp's 64-row attention switch
+    narrow_prefill_tokens: int | None = None  # None: 64 for llama-server, 0 for other engines
+    repeats: int = 3
+    token_budget: int = 2048  # llama-server's -b (n_batch); vLLM's max_num_batched_tokens
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> ProfileSettings:
+        """A few seconds: enough points to fit, too few for a trustworthy profile."""
+        quick = {"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
+                 "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1}
+        return cls(**(quick | overrides))
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    slots: int
+    max_context: int
+    kv_capacity_tokens: int
+    vocab_size: int
+    device: str
+
+
+@dataclass
+class ProfileReport:
+    facts: EngineFacts
+    samples: list[Sample] = field(default_factory=list)
+    cache_speedups: dict[str, float] = field(default_factory=dict)  # "prefix+suffix" → cold / cached TTFT
+    wall_s: float = 0.0
+
+    def to_dict(self, model: FittedCostModel) -> dict[str, Any]:
+        return {"profile": model.to_dict(), "cache_speedup": self.cache_speedups, "wall_s": self.wall_s,
+                "samples": [{"kind": s.kind, "x": list(s.x), "seconds": s.seconds,
+                             "predicted": float(np.dot(s.x, model.coefficients))} for s in self.samples]}
+
+
+async def detect_engine(url: str) -> str:
+    """"llamacpp" when the server answers llama-server's `/props`, else "openai"."""
+    async with EngineClient(url, engine="llamacpp") as probe:
+        try:
+            props = await probe.props()
+        except FlowserveError:
+            return "openai"
+    return "llamacpp" if isinstance(props, dict) and "total_slots" in props else "openai"
+
+
+async def engine_facts(client: EngineClient, slots: int | None = None, max_context: int | None = None,
+                       kv_capacity: int | None = None, vocab_size: int | None = None) -> EngineFacts:
+    """What the engine says about itself; explicit arguments win."""
+    meta: dict[str, Any] = {}
+    models = await client.get_json("/v1/models")
+    if models.get("data"):
+        meta = models["data"][0].get("meta") or {}
+        max_context = max_context or models["data"][0].get("max_model_len")
+    device = client.engine
+    if client.engine == "llamacpp":
+        props = await client.props()
+        slots = slots or int(props.get("total_slots", 1))
+        max_context = max_context or int(props["default_generation_settings"]["n_ctx"])
+        device = f"llama-server {props.get('build_info', '')}".strip()
+    vocab_size = vocab_size or meta.get("n_vocab")
+    if not (slots and max_context and vocab_size):
+        missing = [n for n, v in (("slots", slots), ("max context", max_context), ("vocab size", vocab_size)) if not v]
+        raise FlowserveError(f"the engine does not report its {', '.join(missing)}; pass them explicitly")
+    return EngineFacts(int(slots), int(max_context), int(kv_capacity or max_context), int(vocab_size), device)
+
+
+class _Prompts:
+    def __init__(self, vocab: int, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._low = min(max(2, vocab // 10), vocab - 1)
+        self._high = min(vocab, 32_000)
+
+    def fresh(self, n: int) -> list[int]:
+        return self._rng.integers(self._low, self._high, n).tolist()
+
+
+async def _ttft(client: EngineClient, prompt: list[int], cache: bool) -> tuple[float, int | None]:
+    res = await client.complete(prompt, 1, cache_prompt=cache)
+    if res.ttft is None:
+        raise FlowserveError("the engine streamed no token")
+    return res.ttft, res.cached_tokens
+
+
+async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], tokens: int) -> float:
+    """Decode step time at batch len(prompts), the median over requests of the mean gap
+    between a request's streamed tokens while every request decodes (after the last first
+    token, before the first finish: prefills of the others are excluded). A request with
+    too few tokens in that window (a busy client reads chunks in bursts) counts its whole
+    stream instead."""
+    stamps: list[list[float]] = [[] for _ in prompts]
+
+    def hook(i: int) -> Callable[[Any], None]:
+        return lambda chunk: stamps[i].append(time.monotonic()) if chunk.get("choices") else None
+
+    await asyncio.gather(*(client.complete(p, tokens, ignore_eos=True, cache_prompt=False, on_chunk=hook(i))
+                           for i, p in enumerate(prompts)))
+    start = max(s[0] for s in stamps)
+    end = min(s[-1] for s in stamps)
+    rates = []
+    for s in stamps:
+        inside = [t for t in s if start <= t <= end]
+        span = inside if len(inside) >= max(3, tokens // 4) else s
+        if len(span) >= 2 and span[-1] > span[0]:
+            rates.append((span[-1] - span[0]) / (len(span) - 1))
+    if not rates:
+        raise FlowserveError(f"decode measurement at batch {len(prompts)} streamed no usable tokens")
+    return statistics.median(rates)
+
+
+async def _cached_prefill(client: EngineClient, prompts: _Prompts, prefix_len: int,
+                          suffix: int) -> tuple[float, int, int]:
+    """(TTFT, new tokens, cached tokens) of a prompt whose prefix was just served."""
+    prefix = prompts.fresh(prefix_len)
+    await client.complete(prefix + prompts.fresh(suffix), 1, cache_prompt=True)
+    t, cached = await _ttft(client, prefix + prompts.fresh(suffix), True)
+    cached = prefix_len if cached is None else cached
+    return t, prefix_len + suffix - cached, cached
+
+
+def narrow_prefill(client: EngineClient, settings: ProfileSettings) -> int:
+    """Prefills narrower than this attend at the decode rate (see `flowserve.profiles.fitted`)."""
+    if settings.narrow_prefill_tokens is not None:
+        return settings.narrow_prefill_tokens
+    return LLAMA_CPP_FA_TILE_Q if client.engine == "llamacpp" else 0
+
+
+async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSettings,
+                  progress: Callable[[str], None] = lambda _m: None) -> ProfileReport:
+    """Every point once per round, `repeats` rounds: a burst of load on a shared machine
+    then spoils one run of several points rather than every run of one point."""
+    prompts = _Prompts(facts.vocab_size, settings.seed)
+    budget, cap, n_out = settings.token_budget, facts.max_context - settings.decode_tokens - 2, settings.decode_tokens
+    narrow = narrow_prefill(client, settings)
+    lengths = sorted({min(n, cap) for n in settings.prefill_lengths})
+    batches = [(b, c) for b in sorted({min(b, facts.slots) for b in settings.batch_sizes})
+               for c in sorted({min(c, cap, facts.kv_capacity_tokens // b - n_out - 2)  # b sequences share the KV
+                                for c in settings.decode_contexts})]
+    prefixes = sorted({(min(p, cap - s), s) for p in settings.cached_prefixes for s in settings.cached_suffixes})
+    cold: dict[int, list[float]] = {n: [] for n in lengths}
+    steps: dict[tuple[int, int], list[float]] = {bc: [] for bc in batches}
+    warm: dict[tuple[int, int], list[tuple[float, int, int]]] = {ps: [] for ps in prefixes}
+    await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
+    for r in range(settings.repeats):
+        progress(f"round {r + 1}/{settings.repeats}: prefill")
+        for n in lengths:
+            cold[n].append((await _ttft(client, prompts.fresh(n), False))[0])
+        progress(f"round {r + 1}/{settings.repeats}: decode")
+        for b, c in batches:
+            steps[b, c].append(await _decode_step(client, [prompts.fresh(c) for _ in range(b)], n_out))
+        progress(f"round {r + 1}/{settings.repeats}: cached prefix")
+        for p, suffix in prefixes:
+            warm[p, suffix].append(await _cached_prefill(client, prompts, p, suffix))
+
+    report = ProfileReport(facts)
+    cold_t = {n: statistics.median(ts) for n, ts in cold.items()}
+    for n, t in cold_t.items():
+        report.samples.append(Sample("prefill", tuple(prefill_features(n, 0, budget, narrow)), t))
+    for (b, c), ts in steps.items():
+        x = iteration_features(0, 0.0, b, b * (c + n_out / 2))
+        report.samples.append(Sample("decode", tuple(x), statistics.median(ts)))
+    for (p, suffix), runs in warm.items():
+        t, new, cached = sorted(runs)[len(runs) // 2]  # the median run, with its own split
+        report.samples.append(Sample("cached_prefill", tuple(prefill_features(new, cached, budget, narrow)), t))
+        base = cold_t.get(p + suffix) or float(np.interp(p + suffix, lengths, [cold_t[n] for n in lengths]))
+        report.cache_speedups[f"{p}+{suffix}"] = base / t
+    return report
+
+
+async def profile_engine(client: EngineClient, model: str | None = None, settings: ProfileSettings | None = None,
+                         facts: EngineFacts | None = None,
+                         progress: Callable[[str], None] = lambda _m: None) -> tuple[FittedCostModel, ProfileReport]:
+    """Measure, fit, and return the profile with its measurements."""
+    settings = settings or ProfileSettings()
+    t0 = time.monotonic()
+    facts = facts or await engine_facts(client)
+    report = await measure(client, facts, settings, progress)
+    report.wall_s = time.monotonic() - t0
+    coef, quality = fit_coefficients(report.samples)
+    name = model or client.model or "model"
+    fitted = FittedCostModel(name, coef, facts.max_context, facts.kv_capacity_tokens, facts.slots,
+                             settings.token_budget, facts.device, quality, narrow_prefill(client, settings))
+    return fitted, report
