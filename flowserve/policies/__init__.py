@@ -7,9 +7,10 @@ from typing import Any
 
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
+from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.queue import FCFS
 
-DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad)}
+DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, PrefixAffinity)}
 QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS,)}
 
 

@@ -1,0 +1,1 @@
+"""The live side: engine clients, the asyncio driver over the scheduler core, the gateway."""
