@@ -19,6 +19,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Serve and simulate LLM applications on heterogeneous clusters.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
+engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
+app.add_typer(engines_app, name="engines")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -141,6 +143,35 @@ def calibrate(
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(report, indent=2))
             console.print(f"json: {json_out}")
+
+
+@engines_app.command("build")
+def engines_build(
+    version: Annotated[str | None, typer.Option(help="llama-cpp-python sdist version (default: pinned)")] = None,
+) -> None:
+    """Build llama-server from the llama-cpp-python sdist (cached) and print its path."""
+    with user_errors():
+        from flowserve.live.llamacpp import DEFAULT_VERSION, ensure_llama_server
+
+        path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
+        console.print(str(path), highlight=False, soft_wrap=True)
+
+
+@engines_app.command("tiny-model")
+def engines_tiny_model(
+    out: Annotated[Path, typer.Option(help="GGUF file to write (tokenizer.json goes next to it)")] = Path(
+        "out/tiny-llama.gguf"),
+    seed: Annotated[int, typer.Option(help="seed of the vocabulary corpus and the weights")] = 0,
+    layers: Annotated[int, typer.Option(help="transformer blocks")] = 4,
+    embd: Annotated[int, typer.Option(help="embedding width")] = 128,
+) -> None:
+    """Write the tiny random-weight Llama used by tests and benchmarks."""
+    with user_errors():
+        from flowserve.live.tinymodel import TinyLlamaConfig, write_tiny_llama
+
+        model = write_tiny_llama(out, TinyLlamaConfig(seed=seed, n_layer=layers, n_embd=embd))
+        console.print(f"{model.gguf} ({model.gguf.stat().st_size / 1e6:.1f} MB, vocabulary {model.vocab_size}); "
+                      f"tokenizer: {model.tokenizer_json}", highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -1,1 +1,1 @@
-"""The live side: engine clients, the asyncio driver over the scheduler core, the gateway."""
+"""The live driver's IO side: engine processes, engine clients, profiling."""

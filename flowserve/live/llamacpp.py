@@ -1,0 +1,294 @@
+"""llama.cpp's `llama-server`: build it once from the PyPI sdist, run it on 127.0.0.1.
+
+    binary = ensure_llama_server()            # cached; builds on first use (~7 min, 2 cores)
+    with LlamaServer(model_gguf, ctx_size=16384, parallel=4, threads=1, binary=binary) as srv:
+        srv.base_url                          # "http://127.0.0.1:PORT", /health already 200
+
+Build: the `llama-cpp-python` sdist ships the llama.cpp sources. `ensure_llama_server`
+reuses `CACHE/llama_cpp_python-VERSION.tar.gz` or fetches it with `pip download
+--no-binary :all: --no-deps`, extracts `vendor/llama.cpp`, builds the cmake target
+`llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
+as `CACHE/llama-server-VERSION/llama-server`. CACHE is `$FLOWSERVE_CACHE_DIR`, else
+`$XDG_CACHE_HOME/flowserve`, else `~/.cache/flowserve`; `$FLOWSERVE_LLAMA_SERVER` names a
+ready binary and skips all of this. A file lock per version makes concurrent callers (two
+pytest sessions) build once; the others wait and reuse the result. Missing cmake or
+compilers, a failed download or a failed build raise `FlowserveError` with the cause.
+
+Run: `LlamaServer` starts the process on a free port of 127.0.0.1 with its log in a file,
+polls `/health` until it answers 200 (deadline, not a fixed sleep), and stops it with
+SIGTERM, then SIGKILL. A finalizer kills a server that was never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+from flowserve.errors import FlowserveError
+
+DEFAULT_VERSION = "0.3.36"
+CMAKE_FLAGS = (
+    "-DLLAMA_BUILD_SERVER=ON", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
+    "-DGGML_NATIVE=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DCMAKE_BUILD_TYPE=Release",
+)
+
+
+def cache_root() -> Path:
+    if env := os.environ.get("FLOWSERVE_CACHE_DIR"):
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "flowserve"
+
+
+def binary_path(version: str = DEFAULT_VERSION, root: Path | None = None) -> Path:
+    return (root or cache_root()) / f"llama-server-{version}" / "llama-server"
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock held while the block runs (released if the process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_llama_server(version: str = DEFAULT_VERSION, *, cache_dir: Path | None = None,
+                        jobs: int | None = None, progress: Callable[[str], None] | None = None) -> Path:
+    """Path of a working llama-server binary for `version`, building it if not cached."""
+    if env := os.environ.get("FLOWSERVE_LLAMA_SERVER"):
+        path = Path(env).expanduser()
+        if not os.access(path, os.X_OK):
+            raise FlowserveError(f"FLOWSERVE_LLAMA_SERVER={env!r} is not an executable file")
+        return path
+    root = cache_dir or cache_root()
+    target = binary_path(version, root)
+    if os.access(target, os.X_OK):
+        return target
+    say = progress or (lambda _msg: None)
+    with file_lock(root / f"llama-server-{version}.lock"):
+        if os.access(target, os.X_OK):  # another process built it while we waited
+            return target
+        _require_tools()
+        sdist = fetch_sdist(version, root, say)
+        work = Path(tempfile.mkdtemp(prefix=f"llama-build-{version}-", dir=root))
+        try:
+            say(f"extracting llama.cpp from {sdist.name}")
+            src = _extract_llama_cpp(sdist, work)
+            say(f"building llama-server {version} (takes minutes; log: {work / 'build.log'})")
+            built = _cmake_build(src, work / "build", work / "build.log", jobs or os.cpu_count() or 1)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            shutil.copy2(built, tmp)
+            shutil.copy2(work / "build.log", target.parent / "build.log")
+            os.replace(tmp, target)  # atomic: readers see no binary or a whole one
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    say(f"llama-server {version}: {target}")
+    return target
+
+
+def _require_tools() -> None:
+    missing = []
+    if shutil.which("cmake") is None:
+        missing.append("cmake")
+    cc = os.environ.get("CC")
+    cxx = os.environ.get("CXX")
+    if not (shutil.which(cc) if cc else any(shutil.which(c) for c in ("cc", "gcc", "clang"))):
+        missing.append("a C compiler (cc/gcc/clang)")
+    if not (shutil.which(cxx) if cxx else any(shutil.which(c) for c in ("c++", "g++", "clang++"))):
+        missing.append("a C++ compiler (c++/g++/clang++)")
+    if missing:
+        raise FlowserveError(
+            f"building llama-server needs {', '.join(missing)} (e.g. `apt-get install cmake g++`), "
+            f"or set FLOWSERVE_LLAMA_SERVER to an existing llama-server binary")
+
+
+def fetch_sdist(version: str, root: Path, say: Callable[[str], None] = lambda _m: None) -> Path:
+    """The cached sdist, or download it with pip (the only network access)."""
+    cached = root / f"llama_cpp_python-{version}.tar.gz"
+    if cached.exists():
+        return cached
+    say(f"downloading llama-cpp-python=={version} sdist")
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+             "--disable-pip-version-check", "-d", tmp, f"llama-cpp-python=={version}"],
+            capture_output=True, text=True, check=False)
+        found = sorted(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+        if proc.returncode != 0 or not found:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise FlowserveError(f"pip download llama-cpp-python=={version} failed: {' | '.join(tail)}")
+        os.replace(found[0], cached)
+    return cached
+
+
+def _extract_llama_cpp(sdist: Path, dest: Path) -> Path:
+    """Extract only vendor/llama.cpp (minus bundled vocabulary GGUFs) and return its path."""
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers()
+                   if m.name.split("/")[1:3] == ["vendor", "llama.cpp"] and not m.name.endswith(".gguf")]
+        if not members:
+            raise FlowserveError(f"{sdist}: no vendor/llama.cpp sources inside")
+        tar.extractall(dest, members=members, filter="data")
+    return dest / members[0].name.split("/")[0] / "vendor" / "llama.cpp"
+
+
+def _cmake_build(src: Path, build: Path, log: Path, jobs: int) -> Path:
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    steps = [
+        ["cmake", "-S", str(src), "-B", str(build), *generator, *CMAKE_FLAGS],
+        ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)],
+    ]
+    with open(log, "w") as fh:
+        for cmd in steps:
+            fh.write(f"$ {' '.join(cmd)}\n")
+            fh.flush()
+            if subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode != 0:
+                fh.close()
+                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+                raise FlowserveError("building llama-server failed:\n" + "\n".join(tail))
+    binary = build / "bin" / "llama-server"
+    if not binary.exists():
+        raise FlowserveError(f"the llama-server build finished but {binary} is missing (see {log})")
+    return binary
+
+
+# --------------------------------------------------------------------------- process
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+class LlamaServer:
+    """One llama-server process serving `model` on 127.0.0.1 (a context manager)."""
+
+    def __init__(self, model: Path, *, ctx_size: int = 4096, parallel: int = 1, threads: int = 1,
+                 kv_unified: bool = True, cache_ram: int | None = None, metrics: bool = True,
+                 alias: str | None = None, extra_args: Sequence[str] = (), binary: Path | None = None,
+                 port: int | None = None, log_path: Path | None = None) -> None:
+        self.model = Path(model)
+        self.host = "127.0.0.1"
+        self.port = port
+        self.alias = alias or self.model.stem
+        self._binary = binary
+        self._opts = [
+            "-m", str(self.model), "-c", str(ctx_size), "-np", str(parallel), "-t", str(threads),
+            "--alias", self.alias, "--no-webui",
+            "--kv-unified" if kv_unified else "--no-kv-unified",
+            *(["--cache-ram", str(cache_ram)] if cache_ram is not None else []),
+            *(["--metrics"] if metrics else []),
+            *extra_args,
+        ]
+        self._own_log = log_path is None
+        self.log_path = log_path or Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+        self._proc: subprocess.Popen | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self.port is not None, "not started"
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        binary = self._binary or ensure_llama_server()
+        return [str(binary), *self._opts, "--host", self.host, "--port", str(self.port)]
+
+    def start(self, timeout: float = 60.0) -> LlamaServer:
+        assert self._proc is None, "already started"
+        if not self.model.exists():
+            raise FlowserveError(f"llama-server model {str(self.model)!r} does not exist")
+        fixed_port = self.port is not None
+        why = ""
+        for _attempt in range(3):  # a free port can be taken between probing and binding
+            if not fixed_port:
+                self.port = free_port()
+            with open(self.log_path, "wb") as log:
+                self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL)
+            self._finalizer = weakref.finalize(self, _kill, self._proc)
+            if self._wait_healthy(timeout):
+                return self
+            code = self._proc.poll()
+            why = f"exited with code {code}" if code is not None else f"was not healthy after {timeout:.0f} s"
+            retry = not fixed_port and code is not None and "bind" in self.log_tail(5)
+            self.stop()
+            if not retry:
+                break
+        raise FlowserveError(f"llama-server {why}; log tail:\n{self.log_tail(12)}")
+
+    def _wait_healthy(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        assert self._proc is not None
+        with httpx.Client(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    return False
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{self.base_url}/health").status_code == 200:
+                        return True
+                time.sleep(0.05)  # polling interval of a deadline-bounded wait
+        return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def __enter__(self) -> LlamaServer:
+        return self.start() if self._proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)

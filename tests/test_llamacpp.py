@@ -1,0 +1,104 @@
+import stat
+import threading
+
+import httpx
+import pytest
+
+from flowserve.errors import FlowserveError
+from flowserve.live import llamacpp
+from flowserve.live.llamacpp import LlamaServer, ensure_llama_server
+
+
+def test_server_is_healthy_on_localhost_and_reports_its_slots(llama_server):
+    assert llama_server.base_url.startswith("http://127.0.0.1:")
+    props = httpx.get(f"{llama_server.base_url}/props").json()
+    assert props["total_slots"] == 2
+    assert httpx.get(f"{llama_server.base_url}/health").status_code == 200
+
+
+def test_stop_ends_the_process_and_frees_the_port(start_llama_server):
+    server = start_llama_server()
+    url, proc_pid = server.base_url, server.pid
+    assert server.running and proc_pid
+    server.stop()
+    assert not server.running
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/health")
+
+
+def test_bad_arguments_fail_with_the_log_tail(start_llama_server):
+    with pytest.raises(FlowserveError, match="exited with code") as err:
+        start_llama_server(extra_args=["--no-such-flag"])
+    assert "no-such-flag" in str(err.value)
+
+
+def test_missing_model_is_a_clear_error(start_llama_server, tmp_path):
+    with pytest.raises(FlowserveError, match="does not exist"):
+        start_llama_server(model=tmp_path / "nope.gguf")
+
+
+def test_env_binary_overrides_the_cache(monkeypatch, tmp_path):
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("FLOWSERVE_LLAMA_SERVER", str(fake))
+    with pytest.raises(FlowserveError, match="not an executable"):
+        ensure_llama_server()
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert ensure_llama_server() == fake
+
+
+def test_missing_build_tools_are_named(monkeypatch, tmp_path):
+    monkeypatch.delenv("FLOWSERVE_LLAMA_SERVER", raising=False)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(llamacpp.shutil, "which", lambda _name: None)
+    with pytest.raises(FlowserveError, match=r"needs cmake, a C compiler .*, a C\+\+ compiler"):
+        ensure_llama_server("0.0.0-test", cache_dir=tmp_path)
+
+
+def test_concurrent_callers_build_once(monkeypatch, tmp_path):
+    """The second caller enters while the first is building; it must wait and reuse."""
+    monkeypatch.delenv("FLOWSERVE_LLAMA_SERVER", raising=False)
+    builds: list[str] = []
+    second_waiting = threading.Event()
+    entered = []
+    real_lock = llamacpp.file_lock
+
+    def spy_lock(path):
+        entered.append(path)
+        if len(entered) == 2:
+            second_waiting.set()
+        return real_lock(path)
+
+    def fake_build(src, build, log, jobs):
+        builds.append(threading.current_thread().name)
+        assert second_waiting.wait(10), "second caller never reached the lock"
+        out = build / "bin" / "llama-server"
+        out.parent.mkdir(parents=True)
+        out.write_text("#!/bin/sh\n")
+        out.chmod(0o755)
+        log.write_text("ok\n")
+        return out
+
+    monkeypatch.setattr(llamacpp, "file_lock", spy_lock)
+    monkeypatch.setattr(llamacpp, "_require_tools", lambda: None)
+    monkeypatch.setattr(llamacpp, "fetch_sdist", lambda version, root, say: root / "sdist.tar.gz")
+    monkeypatch.setattr(llamacpp, "_extract_llama_cpp", lambda sdist, work: work)
+    monkeypatch.setattr(llamacpp, "_cmake_build", fake_build)
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(ensure_llama_server("9.9.9", cache_dir=tmp_path)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(builds) == 1
+    assert results == [tmp_path / "llama-server-9.9.9" / "llama-server"] * 2
+    assert (tmp_path / "llama-server-9.9.9" / "build.log").read_text() == "ok\n"
+    assert not list(tmp_path.glob("llama-build-*"))  # the work folder is removed
+
+
+def test_context_manager_stops_on_exit(llama_server_binary, tiny_model, tmp_path):
+    with LlamaServer(tiny_model.gguf, binary=llama_server_binary, log_path=tmp_path / "l.log") as srv:
+        assert srv.running
+    assert not srv.running

@@ -1,0 +1,54 @@
+import gguf
+import pytest
+
+from flowserve.errors import ConfigError
+from flowserve.live.client import LocalTokenizer
+from flowserve.live.tinymodel import TinyLlamaConfig, corpus, write_tiny_llama
+
+
+def test_same_seed_same_bytes_other_seed_differs(tmp_path):
+    a = write_tiny_llama(tmp_path / "a.gguf")
+    b = write_tiny_llama(tmp_path / "b.gguf")
+    c = write_tiny_llama(tmp_path / "c.gguf", TinyLlamaConfig(seed=1))
+    assert a.gguf.read_bytes() == b.gguf.read_bytes()
+    assert a.tokenizer_json.read_text() == b.tokenizer_json.read_text()
+    assert a.gguf.read_bytes() != c.gguf.read_bytes()
+    assert a.gguf.stat().st_size < 4_000_000
+
+
+def test_gguf_declares_a_llama_with_the_tokenizer_vocabulary(tmp_path):
+    cfg = TinyLlamaConfig(n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=128)
+    model = write_tiny_llama(tmp_path / "m.gguf", cfg)
+    reader = gguf.GGUFReader(model.gguf)
+    arch = reader.fields["general.architecture"]
+    assert bytes(arch.parts[arch.data[0]]).decode() == "llama"
+    assert len(reader.tensors) == 3 + 9 * cfg.n_layer
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    assert len(tokens.data) == model.vocab_size
+    embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    assert list(embd.shape) == [cfg.n_embd, model.vocab_size]  # ggml order: (n_embd, n_vocab)
+
+
+def test_tokenizer_round_trips_text_and_merges_frequent_words(tmp_path):
+    model = write_tiny_llama(tmp_path / "t.gguf")
+    tok = LocalTokenizer(model.tokenizer_json)
+    text = "select count(*) from loan where amount > 42; héllo ☃"
+    ids = tok.encode_sync(text)
+    assert max(ids) < model.vocab_size
+    assert tok.decode_sync(ids) == text
+    assert len(tok.encode_sync(" select")) == 1  # a corpus word became one token
+    assert len(ids) < len(text.encode())
+
+
+def test_corpus_is_seeded():
+    assert corpus(3, 50) == corpus(3, 50)
+    assert corpus(3, 50) != corpus(4, 50)
+
+
+def test_config_rejects_inconsistent_sizes():
+    with pytest.raises(ConfigError, match="multiple of n_head_kv"):
+        TinyLlamaConfig(n_head=4, n_head_kv=3)
+    with pytest.raises(ConfigError, match="multiple of n_head"):
+        TinyLlamaConfig(n_embd=130)
+    with pytest.raises(ConfigError, match="vocab_size"):
+        TinyLlamaConfig(vocab_size=100)
