@@ -12,16 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from flowserve.live.client import EngineError
 from flowserve.types import Event, InstanceSpec, LLMCall
 
-
-class EngineError(Exception):
-    """An engine call failed. retryable: connection refused, 5xx, timeout."""
-
-    def __init__(self, message: str, retryable: bool, status: int | None = None) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
+__all__ = ["Backend", "CallOutcome", "CallPayload", "Emit", "EngineError", "TokenSink", "payload_of"]
 
 
 @dataclass(frozen=True, slots=True)

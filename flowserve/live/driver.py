@@ -190,6 +190,7 @@ class LiveDriver:
         self._finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self._draining = False
         self._drained: asyncio.Event | None = None
+        self._progress: asyncio.Event | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._executor: Executor | None = None
         self._thread_pool: ThreadPoolExecutor | None = None
@@ -201,6 +202,7 @@ class LiveDriver:
         assert self._loop_task is None, "started twice"
         self._inbox = asyncio.Queue()
         self._drained = asyncio.Event()
+        self._progress = asyncio.Event()
         for spec in self._specs.values():
             self._open_instance(spec)
         self._loop_task = asyncio.create_task(self._run(), name="flowserve-driver")
@@ -259,6 +261,15 @@ class LiveDriver:
     async def run(self, workflow: str, program: LiveProgram, **kw: Any) -> QueryResult:
         h = await self.submit(self.new_query(workflow, program, **kw))
         return await h.done
+
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
+        """Wait until `predicate()` holds, re-checking after every item the driver
+        processes (for tests, benchmarks and admin tools; raises TimeoutError)."""
+        assert self._progress is not None, "the driver is not started"
+        async with asyncio.timeout(timeout_s):
+            while not predicate():
+                self._progress.clear()
+                await self._progress.wait()
 
     def query(self, query_id: int) -> QueryHandle | None:
         return self._open.get(query_id) or self._finished.get(query_id)
@@ -378,6 +389,8 @@ class LiveDriver:
                 log.exception("driver failed on %r", item)
                 if isinstance(item, QueryHandle) and not item.done.done():
                     self._resolve(item, "failed", "internal error while scheduling the query", now, None)
+            assert self._progress is not None
+            self._progress.set()
 
     def _arrive(self, h: QueryHandle, now: float) -> None:
         s = self.settings
@@ -534,6 +547,10 @@ class LiveDriver:
                     self.metrics.retries.labels(name).inc()
                     await asyncio.sleep(backoff_delay(attempt, s.retry_backoff_s, s.retry_backoff_cap_s))
                     continue
+                except Exception as e:  # a backend bug must still end the call, with the reason
+                    log.exception("call %d on %s failed unexpectedly", call.id, name)
+                    self._put(CallFailed(self.clock(), call.id, name, f"{type(e).__name__}: {e}", False))
+                    return
                 if breaker.record_success():
                     self._put(InstanceUp(self.clock(), self._specs[name]))
                 if sink is not None and sink.sent == 0 and out.text:
@@ -636,7 +653,7 @@ class LiveDriver:
         self.breakers.setdefault(spec.name, CircuitBreaker(s.breaker_failures, s.breaker_cooldown_s,
                                                             s.breaker_max_cooldown_s))
         if spec.backend != "sim" and self.core.prefix_index is not None:
-            size = s.cache_tokens.get(spec.name) or getattr(self.backends[spec.name], "cache_tokens", None)
+            size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
             self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS)
 
     def emit(self, ev: Event) -> None:

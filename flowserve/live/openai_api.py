@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -121,6 +122,8 @@ def failure_error(reason: str) -> APIError:
     """The HTTP error for a query that failed, from the reason the core gave."""
     if "exceeds the model's context" in reason or "exceeds the KV capacity" in reason:
         return APIError(400, reason, code="context_length_exceeded", param="prompt")
+    if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:
+        return APIError(400, reason, code="engine_rejected")
     if "no instance is up" in reason or "shut down" in reason:
         return APIError(503, reason, "server_error", "service_unavailable")
     return APIError(502, reason, "server_error", "engine_error")

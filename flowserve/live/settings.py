@@ -50,6 +50,8 @@ class GatewaySettings(Strict):
     jobs: Literal["thread", "process"] = "process"
     default_max_tokens: int = Field(256, ge=1)
     cache_tokens: dict[str, int] = Field(default_factory=dict)  # per instance: eviction estimate size
+    engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
+    tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
     admin_keys: list[str] | None = None  # None: the api_keys
 
@@ -83,9 +85,13 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
     for s in specs:
         if s.backend == "openai" and not s.url:
             raise ConfigError(f"{source}: instance {s.name!r}: backend openai needs a `url:`")
-    unknown = sorted(set(gateway.cache_tokens) - {s.name for s in specs})
-    if unknown:
-        raise ConfigError(f"{source}: gateway.cache_tokens names unknown instances {unknown}")
+    for section in ("cache_tokens", "engine_kinds"):
+        unknown = sorted(set(getattr(gateway, section)) - {s.name for s in specs})
+        if unknown:
+            raise ConfigError(f"{source}: gateway.{section} names unknown instances {unknown}")
+    for model, path in gateway.tokenizers.items():
+        if not Path(path).is_file():
+            raise ConfigError(f"{source}: gateway.tokenizers: {model}: no file {path!r}")
     return ServeConfig(specs, tuple(cluster.api_keys), gateway)
 
 
