@@ -209,9 +209,10 @@ class SchedulerCore:
                     del inst.running[cs.id]
                     self._out.append(CancelCall(cs.id, inst.name))
                     self._dirty.add(inst)
-                else:
-                    inst.queue.remove(cs, released=False)
-                inst.outstanding -= cs.t_comp
+                    inst.outstanding -= cs.t_comp
+                elif cs.queued:
+                    self._unqueue(inst, cs)
+                    inst.outstanding -= cs.t_comp
             self.calls.pop(cs.id, None)
         qs.inflight.clear()
         for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
@@ -243,6 +244,7 @@ class SchedulerCore:
         inst.outstanding += cs.t_comp
         inst.dispatched += 1
         inst.queue.push(cs)
+        cs.queued = True
         if self.prefix_index is not None:
             self.prefix_index.add(call.prompt, inst.name, now)
         self._dirty.add(inst)
@@ -261,6 +263,7 @@ class SchedulerCore:
             if need > inst.kv_free and inst.running:
                 break  # wait for memory, as the engine would
             queue.remove(cs, released=True)
+            cs.queued = False
             inst.running[cs.id] = cs
             cs.released = now
             if inst.engine_reports_capacity:
@@ -268,6 +271,11 @@ class SchedulerCore:
                 inst.headroom -= need
                 inst.kv_free -= need
             self._out.append(SendCall(cs.call, inst.name))
+
+    @staticmethod
+    def _unqueue(inst: InstanceState, cs: CallState) -> None:
+        inst.queue.remove(cs, released=False)
+        cs.queued = False
 
     def _take_running(self, call_id: int, instance: str) -> tuple[CallState, InstanceState] | None:
         """The running call an engine reports on, or None for stale reports (the call
@@ -356,7 +364,7 @@ class SchedulerCore:
         inst.up = False
         moved = list(inst.queue)
         for cs in moved:
-            inst.queue.remove(cs, released=False)
+            self._unqueue(inst, cs)
         for cs in list(inst.running.values()):
             self._out.append(CancelCall(cs.id, inst.name))
             moved.append(cs)

@@ -29,7 +29,7 @@ class CallState:
     """One LLM call while the core tracks it (queued or running)."""
 
     __slots__ = ("attempts", "call", "costs", "enqueued", "excluded", "instance", "query",
-                 "ready", "released", "t_comp")
+                 "queued", "ready", "released", "t_comp")
 
     def __init__(self, call: LLMCall, query: QueryState, ready: float) -> None:
         self.call = call
@@ -38,6 +38,7 @@ class CallState:
         self.instance: str | None = None
         self.enqueued = ready  # when it entered its instance's queue
         self.released: float | None = None  # when it was sent to the engine
+        self.queued = False  # waiting in its instance's queue
         self.t_comp = 0.0  # predicted compute seconds on its instance
         self.costs: dict[tuple[str, str, int], float] = {}  # per hardware profile
         self.attempts = 0
