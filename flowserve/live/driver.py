@@ -216,6 +216,8 @@ class LiveDriver:
         if self._loop_task is None:
             return
         self._draining = True
+        if self._progress is not None:
+            self._progress.set()
         timeout = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         if self._open:
             assert self._drained is not None
