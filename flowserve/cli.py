@@ -174,5 +174,65 @@ def engines_tiny_model(
                       f"tokenizer: {model.tokenizer_json}", highlight=False, soft_wrap=True)
 
 
+@app.command()
+def profile(
+    url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible engine (no /v1)")],
+    model: Annotated[str, typer.Option(help="model name (sent as `model`, written in the profile)")],
+    out: Annotated[Path | None, typer.Option(help="profile YAML to write [default: out/profiles/MODEL.yaml]")] = None,
+    engine: Annotated[str, typer.Option(help="auto, llamacpp, vllm, sglang or openai")] = "auto",
+    api_key: Annotated[str | None, typer.Option(help="bearer token for the engine")] = None,
+    slots: Annotated[int | None, typer.Option(help="concurrent sequences (default: reported by the engine)")] = None,
+    max_context: Annotated[int | None, typer.Option(help="tokens per sequence (default: reported)")] = None,
+    kv_capacity: Annotated[int | None, typer.Option(help="KV cache tokens (default: the context)")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="vocabulary size (default: reported)")] = None,
+    token_budget: Annotated[int, typer.Option(help="tokens per engine iteration (llama-server -b)")] = 2048,
+    repeats: Annotated[int, typer.Option(help="runs per measured point (median)")] = 3,
+    quick: Annotated[bool, typer.Option(help="few points, seconds (smoke tests)")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the measurements as JSON")] = None,
+) -> None:
+    """Measure an engine (prefill, decode, cached prefix), fit the cost model, write a profile."""
+    with user_errors():
+        import asyncio
+
+        from flowserve.errors import ConfigError
+        from flowserve.live.client import EngineClient
+        from flowserve.live.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
+
+        if engine not in ("auto", "llamacpp", "vllm", "sglang", "openai"):
+            raise ConfigError(f"--engine: expected auto, llamacpp, vllm, sglang or openai, got {engine!r}")
+        if min(repeats, token_budget) < 1:
+            raise ConfigError("--repeats and --token-budget must be positive")
+
+        async def run() -> Any:
+            kind = await detect_engine(url) if engine == "auto" else engine
+            async with EngineClient(url, model=model, engine=kind, api_key=api_key) as client:  # type: ignore[arg-type]
+                facts = await engine_facts(client, slots, max_context, kv_capacity, vocab_size)
+                settings = (ProfileSettings.quick(token_budget=token_budget) if quick
+                            else ProfileSettings(repeats=repeats, token_budget=token_budget))
+                with progress_bar() as bar:
+                    task = bar.add_task("profiling", total=None)
+                    return await profile_engine(client, model, settings, facts,
+                                                lambda msg: bar.update(task, description=msg))
+
+        fitted, report = asyncio.run(run())
+        path = out or Path("out/profiles") / f"{model}.yaml"
+        fitted.save(path)
+        q = fitted.quality
+        assert q is not None
+        console.print(f"{fitted.device}: {fitted.slots} slots, context {fitted.max_context}, "
+                      f"KV {fitted.kv_capacity_tokens} tokens; {q.samples} points in {report.wall_s:.1f} s",
+                      highlight=False)
+        console.print("fit error (mean abs %): " + ", ".join(f"{k} {v:.1f}" for k, v in q.by_kind)
+                      + f"; overall {q.mean_abs_pct_error:.1f} (max {q.max_abs_pct_error:.1f}), R² {q.r2:.3f}",
+                      highlight=False)
+        console.print("cached-prefix speed-up: " + ", ".join(
+            f"{p} tokens {s:.1f}×" for p, s in report.cache_speedups.items()), highlight=False)
+        console.print(f"profile: {path}", highlight=False, soft_wrap=True)
+        if json_out:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(report.to_dict(fitted), indent=2))
+            console.print(f"json: {json_out}", highlight=False)
+
+
 def main(argv: list[str] | None = None) -> Any:
     return app(argv)

@@ -11,12 +11,22 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import ConfigError
+from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
-from flowserve.profiles.models import get_model
+from flowserve.profiles.models import ModelSpec, get_model
 from flowserve.types import EngineParams, InstanceSpec
 
 
@@ -24,10 +34,30 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ModelArch(Strict):
+    """Architecture numbers of a model outside the catalog (what the roofline needs)."""
+
+    params_b: float = Field(gt=0)
+    layers: int = Field(ge=1)
+    hidden: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    max_context: int = Field(ge=1)
+    dtype_bytes: int = Field(2, ge=1)
+
+
 class InstanceConfig(Strict):
+    """One instance (or `count` identical ones). `model` is a catalog name, or any name with
+    `model_arch` declared; `profile` (a fitted profile YAML) replaces the roofline cost
+    model and supplies the model, context, KV capacity and default slots, so `gpu` and
+    `model` may then be left out."""
+
     name: str = Field(min_length=1)
-    gpu: str
-    model: str
+    profile: str | None = None
+    model_arch: ModelArch | None = None
+    gpu: str | None = None
+    model: str | None = None
     tp: int = Field(1, ge=1)
     count: int = Field(1, ge=1)
     max_inflight: int | None = Field(None, ge=1)
@@ -38,23 +68,50 @@ class InstanceConfig(Strict):
     block_size: int = Field(16, ge=1)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     prefix_caching: bool = True
+    _profile: FittedCostModel | None = PrivateAttr(None)
 
     @field_validator("gpu")
     @classmethod
-    def _known_gpu(cls, v: str) -> str:
-        return get_gpu(v).name
+    def _known_gpu(cls, v: str | None) -> str | None:
+        return None if v is None else get_gpu(v).name
 
     @field_validator("model")
     @classmethod
-    def _known_model(cls, v: str) -> str:
-        return get_model(v).name
+    def _known_model(cls, v: str | None, info: ValidationInfo) -> str | None:
+        custom = ("profile", "model_arch")  # absent from info.data: given but invalid (reported anyway)
+        if v is None or any(info.data.get(f) is not None or f not in info.data for f in custom):
+            return v
+        return get_model(v).name  # a catalog name, or ConfigError listing them
+
+    @model_validator(mode="after")
+    def _complete(self) -> InstanceConfig:
+        where = f"instance {self.name!r}"
+        if self.profile is not None:
+            try:
+                self._profile = load_profile(self.profile)
+            except ConfigError as e:
+                raise ConfigError(f"{where}: profile: {e}") from None
+            if self.model is not None and self.model.lower() != self._profile.model.lower():
+                raise ConfigError(f"{where}: model {self.model!r} differs from the profile's model "
+                                  f"{self._profile.model!r} ({self.profile})")
+            return self
+        for field in ("gpu", "model"):
+            if getattr(self, field) is None:
+                raise ConfigError(f"{where}: {field} is required unless the instance has a profile")
+        return self
 
     def specs(self) -> list[InstanceSpec]:
-        engine = EngineParams(self.max_num_seqs, self.token_budget, self.block_size,
-                              self.gpu_memory_utilization, self.prefix_caching)
+        prof, given = self._profile, self.model_fields_set
+        seqs = prof.slots if prof and "max_num_seqs" not in given else self.max_num_seqs
+        budget = prof.token_budget if prof and "token_budget" not in given else self.token_budget
+        inflight = prof.slots if prof and "max_inflight" not in given else self.max_inflight
+        model = self.model or (prof.model if prof else "")
+        gpu = self.gpu or (prof.device if prof else "")
+        arch = None if self.model_arch is None else ModelSpec(model, **self.model_arch.model_dump())
+        engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching)
         names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
-        return [InstanceSpec(n, self.gpu, self.model, self.tp, self.max_inflight, engine,
-                             self.backend, self.url) for n in names]
+        return [InstanceSpec(n, gpu, model, self.tp, inflight, engine, self.backend, self.url,
+                             model_spec=arch, profile=prof) for n in names]
 
 
 class ClusterConfig(Strict):
@@ -119,13 +176,24 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():
-        data, source = read_yaml(ref), ref
+        data, source = _profiles_relative_to(read_yaml(ref), Path(ref).parent), ref
     else:
         raise ConfigError(f"cluster {ref!r} is neither a file nor a built-in cluster "
                           f"({', '.join(BUILTIN_CLUSTERS)})")
     if overrides:
         data = {**data, "instances": [{**i, **overrides} for i in data.get("instances", [])]}
     return validate(ClusterConfig, data, source).specs()
+
+
+def _profiles_relative_to(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """`profile:` paths in a cluster file are relative to that file."""
+    instances = data.get("instances")
+    if not isinstance(instances, list):
+        return data
+    fixed = [{**i, "profile": str(base / i["profile"])}
+             if isinstance(i, dict) and isinstance(i.get("profile"), str) and not Path(i["profile"]).is_absolute()
+             else i for i in instances]
+    return {**data, "instances": fixed}
 
 
 def load_mapping(ref: str, builtins: Mapping[str, Mapping[str, Any]], what: str) -> tuple[dict[str, Any], str]:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from flowserve.graph.program import WorkflowProgram
+    from flowserve.profiles.fitted import FittedCostModel
+    from flowserve.profiles.models import ModelSpec
 
 Tokens = tuple[int, ...]
 
@@ -92,6 +94,10 @@ class InstanceSpec:
     engine: EngineParams = field(default_factory=EngineParams)
     backend: Literal["sim", "openai"] = "sim"
     url: str | None = None
+    # A model outside the catalog: its declared architecture (for the roofline) and/or a
+    # fitted profile (`flowserve profile`), which then replaces the roofline.
+    model_spec: ModelSpec | None = None
+    profile: FittedCostModel | None = None
 
 
 # --------------------------------------------------------------------------- events

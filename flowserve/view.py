@@ -94,7 +94,7 @@ class InstanceState:
         self.spec = spec
         self.name = spec.name
         self.cost = cost
-        self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp)
+        self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
         self.queue = queue
         self.running: dict[int, CallState] = {}
         self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls

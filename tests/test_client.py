@@ -122,7 +122,7 @@ async def idle_within(client: EngineClient, seconds: float) -> bool:
     """Poll /slots until no slot is processing (the engine noticed the disconnect)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        slots = (await client._http.get("/slots")).json()
+        slots = await client.slots()
         if not any(s["is_processing"] for s in slots):
             return True
         await asyncio.sleep(0.02)

@@ -267,27 +267,34 @@ class EngineClient:
             body: dict[str, Any] = {"content": text, "add_special": False}
         else:
             body = {"prompt": text, "add_special_tokens": False, **({"model": self.model} if self.model else {})}
-        return [int(t) for t in (await self._json("POST", "/tokenize", body))["tokens"]]
+        return [int(t) for t in (await self.request_json("POST", "/tokenize", body))["tokens"]]
 
     async def detokenize(self, tokens: Sequence[int]) -> str:
         body: dict[str, Any] = {"tokens": list(tokens)}
         if self.engine != "llamacpp" and self.model:
             body["model"] = self.model
-        data = await self._json("POST", "/detokenize", body)
+        data = await self.request_json("POST", "/detokenize", body)
         return str(data.get("content", data.get("prompt", "")))
 
     async def apply_chat_template(self, messages: Sequence[Mapping[str, Any]]) -> str:
         """llama-server's `/apply-template`: the prompt text a chat request would run, so a
         router can tokenize chat requests and send them as token-id completions."""
-        data = await self._json("POST", "/apply-template", {"messages": [dict(m) for m in messages]})
+        data = await self.request_json("POST", "/apply-template", {"messages": [dict(m) for m in messages]})
         return str(data["prompt"])
 
     async def models(self) -> list[str]:
-        return [m["id"] for m in (await self._json("GET", "/v1/models"))["data"]]
+        return [m["id"] for m in (await self.request_json("GET", "/v1/models"))["data"]]
 
     async def props(self) -> Mapping[str, Any]:
         """llama-server's `/props` (context size, slots, chat template)."""
-        return await self._json("GET", "/props")
+        return await self.request_json("GET", "/props")
+
+    async def slots(self) -> list[Mapping[str, Any]]:
+        """llama-server's `/slots` (per slot: n_ctx, is_processing)."""
+        return await self.request_json("GET", "/slots")
+
+    async def get_json(self, path: str) -> Any:
+        return await self.request_json("GET", path)
 
     async def health(self) -> bool:
         try:
@@ -295,7 +302,7 @@ class EngineClient:
         except httpx.HTTPError:
             return False
 
-    async def _json(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    async def request_json(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         try:
             resp = await self._http.request(method, path, json=body)
         except httpx.TimeoutException as e:

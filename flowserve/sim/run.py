@@ -6,13 +6,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.cluster import instance_profile, kv_capacity, roofline_for
+from flowserve.cluster import instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.core import SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Materializer, standalone_latency
 from flowserve.graph.program import StagedProgram
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.profiles.models import get_model
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
@@ -39,13 +38,13 @@ class PolicySpec:
 
 def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec]) -> list[float]:
     """Each query's latency alone on the fastest instance (SLO = scale × this)."""
-    costs = {(s.gpu, s.model, s.tp): roofline_for(s) for s in cluster}.values()
+    costs = {(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values()
     return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
 
 
 def check_fits(workload: Workload, cluster: Sequence[InstanceSpec]) -> None:
     """Every prompt must fit the context of the cluster's model (bad input, not a crash)."""
-    limit = min(get_model(s.model).max_context for s in cluster)
+    limit = min(max_context(s) for s in cluster)
     for q in workload.queries:
         for c in q.plan.calls():
             if c.input_tokens + 1 > limit:
