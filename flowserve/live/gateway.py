@@ -86,8 +86,10 @@ class Gateway:
         self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
         self.workflows = dict(workflows if workflows is not None else builtin_workflows())
         self.prepared: dict[str, Mapping[str, Any]] = {}
+        self.driver_loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
+        self.driver_loop = asyncio.get_running_loop()
         for name, wf in self.workflows.items():
             settings = self.config.gateway.workflows.get(name, {})
             self.prepared[name] = wf.prepare(settings) if wf.prepare else settings

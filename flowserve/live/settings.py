@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from flowserve.config import ClusterConfig, Strict, read_yaml, validate
+from flowserve.config import ClusterConfig, Strict, _profiles_relative_to, read_yaml, validate
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.types import InstanceSpec
@@ -96,4 +96,5 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
 
 
 def load_serve_config(path: str | Path) -> ServeConfig:
-    return serve_config(read_yaml(path), str(path))
+    """A serving YAML; `profile:` paths are relative to it, as in cluster files."""
+    return serve_config(_profiles_relative_to(read_yaml(path), Path(path).parent), str(path))
