@@ -126,3 +126,13 @@ def test_serve_config_reads_the_gateway_section_and_names_bad_input() -> None:
         serve_config({"instances": [{**base["instances"][0], "backend": "openai"}]}, "c.yaml")
     with pytest.raises(ConfigError, match="unknown instances"):
         serve_config({**base, "gateway": {"cache_tokens": {"zz": 10}}}, "c.yaml")
+
+
+def test_cache_estimate_with_slots_keeps_at_most_that_many_sequences() -> None:
+    est = CacheEstimate("a", capacity_tokens=10_000, max_sequences=2)
+    seqs = [tuple(range(k * 100, k * 100 + 50)) for k in range(3)]
+    for cid, p in enumerate(seqs[:2]):
+        assert est.on_send(cid, p, float(cid)) == []
+        est.on_end(cid)
+    evicted = est.on_send(2, seqs[2], 2.0)
+    assert [ev.tokens for ev in evicted] == [seqs[0]] and est.size == 100

@@ -17,10 +17,11 @@ from flowserve.types import PrefixEvicted, Tokens
 
 
 class CacheEstimate:
-    def __init__(self, instance: str, capacity_tokens: int) -> None:
-        assert capacity_tokens > 0
+    def __init__(self, instance: str, capacity_tokens: int, max_sequences: int | None = None) -> None:
+        assert capacity_tokens > 0 and (max_sequences is None or max_sequences > 0)
         self.instance = instance
         self.capacity = capacity_tokens
+        self.max_sequences = max_sequences  # llama-server: its slots, each caching one sequence
         self.tree = RadixTree()
         self._pinned: dict[int, RadixNode] = {}
         self.evicted_tokens = 0
@@ -41,16 +42,24 @@ class CacheEstimate:
 
     def _shrink(self, now: float) -> list[PrefixEvicted]:
         out: list[PrefixEvicted] = []
-        over = self.tree.size - self.capacity
-        if over <= 0:
-            return out
 
         def report(node: RadixNode) -> None:
             start = node.depth - len(node.key)
             out.append(PrefixEvicted(now, self.instance, self.tree.path_tokens(node), start))
 
-        self.evicted_tokens += self.tree.evict(over, report)
+        over = self.tree.size - self.capacity
+        if over > 0:
+            self.evicted_tokens += self.tree.evict(over, report)
+        if self.max_sequences is not None:
+            while self._leaves() > self.max_sequences:
+                freed = self.tree.evict(1, report)  # the least recently used whole leaf
+                if not freed:
+                    break  # the rest is running
+                self.evicted_tokens += freed
         return out
+
+    def _leaves(self) -> int:
+        return sum(1 for n in self.tree.nodes() if not n.children)
 
     @property
     def size(self) -> int:

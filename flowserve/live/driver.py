@@ -345,16 +345,36 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ tokenization
 
-    def tokenizer(self, model: str | None) -> Tokenizer:
+    def tokenizers(self, model: str | None) -> list[Tokenizer]:
+        """Who can tokenize for `model`: the up instances' engines (healthy circuits
+        first), else the word tokenizer of simulated engines."""
+        found = []
         for name, inst in self.core.instances.items():
-            if inst.up and (model is None or inst.spec.model.lower() == model.lower()):
+            if inst.up and name not in self._removed and (model is None or inst.spec.model.lower() == model.lower()):
                 tok = getattr(self.backends.get(name), "tokenizer", None)
                 if tok is not None:
-                    return tok
-        return self._words
+                    found.append((self.circuit_state(name) != "closed", tok))
+        found.sort(key=lambda x: x[0])
+        return [tok for _, tok in found] or [self._words]
+
+    async def _ask_tokenizers(self, model: str | None, fn: Callable[[Tokenizer], Any]) -> Any:
+        """The first tokenizer that answers: one engine down must not fail requests."""
+        error: Exception | None = None
+        for tok in self.tokenizers(model):
+            try:
+                return await fn(tok)
+            except EngineError as e:
+                if not e.retryable:
+                    raise
+                error = e
+        assert error is not None
+        raise error
 
     async def tokenize(self, text: str, model: str | None) -> list[int]:
-        return await self.tokenizer(model).encode(text)
+        return await self._ask_tokenizers(model, lambda tok: tok.encode(text))
+
+    async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
+        return await self._ask_tokenizers(model, lambda tok: tok.render_chat(messages))
 
     # ------------------------------------------------------------------ the loop
 
@@ -656,7 +676,8 @@ class LiveDriver:
                                                             s.breaker_max_cooldown_s))
         if spec.backend != "sim" and self.core.prefix_index is not None:
             size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
-            self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS)
+            seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
+            self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
 
     def emit(self, ev: Event) -> None:
         """For backends: an engine-side event (capacity, eviction) for the core."""

@@ -146,7 +146,6 @@ class Gateway:
         if req.n != 1:
             raise APIError(400, "n: only n = 1 is supported", param="n")
         model = self.model_of(req.model)
-        tok = self.driver.tokenizer(model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or self.config.gateway.default_max_tokens)
         messages: tuple[dict[str, Any], ...] = ()
@@ -155,10 +154,10 @@ class Gateway:
                 messages = tuple(m.model_dump(exclude_none=True) for m in req.messages)
                 for m in messages:
                     m["content"] = message_text(m)
-                text: str | None = await tok.render_chat(messages)
-                ids = await tok.encode(text or "")
+                text: str | None = await self.driver.render_chat(messages, model)
+                ids = await self.driver.tokenize(text or "", model)
             else:
-                text, ids = await self._prompt_ids(req.prompt, tok)
+                text, ids = await self._prompt_ids(req.prompt, model)
         except FlowserveError as e:
             raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
         if not ids:
@@ -185,14 +184,14 @@ class Gateway:
         return JSONResponse(make(rid, model, call.text, call.finish_reason, use),
                             headers={"x-flowserve-instance": call.instance, "x-flowserve-query-id": str(h.id)})
 
-    async def _prompt_ids(self, prompt: Any, tok: Any) -> tuple[str | None, list[int]]:
+    async def _prompt_ids(self, prompt: Any, model: str) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
-            return prompt, await tok.encode(prompt)
+            return prompt, await self.driver.tokenize(prompt, model)
         if prompt and isinstance(prompt[0], str | list):
             if len(prompt) != 1:
                 raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
                                param="prompt")
-            return await self._prompt_ids(prompt[0], tok)
+            return await self._prompt_ids(prompt[0], model)
         if any(t < 0 for t in prompt):
             raise APIError(400, "prompt: token ids must be non-negative", param="prompt")
         return None, list(prompt)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # sampling parameters passed through to the engine
 PASS_THROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k",
-                "min_p", "repeat_penalty", "logit_bias")
+                "min_p", "repeat_penalty", "logit_bias", "ignore_eos")
 
 
 class APIError(Exception):

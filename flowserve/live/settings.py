@@ -50,6 +50,7 @@ class GatewaySettings(Strict):
     jobs: Literal["thread", "process"] = "process"
     default_max_tokens: int = Field(256, ge=1)
     cache_tokens: dict[str, int] = Field(default_factory=dict)  # per instance: eviction estimate size
+    cache_sequences: dict[str, int] = Field(default_factory=dict)  # per instance: slot caches (default: profile slots)
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
     tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -85,7 +86,7 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
     for s in specs:
         if s.backend == "openai" and not s.url:
             raise ConfigError(f"{source}: instance {s.name!r}: backend openai needs a `url:`")
-    for section in ("cache_tokens", "engine_kinds"):
+    for section in ("cache_tokens", "cache_sequences", "engine_kinds"):
         unknown = sorted(set(getattr(gateway, section)) - {s.name for s in specs})
         if unknown:
             raise ConfigError(f"{source}: gateway.{section} names unknown instances {unknown}")

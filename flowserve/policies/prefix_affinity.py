@@ -4,7 +4,8 @@ instance is too busy.
 A small, prefix-aware policy for serving (not Preble's E2, which lives elsewhere):
 
 1. match the prompt in the router's prefix index; `hit_i` = tokens cached on instance i;
-2. no instance caches at least `min_match` tokens → the least outstanding work (explore);
+2. no instance caches at least `min_match` tokens → the least outstanding work (explore;
+   ties go to the instance that was sent the fewest calls, spreading new prefixes);
 3. otherwise the *affinity pool* is every instance whose hit is within `near_tie` (a
    fraction of the best hit) of the best one; pick its least outstanding instance `a`;
 4. load guard: with `l` the candidate of least expected finish,
@@ -54,8 +55,8 @@ class PrefixAffinity(Dispatch):
             return expected_finish(i.outstanding,
                                    i.cost.call_time(call.input_tokens, call.predicted_output, hits[i.name]))
 
-        if best < self.min_match:
-            return min(candidates, key=lambda i: (i.outstanding, finish(i)))
+        if best < self.min_match:  # explore; on an idle cluster spread new prefixes
+            return min(candidates, key=lambda i: (i.outstanding, finish(i), i.dispatched))
         floor = best * (1.0 - self.near_tie)
         pool = [i for i in candidates if hits[i.name] >= floor]
         a = min(pool, key=lambda i: (i.outstanding, -hits[i.name]))
