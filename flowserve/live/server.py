@@ -36,7 +36,9 @@ class BackgroundServer:
     def __init__(self, app: Any, host: str = "127.0.0.1", log_level: str = "warning",
                  graceful_s: float = 30.0) -> None:
         self.app = app
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
+        # (else each response waits ~40 ms for the client's delayed ACK)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.host, self.port = self._sock.getsockname()[:2]
