@@ -4,8 +4,9 @@
   (a) the gateway over simulated engines whose calls take microseconds (time scale 10⁶)
   and (b) a bare uvicorn app that answers a fixed completion body; p50/p99 of each,
   sequential and with 8 concurrent clients, and the difference = the gateway's overhead.
-* prefix — two llama-server instances (1 thread, 2 slot caches each, `--cache-ram 0`)
-  behind the gateway; a shared-prefix workload (4 long prefixes, Poisson arrivals) is
+* prefix — two llama-server instances (1 thread, 4 slot caches each, `--cache-ram 0`,
+  one sequence at a time) behind the driver; a shared-prefix workload (8 long prefixes,
+  Poisson arrivals: together more than one engine's slots, half of them fit) is
   replayed under each dispatch policy (fresh token ids per run); mean/p99 latency,
   engine-reported token hit rate, and the ratio first policy / last policy measured in
   one run. The same workload is also simulated with the engines' fitted profile.
@@ -47,6 +48,7 @@ from flowserve.live.validate import engine_instance, validate_engine
 from flowserve.sim.run import PolicySpec, simulate
 
 OUT = Path("out/bench-live")
+SLOTS, PREFIXES = 4, 8  # per engine; in the shared-prefix workload
 
 
 def pcts(values: Sequence[float]) -> dict[str, float]:
@@ -159,7 +161,7 @@ def overhead_bench(n: int, console: Console) -> dict[str, Any]:
 
 def _servers(n: int, model: Path, binary: Path, parallel: int, cache_ram: int | None) -> list[LlamaServer]:
     OUT.mkdir(parents=True, exist_ok=True)
-    servers = [LlamaServer(model, ctx_size=8192, parallel=parallel, threads=1, cache_ram=cache_ram,
+    servers = [LlamaServer(model, ctx_size=8192 * parallel // 2, parallel=parallel, threads=1, cache_ram=cache_ram,
                            alias="tiny-llama", binary=binary, log_path=OUT / f"llama-{i}.log") for i in range(n)]
     for s in servers:
         s.start()
@@ -176,12 +178,14 @@ async def _profile(url: str, path: Path, settings: ProfileSettings) -> Path:
 
 def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path, binary: Path,
                  console: Console, say: Callable[[str], None]) -> dict[str, Any]:
-    servers = _servers(2, model, binary, parallel=2, cache_ram=0)
+    servers = _servers(2, model, binary, parallel=SLOTS, cache_ram=0)
     try:
-        say("profiling the engine (quick)")
-        profile = asyncio.run(_profile(servers[0].base_url, OUT / "tiny-np2.yaml", ProfileSettings.quick()))
-        specs = [engine_instance(s.base_url, profile, f"llama{i}") for i, s in enumerate(servers)]
-        wl = shared_prefix_workload(queries, rate, prefixes=4, prefix_tokens=1500, suffix_tokens=32,
+        say("profiling the engine")
+        profile = asyncio.run(_profile(servers[0].base_url, OUT / "tiny-np2.yaml", ProfileSettings()))
+        # one sequence at a time per engine (one CPU thread); its SLOTS slot caches keep prefixes
+        specs = [dataclasses.replace(engine_instance(s.base_url, profile, f"llama{i}"), max_inflight=1)
+                 for i, s in enumerate(servers)]
+        wl = shared_prefix_workload(queries, rate, prefixes=PREFIXES, prefix_tokens=1500, suffix_tokens=32,
                                     output_tokens=16, seed=11)
         runs: dict[str, Any] = {}
         for k, policy in enumerate(policies):
@@ -207,9 +211,10 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
         for s in servers:
             s.stop()
     first, last = runs[policies[0]], runs[policies[-1]]
-    summary = {"workload": {"queries": queries, "rate": rate, "prefixes": 4, "prefix_tokens": 1500,
+    summary = {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "prefix_tokens": 1500,
                             "suffix_tokens": 32, "output_tokens": 16},
-               "engines": "2 × llama-server, 1 thread, -np 2 --cache-ram 0 -c 8192, tiny random Llama",
+               "engines": f"2 × llama-server, 1 thread, -np {SLOTS} --cache-ram 0 -c 8192, max_inflight 1, "
+                          "tiny random Llama",
                "runs": runs,
                "mean_ratio": ratio(last["latency_s"]["mean"], first["latency_s"]["mean"]),
                "p99_ratio": ratio(last["latency_s"]["p99"], first["latency_s"]["p99"]),
