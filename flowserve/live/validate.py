@@ -46,12 +46,14 @@ async def vocab_size_of(url: str) -> int:
     raise ConfigError(f"{url} does not report its vocabulary size; pass --vocab-size")
 
 
-async def warm_up(url: str, vocab: int, salt: int) -> None:
-    """One small request first: the engine's first request pays one-off start-up costs the
-    profile does not model (its tokens share nothing with the workload's)."""
+async def warm_up(url: str, vocab: int, salt: int, tokens: int) -> None:
+    """Two requests as long as the workload's longest prompt first: an engine's first
+    large batches pay one-off costs (buffer allocation) the profile does not model. Their
+    tokens share nothing with the workload's."""
     mat = TokenMaterializer(vocab, salt + 1_000_003)
     async with EngineClient(url) as c:
-        await c.complete(list(mat.segment(Segment(1, 64))), 4, ignore_eos=True)
+        for k in (1, 2):
+            await c.complete(list(mat.segment(Segment(k, max(tokens, 16)))), 4, ignore_eos=True)
 
 
 def pct_errors(live: dict[int, float], sim: dict[int, float]) -> list[float]:
@@ -72,7 +74,8 @@ async def validate_engine(url: str, profile: str | Path, workload: Workload, pol
     spec = engine_instance(url, profile)
     check_fits(workload, [spec])
     vocab = vocab_size or await vocab_size_of(url)
-    await warm_up(url, vocab, salt)
+    longest = max(c.input_tokens for q in workload.queries for c in q.plan.calls())
+    await warm_up(url, vocab, salt, min(longest, spec.profile.max_context - 8 if spec.profile else longest))
     settings = GatewaySettings(dispatch=policy.dispatch, queue=policy.queue,
                                dispatch_params=dict(policy.dispatch_params), queue_params=dict(policy.queue_params))
     driver = LiveDriver([spec], settings, output_priors=dict(workload.output_priors))
