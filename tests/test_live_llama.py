@@ -12,26 +12,18 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from live_support import tiny_profile
 
 from flowserve.live.gateway import create_app
 from flowserve.live.llamacpp import LlamaServer
 from flowserve.live.server import BackgroundServer
 from flowserve.live.settings import load_serve_config
 from flowserve.live.tinymodel import TinyModel
-from flowserve.profiles.fitted import FittedCostModel
 
 KEY = "sk-llama"
 WORDS = ("select", "count", "from", "where", "join", "account", "client", "loan", "district", "amount", "date",
          "year", "name", "order", "group", "table", "column", "schema", "database", "value", "total", "average",
          "status", "payment")
-
-
-def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int = 4096) -> Path:
-    """A hand-set profile of the tiny model on one CPU thread (orders of magnitude only:
-    ~0.1 ms per prefilled token, ~2 ms per decode step)."""
-    FittedCostModel(model.name, (1e-3, 2e-3, 1e-4, 1e-8, 1.5e-3, 1e-7), ctx, ctx, slots,
-                    device="llama-server (1 thread)").save(path)
-    return path
 
 
 def serve_file(tmp: Path, servers: list[LlamaServer], profile: Path, **gateway: object) -> Path:

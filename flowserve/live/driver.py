@@ -61,7 +61,6 @@ from flowserve.types import (
     LLMCall,
     OpFinished,
     PolicyChanged,
-    PrefixEvicted,
     Query,
     QueryArrived,
     QueryDone,
@@ -711,4 +710,4 @@ def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
     return OpenAIBackend(spec, s)
 
 
-__all__ = ["CallReport", "LiveDriver", "PrefixEvicted", "QueryHandle", "QueryResult", "Rejected"]
+__all__ = ["CallReport", "LiveDriver", "QueryHandle", "QueryResult", "Rejected"]

@@ -26,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.config import InstanceConfig, validate
-from flowserve.errors import FlowserveError, RequestError
+from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.live.backend import CallPayload, TokenSink
 from flowserve.live.driver import BackendFactory, LiveDriver, QueryHandle, QueryResult, Rejected
 from flowserve.live.openai_api import (
@@ -85,14 +85,18 @@ class Gateway:
         self.config = config
         self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
         self.workflows = dict(workflows if workflows is not None else builtin_workflows())
-        self.prepared: dict[str, Mapping[str, Any]] = {}
+        # workflows prepare now (databases, schemas), so bad settings fail before serving
+        self.prepared: dict[str, Mapping[str, Any]] = {
+            name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare
+            else config.gateway.workflows.get(name, {})
+            for name, wf in self.workflows.items()}
+        unknown = sorted(set(config.gateway.workflows) - set(self.workflows))
+        if unknown:
+            raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
-        for name, wf in self.workflows.items():
-            settings = self.config.gateway.workflows.get(name, {})
-            self.prepared[name] = wf.prepare(settings) if wf.prepare else settings
         await self.driver.start()
 
     async def stop(self) -> None:
