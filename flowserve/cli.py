@@ -299,7 +299,7 @@ def bench_live(
     policies: Annotated[str, typer.Option(help="comma-separated dispatch policies; the first is compared "
                                                "with the last")] = "prefix_affinity,round_robin",
     queries: Annotated[int, typer.Option(help="queries of the shared-prefix run per policy")] = 120,
-    rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 6.0,
+    rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
     overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
     parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate")] = (
         "overhead,prefix,validate"),
