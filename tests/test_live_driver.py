@@ -291,3 +291,37 @@ def test_an_accepted_query_with_a_too_long_prompt_fails_with_the_reason() -> Non
         assert r.status == "failed" and "exceeds the model's context" in (r.reason or "")
 
     run(body())
+
+
+class _BrokenProgram:
+    """A workflow with a bug: finishing its first call raises."""
+
+    def __init__(self) -> None:
+        self.inner = single(range(10))
+
+    def start(self):
+        return self.inner.start()
+
+    def on_done(self, node, result):
+        raise RuntimeError("workflow bug")
+
+    def expected_remaining(self):
+        return ()
+
+    def output(self):
+        return {}
+
+
+def test_a_workflow_bug_fails_its_query_with_the_reason_and_serving_goes_on() -> None:
+    async def body() -> None:
+        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=100.0))
+        await d.start()
+        try:
+            broken = await d.run("completion", _BrokenProgram())
+            fine = await d.run("completion", single(range(10)))
+        finally:
+            await d.shutdown()
+        assert broken.status == "failed" and "RuntimeError: workflow bug" in (broken.reason or "")
+        assert fine.status == "completed"
+
+    run(body())

@@ -19,6 +19,7 @@ from flowserve.live.llamacpp import LlamaServer
 from flowserve.live.server import BackgroundServer
 from flowserve.live.settings import load_serve_config
 from flowserve.live.tinymodel import TinyModel
+from flowserve.policies import DISPATCH_POLICIES
 
 KEY = "sk-llama"
 WORDS = ("select", "count", "from", "where", "join", "account", "client", "loan", "district", "amount", "date",
@@ -111,10 +112,15 @@ def shared_prefix_run(pair: list[LlamaServer], profile: Path, tmp: Path, policy:
     return out
 
 
-def test_shared_prefixes_land_where_they_are_cached_under_prefix_affinity(
-        pair: list[LlamaServer], tiny_model: TinyModel, tmp_path: Path) -> None:
+# prefix-aware policies available on this branch (preble_e2 joins when it is merged)
+PREFIX_AWARE = [p for p in ("prefix_affinity", "preble_e2") if p in DISPATCH_POLICIES]
+
+
+@pytest.mark.parametrize("policy", PREFIX_AWARE)
+def test_shared_prefixes_land_where_they_are_cached_under_a_prefix_aware_policy(
+        pair: list[LlamaServer], tiny_model: TinyModel, tmp_path: Path, policy: str) -> None:
     profile = tiny_profile(tmp_path / "p1.yaml", tiny_model, slots=1)
-    affinity = shared_prefix_run(pair, profile, tmp_path, "prefix_affinity", seed=1)
+    affinity = shared_prefix_run(pair, profile, tmp_path, policy, seed=1)
     robin = shared_prefix_run(pair, profile, tmp_path, "round_robin", seed=2)
     # prefix-aware: each prefix stays on one instance, and every request after its first hits
     for p in (0, 1):

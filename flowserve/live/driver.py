@@ -185,6 +185,7 @@ class LiveDriver:
         self._running: dict[int, _Running] = {}
         self._outcomes: dict[tuple[int, str], CallOutcome] = {}
         self._meta: dict[int, QueryHandle] = {}  # call id → its query
+        self._op_query: dict[int, int] = {}  # running tool op → its query id
         self._open: dict[int, QueryHandle] = {}
         self._finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self._draining = False
@@ -406,12 +407,27 @@ class LiveDriver:
                         item.fut.set_result(result)
                 else:
                     self._feed(dataclasses.replace(item, time=now))
-            except Exception:  # a bug: say so loudly, keep serving the other queries
+                    if isinstance(item, OpFinished):
+                        self._op_query.pop(item.op_id, None)
+            except Exception as e:  # a bug: say so loudly, end the query it hit, keep serving the others
                 log.exception("driver failed on %r", item)
-                if isinstance(item, QueryHandle) and not item.done.done():
-                    self._resolve(item, "failed", "internal error while scheduling the query", now, None)
+                h = self._query_of(item)
+                if h is not None and not h.done.done():
+                    self._resolve(h, "failed", f"internal error while scheduling the query: "
+                                               f"{type(e).__name__}: {e}", now, None)
             assert self._progress is not None
             self._progress.set()
+
+    def _query_of(self, item: Any) -> QueryHandle | None:
+        """The open query an inbox item belongs to, if any."""
+        if isinstance(item, QueryHandle):
+            return item
+        if isinstance(item, CallFinished | CallFailed):
+            return self._meta.get(item.call_id)
+        if isinstance(item, OpFinished):
+            qid = self._op_query.pop(item.op_id, None)
+            return None if qid is None else self._open.get(qid)
+        return None
 
     def _arrive(self, h: QueryHandle, now: float) -> None:
         s = self.settings
@@ -458,6 +474,7 @@ class LiveDriver:
                 if est := self.caches.get(cmd.instance):
                     est.on_end(cmd.call_id)
         elif isinstance(cmd, RunOp):
+            self._op_query[cmd.op.id] = cmd.op.query_id
             self._spawn(self._op_task(cmd.op))
         elif isinstance(cmd, QueryDone):
             h = self._open.get(cmd.query_id)
@@ -572,7 +589,7 @@ class LiveDriver:
                     log.exception("call %d on %s failed unexpectedly", call.id, name)
                     self._put(CallFailed(self.clock(), call.id, name, f"{type(e).__name__}: {e}", False))
                     return
-                if breaker.record_success():
+                if breaker.record_success() and name not in self._removed:
                     self._put(InstanceUp(self.clock(), self._specs[name]))
                 if sink is not None and sink.sent == 0 and out.text:
                     for piece in _pieces(out.text):  # an engine that did not stream
