@@ -219,8 +219,9 @@ def profile(
         fitted.save(path)
         q = fitted.quality
         assert q is not None
+        assumed = " (assumes --kv-unified; else pass --kv-capacity)" if kv_capacity is None else ""
         console.print(f"{fitted.device}: {fitted.slots} slots, context {fitted.max_context}, "
-                      f"KV {fitted.kv_capacity_tokens} tokens; {q.samples} points in {report.wall_s:.1f} s",
+                      f"KV {fitted.kv_capacity_tokens} tokens{assumed}; {q.samples} points in {report.wall_s:.1f} s",
                       highlight=False)
         console.print("fit error (mean abs %): " + ", ".join(f"{k} {v:.1f}" for k, v in q.by_kind)
                       + f"; overall {q.mean_abs_pct_error:.1f} (max {q.max_abs_pct_error:.1f}), R² {q.r2:.3f}",

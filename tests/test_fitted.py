@@ -42,6 +42,16 @@ def test_iteration_time_by_hand():
     assert m.call_time(10, 3) == pytest.approx(m.prefill_time(10) + 2 * m.decode_step_time(1, 11.5))
 
 
+def test_narrow_prefills_attend_at_the_decode_rate():
+    m = FittedCostModel("m", TRUE, 4096, 10000, 4, narrow_prefill_tokens=64)
+    # 32 new tokens on 1000 cached: A = 32·1000 + 32·33/2 = 32528 pairs at c_decode_context
+    assert m.iteration_time(32, 32528, 0, 0) == pytest.approx(2e-3 + 8e-3 + 32 * 1.5e-4 + 32528 * 2e-8)
+    assert m.iteration_time(64, 1000, 0, 0) == pytest.approx(2e-3 + 8e-3 + 64 * 1.5e-4 + 1000 * 4e-9)
+    x = prefill_features(32, 1000, 2048, narrow=64)
+    assert x.tolist() == pytest.approx([1, 1, 32, 0, 0, 32528])
+    assert float(x @ TRUE) == pytest.approx(m.prefill_time(32, 1000))
+
+
 def test_prefill_features_sum_the_chunks():
     """3000 new tokens on 100 cached, budget 2048: chunks of 2048 and 952 tokens."""
     x = prefill_features(3000, 100, 2048)
@@ -76,7 +86,7 @@ def test_fit_never_returns_negative_coefficients():
 
 def test_profile_yaml_round_trips(tmp_path):
     coef, q = fit_coefficients(synthetic(0.02))
-    m = FittedCostModel("tiny-llama", coef, 4096, 16384, 4, 512, "llama-server (1 thread)", q)
+    m = FittedCostModel("tiny-llama", coef, 4096, 16384, 4, 512, "llama-server (1 thread)", q, 64)
     m.save(tmp_path / "p.yaml")
     back = load_profile(tmp_path / "p.yaml")
     assert back == m and hash(back) == hash(m)

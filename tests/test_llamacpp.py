@@ -16,6 +16,14 @@ def test_server_is_healthy_on_localhost_and_reports_its_slots(llama_server):
     assert httpx.get(f"{llama_server.base_url}/health").status_code == 200
 
 
+def test_sequence_context_matches_the_server_in_both_kv_layouts(llama_server, start_llama_server):
+    split = start_llama_server(ctx_size=4096, parallel=2, kv_unified=False)
+    for server, expected in ((llama_server, 4096), (split, 2048)):
+        props = httpx.get(f"{server.base_url}/props").json()
+        assert props["default_generation_settings"]["n_ctx"] == server.seq_context == expected
+        assert server.kv_capacity_tokens == 4096
+
+
 def test_stop_ends_the_process_and_frees_the_port(start_llama_server):
     server = start_llama_server()
     url, proc_pid = server.base_url, server.pid

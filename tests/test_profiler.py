@@ -24,7 +24,8 @@ def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model)
     kinds = [s.kind for s in report.samples]
     assert kinds.count("prefill") == 3 and kinds.count("decode") == 4 and kinds.count("cached_prefill") == 1
     assert all(s.seconds > 0 for s in report.samples) and min(fitted.coefficients) >= 0
-    assert set(report.cache_speedups) == {256}
+    assert set(report.cache_speedups) == {"256+32"}
+    assert fitted.narrow_prefill_tokens == 64
     assert fitted.quality is not None and fitted.quality.samples == len(report.samples)
     assert fitted.prefill_time(512) > 0 and fitted.decode_step_time(2, 600) > 0
 

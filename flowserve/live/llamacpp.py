@@ -197,6 +197,7 @@ class LlamaServer:
         self.host = "127.0.0.1"
         self.port = port
         self.alias = alias or self.model.stem
+        self.ctx_size, self.parallel, self.threads, self.kv_unified = ctx_size, parallel, threads, kv_unified
         self._binary = binary
         self._opts = [
             "-m", str(self.model), "-c", str(ctx_size), "-np", str(parallel), "-t", str(threads),
@@ -215,6 +216,16 @@ class LlamaServer:
     def base_url(self) -> str:
         assert self.port is not None, "not started"
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def seq_context(self) -> int:
+        """Tokens one sequence may hold: all of `-c` with a unified KV cache, else `-c / -np`."""
+        return self.ctx_size if self.kv_unified else self.ctx_size // self.parallel
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """KV cells in all (`-c`), shared by the slots or split evenly among them."""
+        return self.ctx_size
 
     @property
     def pid(self) -> int | None:
@@ -249,7 +260,10 @@ class LlamaServer:
             self.stop()
             if not retry:
                 break
-        raise FlowserveError(f"llama-server {why}; log tail:\n{self.log_tail(12)}")
+        tail = self.log_tail(12)
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+        raise FlowserveError(f"llama-server {why}; log tail:\n{tail}")
 
     def _wait_healthy(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -36,6 +36,8 @@ from flowserve.errors import FlowserveError
 from flowserve.live.client import EngineClient
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features, prefill_features
 
+LLAMA_CPP_FA_TILE_Q = 64  # ggml-cpu: flash attention is tiled from this many query rows
+
 
 @dataclass(frozen=True)
 class ProfileSettings:
@@ -44,7 +46,8 @@ class ProfileSettings:
     decode_contexts: tuple[int, ...] = (32, 1024, 2048)
     decode_tokens: int = 64
     cached_prefixes: tuple[int, ...] = (512, 2048)
-    cached_suffix: int = 32
+    cached_suffixes: tuple[int, ...] = (32, 128)  # both sides of llama.cpp's 64-row attention switch
+    narrow_prefill_tokens: int | None = None  # None: 64 for llama-server, 0 for other engines
     repeats: int = 3
     token_budget: int = 2048  # llama-server's -b (n_batch); vLLM's max_num_batched_tokens
     seed: int = 0
@@ -52,8 +55,9 @@ class ProfileSettings:
     @classmethod
     def quick(cls, **overrides: Any) -> ProfileSettings:
         """A few seconds: enough points to fit, too few for a trustworthy profile."""
-        return cls(**({"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
-                        "decode_tokens": 24, "cached_prefixes": (256,), "repeats": 1} | overrides))
+        quick = {"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
+                 "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1}
+        return cls(**(quick | overrides))
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class EngineFacts:
 class ProfileReport:
     facts: EngineFacts
     samples: list[Sample] = field(default_factory=list)
-    cache_speedups: dict[int, float] = field(default_factory=dict)  # prefix length → cold / cached TTFT
+    cache_speedups: dict[str, float] = field(default_factory=dict)  # "prefix+suffix" → cold / cached TTFT
     wall_s: float = 0.0
 
     def to_dict(self, model: FittedCostModel) -> dict[str, Any]:
@@ -126,11 +130,12 @@ async def _ttft(client: EngineClient, prompt: list[int], cache: bool) -> tuple[f
     return res.ttft, res.cached_tokens
 
 
-async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], tokens: int) -> float | None:
-    """Decode step time at batch len(prompts): per request, the mean gap between its tokens
-    streamed while every request decodes (after the last first token, before the first
-    finish); the median over requests. Means over a window, not single gaps, because a
-    busy client reads several chunks at once."""
+async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], tokens: int) -> float:
+    """Decode step time at batch len(prompts), the median over requests of the mean gap
+    between a request's streamed tokens while every request decodes (after the last first
+    token, before the first finish: prefills of the others are excluded). A request with
+    too few tokens in that window (a busy client reads chunks in bursts) counts its whole
+    stream instead."""
     stamps: list[list[float]] = [[] for _ in prompts]
 
     def hook(i: int) -> Callable[[Any], None]:
@@ -143,51 +148,70 @@ async def _decode_step(client: EngineClient, prompts: Sequence[list[int]], token
     rates = []
     for s in stamps:
         inside = [t for t in s if start <= t <= end]
-        if len(inside) >= max(3, tokens // 4):
-            rates.append((inside[-1] - inside[0]) / (len(inside) - 1))
-    return statistics.median(rates) if rates else None
+        span = inside if len(inside) >= max(3, tokens // 4) else s
+        if len(span) >= 2 and span[-1] > span[0]:
+            rates.append((span[-1] - span[0]) / (len(span) - 1))
+    if not rates:
+        raise FlowserveError(f"decode measurement at batch {len(prompts)} streamed no usable tokens")
+    return statistics.median(rates)
+
+
+async def _cached_prefill(client: EngineClient, prompts: _Prompts, prefix_len: int,
+                          suffix: int) -> tuple[float, int, int]:
+    """(TTFT, new tokens, cached tokens) of a prompt whose prefix was just served."""
+    prefix = prompts.fresh(prefix_len)
+    await client.complete(prefix + prompts.fresh(suffix), 1, cache_prompt=True)
+    t, cached = await _ttft(client, prefix + prompts.fresh(suffix), True)
+    cached = prefix_len if cached is None else cached
+    return t, prefix_len + suffix - cached, cached
+
+
+def narrow_prefill(client: EngineClient, settings: ProfileSettings) -> int:
+    """Prefills narrower than this attend at the decode rate (see `flowserve.profiles.fitted`)."""
+    if settings.narrow_prefill_tokens is not None:
+        return settings.narrow_prefill_tokens
+    return LLAMA_CPP_FA_TILE_Q if client.engine == "llamacpp" else 0
 
 
 async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSettings,
                   progress: Callable[[str], None] = lambda _m: None) -> ProfileReport:
-    report = ProfileReport(facts)
+    """Every point once per round, `repeats` rounds: a burst of load on a shared machine
+    then spoils one run of several points rather than every run of one point."""
     prompts = _Prompts(facts.vocab_size, settings.seed)
-    budget, cap = settings.token_budget, facts.max_context - settings.decode_tokens - 2
+    budget, cap, n_out = settings.token_budget, facts.max_context - settings.decode_tokens - 2, settings.decode_tokens
+    narrow = narrow_prefill(client, settings)
+    lengths = sorted({min(n, cap) for n in settings.prefill_lengths})
+    batches = [(b, c) for b in sorted({min(b, facts.slots) for b in settings.batch_sizes})
+               for c in sorted({min(c, cap, facts.kv_capacity_tokens // b - n_out - 2)  # b sequences share the KV
+                                for c in settings.decode_contexts})]
+    prefixes = sorted({(min(p, cap - s), s) for p in settings.cached_prefixes for s in settings.cached_suffixes})
+    cold: dict[int, list[float]] = {n: [] for n in lengths}
+    steps: dict[tuple[int, int], list[float]] = {bc: [] for bc in batches}
+    warm: dict[tuple[int, int], list[tuple[float, int, int]]] = {ps: [] for ps in prefixes}
     await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
-    cold: dict[int, float] = {}
-    for n in sorted({min(n, cap) for n in settings.prefill_lengths}):
-        progress(f"prefill {n} tokens")
-        t = statistics.median([(await _ttft(client, prompts.fresh(n), False))[0] for _ in range(settings.repeats)])
-        cold[n] = t
-        report.samples.append(Sample("prefill", tuple(prefill_features(n, 0, budget)), t))
-    for b in sorted({min(b, facts.slots) for b in settings.batch_sizes}):
-        c_cap = min(cap, facts.kv_capacity_tokens // b - settings.decode_tokens - 2)  # b sequences share the KV
-        for c in sorted({min(c, c_cap) for c in settings.decode_contexts}):
-            progress(f"decode batch {b} context {c}")
-            steps = [await _decode_step(client, [prompts.fresh(c) for _ in range(b)], settings.decode_tokens)
-                     for _ in range(settings.repeats)]
-            steps = [s for s in steps if s is not None]
-            if steps:
-                ctx = b * (c + settings.decode_tokens / 2)
-                report.samples.append(Sample("decode", tuple(iteration_features(0, 0.0, b, ctx)),
-                                             statistics.median(steps)))
-    for p in sorted({min(p, cap - settings.cached_suffix) for p in settings.cached_prefixes}):
-        progress(f"cached prefix {p} tokens")
-        times, news, cached_ns = [], [], []
-        for _ in range(settings.repeats):
-            prefix = prompts.fresh(p)
-            await client.complete(prefix + prompts.fresh(settings.cached_suffix), 1, cache_prompt=True)
-            t, cached = await _ttft(client, prefix + prompts.fresh(settings.cached_suffix), True)
-            cached = p if cached is None else cached
-            times.append(t)
-            cached_ns.append(cached)
-            news.append(p + settings.cached_suffix - cached)
-        i = int(np.argsort(times)[len(times) // 2])
-        report.samples.append(Sample("cached_prefill", tuple(prefill_features(news[i], cached_ns[i], budget)),
-                                     times[i]))
-        total = p + settings.cached_suffix
-        cold_t = cold.get(total) or float(np.interp(total, sorted(cold), [cold[k] for k in sorted(cold)]))
-        report.cache_speedups[p] = cold_t / times[i]
+    for r in range(settings.repeats):
+        progress(f"round {r + 1}/{settings.repeats}: prefill")
+        for n in lengths:
+            cold[n].append((await _ttft(client, prompts.fresh(n), False))[0])
+        progress(f"round {r + 1}/{settings.repeats}: decode")
+        for b, c in batches:
+            steps[b, c].append(await _decode_step(client, [prompts.fresh(c) for _ in range(b)], n_out))
+        progress(f"round {r + 1}/{settings.repeats}: cached prefix")
+        for p, suffix in prefixes:
+            warm[p, suffix].append(await _cached_prefill(client, prompts, p, suffix))
+
+    report = ProfileReport(facts)
+    cold_t = {n: statistics.median(ts) for n, ts in cold.items()}
+    for n, t in cold_t.items():
+        report.samples.append(Sample("prefill", tuple(prefill_features(n, 0, budget, narrow)), t))
+    for (b, c), ts in steps.items():
+        x = iteration_features(0, 0.0, b, b * (c + n_out / 2))
+        report.samples.append(Sample("decode", tuple(x), statistics.median(ts)))
+    for (p, suffix), runs in warm.items():
+        t, new, cached = sorted(runs)[len(runs) // 2]  # the median run, with its own split
+        report.samples.append(Sample("cached_prefill", tuple(prefill_features(new, cached, budget, narrow)), t))
+        base = cold_t.get(p + suffix) or float(np.interp(p + suffix, lengths, [cold_t[n] for n in lengths]))
+        report.cache_speedups[f"{p}+{suffix}"] = base / t
     return report
 
 
@@ -203,5 +227,5 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
     coef, quality = fit_coefficients(report.samples)
     name = model or client.model or "model"
     fitted = FittedCostModel(name, coef, facts.max_context, facts.kv_capacity_tokens, facts.slots,
-                             settings.token_budget, facts.device, quality)
+                             settings.token_budget, facts.device, quality, narrow_prefill(client, settings))
     return fitted, report

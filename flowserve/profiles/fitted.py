@@ -8,9 +8,13 @@ to the roofline; Vidur and Preble fit similar models):
 with p prefilled tokens, A = Σ of the context each prefilled token attends to, d decoding
 sequences and C = Σ of their context lengths. `c_prefill` is the extra fixed cost of an
 iteration that processes a prompt (client-observed prefill latency includes request
-handling that decode steps do not pay). Coefficients are fitted by non-negative least
-squares on relative error (every measurement counts by its percentage error, so
-millisecond decode steps weigh as much as second-long prefills).
+handling that decode steps do not pay). A prefill of fewer than `narrow_prefill_tokens`
+tokens attends at the decode rate: its A counts in C instead (llama.cpp's CPU flash
+attention handles fewer than 64 query rows one row at a time, like decode tokens, and
+uses a tiled kernel ~3× cheaper per pair from 64 rows on; 0 disables the rule).
+Coefficients are fitted by non-negative least squares on relative error (every
+measurement counts by its percentage error, so millisecond decode steps weigh as much
+as second-long prefills).
 
 A profile YAML holds the model name, the device description, the model's max context,
 the KV capacity in tokens, the engine's slots (concurrent sequences) and token budget per
@@ -37,19 +41,23 @@ COEFFICIENTS = ("c0", "c_prefill", "c_prefill_token", "c_attended", "c_decode_se
 FORMAT_VERSION = 1
 
 
-def iteration_features(prefill_tokens: int, attended: float, decode_seqs: int, decode_context: float) -> np.ndarray:
-    """x with t = c·x: (1, [p > 0], p, A, d, C), the terms of the fitted iteration time."""
+def iteration_features(prefill_tokens: int, attended: float, decode_seqs: int, decode_context: float,
+                       narrow: int = 0) -> np.ndarray:
+    """x with t = c·x: (1, [p > 0], p, A, d, C), the terms of the fitted iteration time; a
+    prefill narrower than `narrow` tokens moves A to C (module docstring)."""
+    if 0 < prefill_tokens < narrow:
+        attended, decode_context = 0.0, decode_context + attended
     return np.array([1.0, 1.0 if prefill_tokens > 0 else 0.0, prefill_tokens, attended, decode_seqs, decode_context])
 
 
-def prefill_features(new_tokens: int, cached_tokens: int, token_budget: int) -> np.ndarray:
+def prefill_features(new_tokens: int, cached_tokens: int, token_budget: int, narrow: int = 0) -> np.ndarray:
     """Σ of iteration features over the chunks of one prefill (chunks of `token_budget`
     tokens, as the simulated engine and llama-server's n_batch split it)."""
     total = np.zeros(len(COEFFICIENTS))
     done = 0
     while done < new_tokens:
         n = min(token_budget, new_tokens - done)
-        total += iteration_features(n, prefill_attended(n, cached_tokens + done), 0, 0.0)
+        total += iteration_features(n, prefill_attended(n, cached_tokens + done), 0, 0.0, narrow)
         done += n
     return total
 
@@ -112,11 +120,13 @@ class FittedCostModel(IterationCostModel):
     token_budget: int = 2048
     device: str = "unknown"
     quality: FitQuality | None = None
+    narrow_prefill_tokens: int = 0
 
     def __post_init__(self) -> None:
         assert len(self.coefficients) == len(COEFFICIENTS), self.coefficients
         assert all(c >= 0 and math.isfinite(c) for c in self.coefficients), self.coefficients
         assert self.max_context > 0 and self.kv_capacity_tokens > 0 and self.slots > 0 and self.token_budget > 0
+        assert self.narrow_prefill_tokens >= 0
 
     def iteration_time(
         self, prefill_tokens: int, prefill_attended: float, decode_seqs: int, decode_context: float
@@ -125,8 +135,11 @@ class FittedCostModel(IterationCostModel):
         if prefill_tokens <= 0 and decode_seqs <= 0:
             return 0.0
         c0, cp, cpt, ca, cd, cc = self.coefficients
-        return (c0 + (cp + cpt * prefill_tokens + ca * prefill_attended if prefill_tokens > 0 else 0.0)
-                + cd * decode_seqs + cc * decode_context)
+        t = c0 + cd * decode_seqs + cc * decode_context
+        if prefill_tokens > 0:
+            per_pair = cc if prefill_tokens < self.narrow_prefill_tokens else ca
+            t += cp + cpt * prefill_tokens + per_pair * prefill_attended
+        return t
 
     # ------------------------------------------------------------------ YAML
 
@@ -134,7 +147,7 @@ class FittedCostModel(IterationCostModel):
         out: dict[str, Any] = {
             "flowserve_profile": FORMAT_VERSION, "model": self.model, "device": self.device,
             "max_context": self.max_context, "kv_capacity_tokens": self.kv_capacity_tokens,
-            "slots": self.slots, "token_budget": self.token_budget,
+            "slots": self.slots, "token_budget": self.token_budget, "narrow_prefill_tokens": self.narrow_prefill_tokens,
             "coefficients": dict(zip(COEFFICIENTS, self.coefficients, strict=True)),
         }
         if self.quality is not None:
@@ -158,7 +171,8 @@ class FittedCostModel(IterationCostModel):
             quality = FitQuality(p.fit.samples, p.fit.mean_abs_pct_error, p.fit.max_abs_pct_error, p.fit.r2,
                                  tuple(sorted(p.fit.by_kind.items())))
         coef = tuple(getattr(p.coefficients, name) for name in COEFFICIENTS)
-        return cls(p.model, coef, p.max_context, p.kv_capacity_tokens, p.slots, p.token_budget, p.device, quality)
+        return cls(p.model, coef, p.max_context, p.kv_capacity_tokens, p.slots, p.token_budget, p.device, quality,
+                   p.narrow_prefill_tokens)
 
 
 def load_profile(path: str | Path) -> FittedCostModel:
@@ -197,5 +211,6 @@ class _ProfileFile(_Strict):
     kv_capacity_tokens: int = Field(ge=1)
     slots: int = Field(ge=1)
     token_budget: int = Field(2048, ge=16)
+    narrow_prefill_tokens: int = Field(0, ge=0)
     coefficients: _Coefficients
     fit: _Fit | None = None
