@@ -274,5 +274,84 @@ def profile(
             console.print(f"json: {json_out}", highlight=False)
 
 
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Option(help="serving YAML: the cluster (instances with backend sim|openai "
+                                              "and url), api_keys, and an optional gateway: section")],
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to bind")] = 8000,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
+    with user_errors():
+        from flowserve.live.server import serve as run_server
+        from flowserve.live.settings import load_serve_config
+
+        run_server(load_serve_config(config), host, port, log_level)
+
+
+@app.command()
+def validate(
+    url: Annotated[str, typer.Option(help="base URL of the OpenAI-compatible engine (no /v1)")],
+    profile: Annotated[Path, typer.Option(help="the engine's fitted profile (flowserve profile)")],
+    workload: Annotated[str, typer.Option(help="workload YAML, built-in name or recorded .jsonl trace")],
+    dispatch: Annotated[str, typer.Option(help="dispatch policy (same in both runs)")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="queue policy (same in both runs)")] = "fcfs",
+    seed: Annotated[int, typer.Option(help="salt of the replayed token ids (a fresh value avoids the "
+                                           "engine's cache of an earlier run)")] = 0,
+    vocab_size: Annotated[int | None, typer.Option(help="engine vocabulary (default: reported)")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="section.name=value; sections: workload, dispatch, queue")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report as JSON")] = None,
+) -> None:
+    """Replay a workload on a real engine and in the simulator; report the latency error."""
+    with user_errors():
+        import asyncio
+
+        from flowserve.bench.report import write_json
+        from flowserve.config import parse_sets
+        from flowserve.live.validate import validate_engine
+        from flowserve.sim.run import PolicySpec
+        from flowserve.workloads import load_workload
+
+        sets = parse_sets(set_)
+        wl = load_workload(workload, sets.get("workload"))
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        report = asyncio.run(validate_engine(url, str(profile), wl, policy, seed, vocab_size))
+        err, hit = report["latency_error_pct"], report["token_hit_rate"]
+        console.print(f"{report['compared']} of {report['queries']} queries compared "
+                      f"({len(report['failed_live'])} failed live)", highlight=False)
+        if err["mean"] is not None:
+            console.print(f"latency error: mean {err['mean']:.1f}%, p50 {err['p50']:.1f}%, p90 {err['p90']:.1f}% "
+                          f"(goal: mean < 10%); mean latency live {report['mean_latency_s']['live']:.3f} s, "
+                          f"sim {report['mean_latency_s']['sim']:.3f} s", highlight=False)
+        console.print(f"token hit rate: live {hit['live']:.3f}, sim {hit['sim']:.3f} "
+                      f"(difference {hit['diff_points']:+.1f} points)", highlight=False)
+        if json_out:
+            write_json(json_out, report)
+            console.print(f"json: {json_out}")
+
+
+@bench_app.command("live")
+def bench_live(
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-live.json"),
+    policies: Annotated[str, typer.Option(help="comma-separated dispatch policies; the first is compared "
+                                               "with the last")] = "prefix_affinity,round_robin",
+    queries: Annotated[int, typer.Option(help="queries of the shared-prefix run per policy")] = 120,
+    rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
+    overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
+    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate")] = (
+        "overhead,prefix,validate"),
+) -> None:
+    """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
+    with simulated engines, and `validate` against llama-server."""
+    with user_errors():
+        from flowserve.live.bench import run_live_bench
+
+        run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
+                       overhead_requests, {p.strip() for p in parts.split(",")})
+
+
 def main(argv: list[str] | None = None) -> Any:
     return app(argv)

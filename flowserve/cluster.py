@@ -26,7 +26,7 @@ def max_context(spec: InstanceSpec) -> int:
 
 
 def instance_profile(spec: InstanceSpec) -> InstanceProfile:
-    return InstanceProfile(roofline_for(spec), max_context(spec))
+    return InstanceProfile(roofline_for(spec), max_context(spec), kv_capacity(spec))
 
 
 def kv_capacity(spec: InstanceSpec) -> int:

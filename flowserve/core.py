@@ -71,6 +71,7 @@ class CallRecord:
 class InstanceProfile:
     cost: CostModel
     max_context: int | None
+    kv_capacity: int | None = None  # KV cache tokens, where known
 
 
 class SchedulerCore:
@@ -97,7 +98,8 @@ class SchedulerCore:
         self._ids = itertools.count(1)
         # the index is kept when the dispatch or the queue policy reads it
         needs_index = dispatch.needs_prefix_index or getattr(queue_factory(), "needs_prefix_index", False)
-        window = getattr(dispatch, "prefix_window_s", None) or DEFAULT_WINDOW_S
+        window = getattr(dispatch, "prefix_window_s", None)
+        window = DEFAULT_WINDOW_S if window is None else window
         self.prefix_index = PrefixIndex(window) if needs_index else None
         self.view = ClusterView(self.instances, self.predictor, self.queries, self.prefix_index)
         self.call_log: list[CallRecord] | None = [] if record_calls else None
@@ -344,6 +346,7 @@ class SchedulerCore:
         prof = self._profile(spec)
         queue = self._queue_factory()
         inst = InstanceState(spec, prof.cost, queue, engine_reports_capacity=spec.backend == "sim")
+        inst.kv_capacity = prof.kv_capacity
         bind = getattr(queue, "bind", None)
         if bind is not None:  # queue policies that read the view when a call is pushed
             bind(self.view)

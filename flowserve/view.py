@@ -105,6 +105,7 @@ class InstanceState:
         self.free_seqs = big
         self.headroom = big
         self.kv_free = big
+        self.kv_capacity: int | None = None  # KV cache tokens (from the instance's profile)
         self.history: deque[FinishedCall] = deque(maxlen=HISTORY_LEN)
         self.dispatched = 0
         self.completed = 0

@@ -161,7 +161,7 @@ def test_explore_uses_l_plus_m_plus_r():
     idx, view = core.prefix_index, core.view
     cands = list(core.instances.values())
     a, b = cands
-    cap = policy.kv_capacity(a.spec)
+    cap = a.kv_capacity
     # a caches a short prefix (R smaller there) but is loaded in the window (L);
     # b is empty: L = M = 0, R = full prefill
     idx.add(toks((1, 300)), A, 0.0)
@@ -187,7 +187,7 @@ def test_memory_cost_counts_evicted_nodes_times_their_requests():
     core = core_with(policy, 1)
     idx, view = core.prefix_index, core.view
     (a,) = core.instances.values()
-    cap = policy.kv_capacity(a.spec)
+    cap = a.kv_capacity
     old, hot = toks((1, 1000)), toks((2, cap - 1000))
     idx.add(old, A, 0.0)
     idx.add(old, A, 1.0)  # two requests used the old node

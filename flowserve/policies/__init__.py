@@ -8,9 +8,10 @@ from typing import Any
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
 from flowserve.policies.preble import PrebleE2, PrefixGroups
+from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.queue import FCFS
 
-DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, PrebleE2)}
+DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, PrefixAffinity, PrebleE2)}
 QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, PrefixGroups)}
 
 

@@ -39,10 +39,7 @@ from flowserve.policies.preble_costs import (
     run_cost,
     should_exploit,
 )
-from flowserve.profiles.cost_model import kv_capacity_tokens
-from flowserve.profiles.hardware import get_gpu
-from flowserve.profiles.models import get_model
-from flowserve.types import CallFailed, CallFinished, Event, InstanceSpec
+from flowserve.types import CallFailed, CallFinished, Event
 from flowserve.view import CallState, ClusterView, InstanceState
 
 MAX_EVICTION_SCAN = 512  # nodes examined for M_i; beyond that the request is huge anyway
@@ -100,7 +97,6 @@ class PrebleE2(Dispatch):
         self._pending: dict[str, float] = {}  # Σ work_s of routed, unfinished calls
         self._ttft: dict[RadixNode, deque[tuple[float, float]]] = {}
         self._replicas: dict[RadixNode, dict[str, float]] = {}
-        self._capacity: dict[InstanceSpec, int] = {}
         self._pt: dict[tuple[str, str, int], dict[int, float]] = {}
         self._decisions = 0
         self.stats = {"exploit": 0, "explore": 0, "rebalanced": 0, "pd_balanced": 0, "replicated": 0}
@@ -142,20 +138,14 @@ class PrebleE2(Dispatch):
             t = table[tokens] = inst.cost.prefill_time(tokens)
         return t
 
-    def kv_capacity(self, spec: InstanceSpec) -> int:
-        cap = self._capacity.get(spec)
-        if cap is None:
-            cap = self._capacity[spec] = kv_capacity_tokens(
-                get_gpu(spec.gpu), get_model(spec.model), spec.tp, spec.engine.gpu_memory_utilization)
-        return cap
-
     def eviction_cost(self, inst: InstanceState, new_tokens: int, keep: set[RadixNode],
                       view: ClusterView) -> float:
         """M_i: Σ PT_j · N_j over the nodes `inst` would evict (LRU, leaves first) to fit
         `new_tokens` more; nodes of the request's own path are kept."""
         idx = view.prefix_index
         assert idx is not None
-        free = max(0, self.kv_capacity(inst.spec) - idx.cached_tokens.get(inst.name, 0))
+        capacity = inst.kv_capacity if inst.kv_capacity is not None else 1 << 62
+        free = max(0, capacity - idx.cached_tokens.get(inst.name, 0))
         short = new_tokens - free
         if short <= 0:
             return 0.0

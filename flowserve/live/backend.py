@@ -1,0 +1,86 @@
+"""What the live driver needs from an engine instance, whatever runs it.
+
+A backend runs one LLM call at a time per `begin` (an awaitable outcome) and may push
+engine-side events (capacity, evictions) to the driver. Transport errors are
+`EngineError`s that say whether trying again can help; the driver owns retries, the
+circuit breaker and the core owns re-dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from flowserve.live.client import EngineError
+from flowserve.types import Event, InstanceSpec, LLMCall
+
+__all__ = ["Backend", "CallOutcome", "CallPayload", "Emit", "EngineError", "TokenSink", "payload_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    output_tokens: int
+    cached_tokens: int = 0
+    prompt_tokens: int = 0
+    text: str = ""
+    finish_reason: str = "length"
+    started: float | None = None  # driver clock
+    first_token: float | None = None
+
+
+class TokenSink:
+    """Where a streaming request's text deltas go (the gateway's SSE response reads them).
+
+    `sent` counts deltas already handed out: after the first one a failed call cannot be
+    retried transparently, the client has seen part of an answer.
+    """
+
+    def __init__(self, put: Callable[[str], None]) -> None:
+        self._put = put
+        self.sent = 0
+
+    def push(self, delta: str) -> None:
+        if delta:
+            self.sent += 1
+            self._put(delta)
+
+
+@dataclass(frozen=True, slots=True)
+class CallPayload:
+    """The driver's request body for one call (LLMCall.payload; opaque to the core).
+
+    kind: "completion" (prompt = the call's token ids) or "chat" (messages rendered by the
+    engine's template, tokenized to the same ids). params: OpenAI sampling parameters to
+    pass through (temperature, top_p, stop, seed, ...).
+    """
+
+    kind: Literal["completion", "chat"] = "completion"
+    params: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None  # the prompt as text, when the request had one
+    messages: tuple[dict[str, Any], ...] = ()
+    sink: TokenSink | None = None
+    ignore_eos: bool = False  # replayed workloads: produce exactly max_tokens
+
+
+def payload_of(call: LLMCall) -> CallPayload:
+    p = call.payload
+    return p if isinstance(p, CallPayload) else CallPayload()
+
+
+Emit = Callable[[Event], None]
+
+
+class Backend(Protocol):
+    spec: InstanceSpec
+
+    def begin(self, call: LLMCall) -> Awaitable[CallOutcome]:
+        """Start the call now; the awaitable raises EngineError on failure. Cancelling it
+        aborts the call on the engine."""
+        ...
+
+    async def probe(self) -> bool:
+        """Is the engine reachable again (half-open circuit)?"""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,270 @@
+"""`flowserve bench live`: the live benchmarks (never timed unit tests).
+
+* overhead — the gateway's cost per request: the same client sends the same requests to
+  (a) the gateway over simulated engines whose calls take microseconds (time scale 10⁶)
+  and (b) a bare uvicorn app that answers a fixed completion body; p50/p99 of each,
+  sequential and with 8 concurrent clients, and the difference = the gateway's overhead.
+* prefix — two llama-server instances (1 thread, 4 slot caches each, `--cache-ram 0`,
+  one sequence at a time) behind the driver; a shared-prefix workload (8 long prefixes,
+  Poisson arrivals: together more than one engine's slots, half of them fit) is
+  replayed under each dispatch policy (fresh token ids per run); mean/p99 latency,
+  engine-reported token hit rate, and the ratio first policy / last policy measured in
+  one run. The same workload is also simulated with the engines' fitted profile.
+* validate — `flowserve validate` against one llama-server (profiled first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import yaml
+from rich.console import Console
+
+from flowserve.bench.report import markdown_table, ratio, write_json
+from flowserve.errors import FlowserveError
+from flowserve.live.bench_workload import shared_prefix_workload
+from flowserve.live.client import EngineClient
+from flowserve.live.driver import LiveDriver
+from flowserve.live.llamacpp import LlamaServer, ensure_llama_server, free_port
+from flowserve.live.profiler import ProfileSettings, engine_facts, profile_engine
+from flowserve.live.replay import hit_rate, replay_live
+from flowserve.live.settings import GatewaySettings
+from flowserve.live.tinymodel import write_tiny_llama
+from flowserve.live.validate import engine_instance, validate_engine
+from flowserve.sim.run import PolicySpec, simulate
+
+OUT = Path("out/bench-live")
+SLOTS, PREFIXES = 4, 8  # per engine; in the shared-prefix workload
+
+
+def pcts(values: Sequence[float]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=float)
+    return {"mean": float(arr.mean()), "p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
+            "n": len(values)}
+
+
+# --------------------------------------------------------------------------- overhead
+
+
+def bare_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    body = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "text": "ok", "logprobs": None, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    async def complete(request: Request) -> JSONResponse:
+        await request.json()
+        return JSONResponse(body)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[Route("/v1/completions", complete, methods=["POST"]), Route("/health", health)])
+
+
+def _latencies(url: str, n: int, concurrency: int, model: str) -> tuple[list[float], float]:
+    prompt = "select the total amount of loans per district and year " * 10
+    local = threading.local()
+
+    def one(i: int) -> float:
+        if not hasattr(local, "http"):
+            local.http = httpx.Client(base_url=url, timeout=30, headers={"authorization": "Bearer bench"})
+        t = time.perf_counter()
+        r = local.http.post("/v1/completions", json={"model": model, "prompt": f"{i} {prompt}", "max_tokens": 1})
+        r.raise_for_status()
+        return time.perf_counter() - t
+
+    for i in range(20):  # warm connections and code paths
+        one(-i)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        lats = list(pool.map(one, range(n)))
+    return lats, n / (time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _process(args: list[str], port: int, log: Path) -> Iterator[str]:
+    """A server in its own process (so the client's threads do not share its GIL)."""
+    url = f"http://127.0.0.1:{port}"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # a deadline-bounded wait for the port to answer
+            if proc.poll() is not None:
+                raise FlowserveError(f"{args[:3]} exited with {proc.returncode}; see {log}")
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"{url}/health", timeout=1.0)
+                break
+            if time.monotonic() > deadline:
+                raise FlowserveError(f"{args[:3]} did not start; see {log}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def overhead_bench(n: int, console: Console) -> dict[str, Any]:
+    OUT.mkdir(parents=True, exist_ok=True)
+    cfg = OUT / "overhead-serve.yaml"
+    cfg.write_text(yaml.safe_dump({"instances": [{"name": "sim", "gpu": "H100", "model": "llama-3.1-8b", "count": 2}],
+                                   "api_keys": ["bench"], "gateway": {"time_scale": 1e6}}))
+    gw_port, bare_port = free_port(), free_port()
+    gw_cmd = [sys.executable, "-c", "from flowserve.cli import main; main()", "serve", "--config", str(cfg),
+              "--port", str(gw_port), "--log-level", "warning"]
+    bare_cmd = [sys.executable, "-m", "uvicorn", "--factory", "flowserve.live.bench:bare_app", "--port",
+                str(bare_port), "--log-level", "warning"]
+    out: dict[str, Any] = {}
+    with _process(gw_cmd, gw_port, OUT / "gateway.log") as gw, _process(bare_cmd, bare_port, OUT / "bare.log") as bare:
+        for conc in (1, 8):
+            g, g_rps = _latencies(gw, n, conc, "llama-3.1-8b")
+            b, b_rps = _latencies(bare, n, conc, "m")
+            out[f"concurrency_{conc}"] = {
+                "gateway_s": pcts(g), "bare_http_s": pcts(b), "gateway_rps": g_rps, "bare_rps": b_rps,
+                "overhead_p50_ms": 1e3 * (np.percentile(g, 50) - np.percentile(b, 50)),
+                "overhead_p99_ms": 1e3 * (np.percentile(g, 99) - np.percentile(b, 99)),
+                "latency_ratio_p50": float(np.percentile(g, 50) / np.percentile(b, 50))}
+    rows = [[k, 1e3 * v["gateway_s"]["p50"], 1e3 * v["gateway_s"]["p99"], 1e3 * v["bare_http_s"]["p50"],
+             1e3 * v["bare_http_s"]["p99"], v["overhead_p50_ms"], v["overhead_p99_ms"], v["gateway_rps"]]
+            for k, v in out.items()]
+    console.print(markdown_table(["run", "gateway p50 ms", "gateway p99 ms", "bare p50 ms", "bare p99 ms",
+                                  "overhead p50 ms", "overhead p99 ms", "gateway req/s"], rows), highlight=False)
+    return out
+
+
+# --------------------------------------------------------------------------- llama-server parts
+
+
+def _servers(n: int, model: Path, binary: Path, parallel: int, cache_ram: int | None) -> list[LlamaServer]:
+    OUT.mkdir(parents=True, exist_ok=True)
+    servers = [LlamaServer(model, ctx_size=8192 * parallel // 2, parallel=parallel, threads=1, cache_ram=cache_ram,
+                           alias="tiny-llama", binary=binary, log_path=OUT / f"llama-{i}.log") for i in range(n)]
+    for s in servers:
+        s.start()
+    return servers
+
+
+async def _profile(url: str, path: Path, settings: ProfileSettings) -> Path:
+    async with EngineClient(url, model="tiny-llama", engine="llamacpp") as c:
+        facts = await engine_facts(c)
+        fitted, _ = await profile_engine(c, "tiny-llama", settings, facts)
+    fitted.save(path)
+    return path
+
+
+def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path, binary: Path,
+                 console: Console, say: Callable[[str], None]) -> dict[str, Any]:
+    servers = _servers(2, model, binary, parallel=SLOTS, cache_ram=0)
+    try:
+        say("profiling the engine")
+        profile = asyncio.run(_profile(servers[0].base_url, OUT / "tiny-np2.yaml", ProfileSettings()))
+        # one sequence at a time per engine (one CPU thread); its SLOTS slot caches keep prefixes
+        specs = [dataclasses.replace(engine_instance(s.base_url, profile, f"llama{i}"), max_inflight=1)
+                 for i, s in enumerate(servers)]
+        wl = shared_prefix_workload(queries, rate, prefixes=PREFIXES, prefix_tokens=1500, suffix_tokens=32,
+                                    output_tokens=16, seed=11)
+        runs: dict[str, Any] = {}
+        for k, policy in enumerate(policies):
+            say(f"replaying {queries} queries under {policy}")
+
+            async def go(policy: str = policy, salt: int = 100 + k) -> Any:
+                d = LiveDriver(specs, GatewaySettings(dispatch=policy), output_priors=dict(wl.output_priors))
+                await d.start()
+                try:
+                    return await replay_live(d, wl, vocab_size=900, salt=salt), d.instances()
+                finally:
+                    await d.shutdown()
+
+            outcomes, insts = asyncio.run(go())
+            lat = [o.latency_s for o in outcomes if o.latency_s is not None]
+            sim = simulate([dataclasses.replace(s, backend="sim", url=None) for s in specs], wl, PolicySpec(policy))
+            sim_lat = [q.latency for q in sim.queries if q.failed is None]
+            runs[policy] = {"latency_s": pcts(lat), "failed": len(outcomes) - len(lat),
+                            "token_hit_rate": hit_rate(outcomes),
+                            "calls_per_instance": {i["name"]: i["completed"] for i in insts},
+                            "sim_latency_s": pcts(sim_lat)}
+    finally:
+        for s in servers:
+            s.stop()
+    first, last = runs[policies[0]], runs[policies[-1]]
+    summary = {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "prefix_tokens": 1500,
+                            "suffix_tokens": 32, "output_tokens": 16},
+               "engines": f"2 × llama-server, 1 thread, -np {SLOTS} --cache-ram 0 -c 8192, max_inflight 1, "
+                          "tiny random Llama",
+               "runs": runs,
+               "mean_ratio": ratio(last["latency_s"]["mean"], first["latency_s"]["mean"]),
+               "p99_ratio": ratio(last["latency_s"]["p99"], first["latency_s"]["p99"]),
+               "sim_mean_ratio": ratio(last["sim_latency_s"]["mean"], first["sim_latency_s"]["mean"]),
+               "goal_ratio": 1.5}
+    rows = [[p, r["latency_s"]["mean"], r["latency_s"]["p50"], r["latency_s"]["p99"], r["token_hit_rate"],
+             r["failed"], r["sim_latency_s"]["mean"]] for p, r in runs.items()]
+    console.print(markdown_table(["policy", "mean s", "p50 s", "p99 s", "hit rate", "failed", "sim mean s"], rows),
+                  highlight=False)
+    console.print(f"{policies[-1]} / {policies[0]}: mean {summary['mean_ratio']:.2f}×, "
+                  f"p99 {summary['p99_ratio']:.2f}× (goal ≥ 1.5×); simulated mean "
+                  f"{summary['sim_mean_ratio']:.2f}×", highlight=False)
+    return summary
+
+
+def validate_bench(model: Path, binary: Path, console: Console, say: Callable[[str], None]) -> dict[str, Any]:
+    (server,) = _servers(1, model, binary, parallel=2, cache_ram=None)
+    try:
+        say("profiling the engine")
+        profile = asyncio.run(_profile(server.base_url, OUT / "tiny-validate.yaml", ProfileSettings()))
+        wl = shared_prefix_workload(40, 2.0, prefixes=3, prefix_tokens=800, suffix_tokens=40, output_tokens=24,
+                                    seed=1, unique_share=0.3)
+        say("validating")
+        report = asyncio.run(validate_engine(server.base_url, profile, wl, PolicySpec(), salt=7))
+    finally:
+        server.stop()
+    e, h = report["latency_error_pct"], report["token_hit_rate"]
+    console.print(f"validate vs llama-server: latency error mean {e['mean']:.1f}%, p90 {e['p90']:.1f}% "
+                  f"(goal < 10%); token hit rate live {h['live']:.3f} sim {h['sim']:.3f}", highlight=False)
+    return report
+
+
+def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], queries: int, rate: float,
+                   overhead_requests: int, parts: set[str]) -> dict[str, Any]:
+    def say(msg: str) -> None:
+        console.print(f"[dim]{msg}[/]")
+
+    data: dict[str, Any] = {"bench": "live", "python": platform.python_version(), "machine": platform.machine(),
+                            "cpus_note": "timings on a shared machine: compare ratios, not absolutes"}
+    if "overhead" in parts:
+        say("gateway overhead with simulated engines")
+        data["gateway_overhead"] = overhead_bench(overhead_requests, console)
+    if parts & {"prefix", "validate"}:
+        binary = ensure_llama_server(progress=say)
+        model = write_tiny_llama(OUT / "tiny.gguf").gguf
+        if "prefix" in parts:
+            data["prefix"] = prefix_bench(policies, queries, rate, model, binary, console, say)
+        if "validate" in parts:
+            data["validate"] = validate_bench(model, binary, console, say)
+    write_json(json_out, data)
+    console.print(f"json: {json_out}")
+    return data
+

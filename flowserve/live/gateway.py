@@ -1,0 +1,388 @@
+"""The HTTP gateway (FastAPI): OpenAI-compatible endpoints and workflow queries, routed
+through the live driver (so through the configured dispatch and queue policies).
+
+Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
+GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
+GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
+admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
+Headers: `x-tenant`, `x-priority` (integer), `x-slo-ms` (deadline after arrival).
+Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import shutil
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from flowserve.config import InstanceConfig, validate
+from flowserve.errors import ConfigError, FlowserveError, RequestError
+from flowserve.live.backend import CallPayload, TokenSink
+from flowserve.live.driver import BackendFactory, LiveDriver, QueryHandle, QueryResult, Rejected
+from flowserve.live.openai_api import (
+    APIError,
+    ChatRequest,
+    CompletionRequest,
+    chat_body,
+    chunk,
+    completion_body,
+    decode_json,
+    failure_error,
+    parse,
+    sse,
+    usage,
+)
+from flowserve.live.settings import ServeConfig
+from flowserve.live.tokenizer import message_text
+from flowserve.live.workflows import SingleCall, WorkflowDef, builtin_workflows
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class Headers:
+    tenant: str
+    priority: int
+    slo_s: float | None
+
+
+def read_headers(request: Request) -> Headers:
+    h = request.headers
+    tenant = h.get("x-tenant", "default").strip() or "default"
+    if len(tenant) > 128:
+        raise APIError(400, "x-tenant: at most 128 characters", param="x-tenant")
+    try:
+        priority = int(h.get("x-priority", "0"))
+    except ValueError:
+        raise APIError(400, f"x-priority: expected an integer, got {h.get('x-priority')!r}",
+                       param="x-priority") from None
+    slo_s = None
+    if "x-slo-ms" in h:
+        try:
+            slo_ms = float(h["x-slo-ms"])
+        except ValueError:
+            slo_ms = -1.0
+        if not slo_ms > 0:
+            raise APIError(400, f"x-slo-ms: expected a positive number of milliseconds, got {h['x-slo-ms']!r}",
+                           param="x-slo-ms")
+        slo_s = slo_ms / 1000.0
+    return Headers(tenant, priority, slo_s)
+
+
+class Gateway:
+    def __init__(self, config: ServeConfig, backend_factory: BackendFactory | None = None,
+                 workflows: Mapping[str, WorkflowDef] | None = None) -> None:
+        self.config = config
+        self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
+        self.workflows = dict(workflows if workflows is not None else builtin_workflows())
+        # workflows prepare now (databases, schemas), so bad settings fail before serving
+        self.prepared: dict[str, Mapping[str, Any]] = {
+            name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare
+            else config.gateway.workflows.get(name, {})
+            for name, wf in self.workflows.items()}
+        unknown = sorted(set(config.gateway.workflows) - set(self.workflows))
+        if unknown:
+            raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
+        self.driver_loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self.driver_loop = asyncio.get_running_loop()
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        await self.driver.shutdown()
+        for prepared in self.prepared.values():
+            for path in prepared.get("_cleanup", ()):
+                shutil.rmtree(path, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def check_key(self, request: Request, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        auth = request.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise APIError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        token = token.strip()
+        if not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+            raise APIError(401, "incorrect API key provided", code="invalid_api_key")
+
+    def model_of(self, name: str) -> str:
+        if not self.driver.serves(name):
+            raise APIError(404, f"the model {name!r} does not exist; served: {', '.join(self.driver.models())}",
+                           code="model_not_found", param="model")
+        return name
+
+    async def submit(self, h: QueryHandle) -> None:
+        try:
+            await self.driver.submit(h)
+        except Rejected as e:
+            headers = {"Retry-After": str(int(e.retry_after))} if e.retry_after else {}
+            code = "rate_limit_exceeded" if e.status == 429 else "service_unavailable"
+            raise APIError(e.status, e.reason, "server_error" if e.status >= 500 else "rate_limit_error",
+                           code, headers=headers) from None
+
+    def check_context(self, model: str, prompt_tokens: int, max_tokens: int) -> None:
+        limit = self.driver.max_context(model)
+        if limit is not None and prompt_tokens + max_tokens > limit:
+            raise APIError(400, f"this model's maximum context length is {limit} tokens, but "
+                                f"{prompt_tokens + max_tokens} were requested ({prompt_tokens} in the prompt, "
+                                f"{max_tokens} for the completion)", code="context_length_exceeded",
+                           param="prompt")
+
+    # ------------------------------------------------------------------ LLM requests
+
+    async def llm_request(self, request: Request, kind: str) -> Response:
+        hdr = read_headers(request)
+        body = decode_json(await request.body())
+        req = parse(ChatRequest, body) if kind == "chat" else parse(CompletionRequest, body)
+        if req.n != 1:
+            raise APIError(400, "n: only n = 1 is supported", param="n")
+        model = self.model_of(req.model)
+        max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
+                      or self.config.gateway.default_max_tokens)
+        messages: tuple[dict[str, Any], ...] = ()
+        try:
+            if kind == "chat":
+                messages = tuple(m.model_dump(exclude_none=True) for m in req.messages)
+                for m in messages:
+                    m["content"] = message_text(m)
+                text: str | None = await self.driver.render_chat(messages, model)
+                ids = await self.driver.tokenize(text or "", model)
+            else:
+                text, ids = await self._prompt_ids(req.prompt, model)
+        except FlowserveError as e:
+            raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
+        if not ids:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        self.check_context(model, len(ids), max_tokens)
+        queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
+        sink = TokenSink(queue.put_nowait) if queue is not None else None
+        payload = CallPayload(kind, req.params(), text=text, messages=messages, sink=sink)  # type: ignore[arg-type]
+        program = SingleCall(kind, tuple(ids), max_tokens, model, payload)
+        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s)
+        await self.submit(h)
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
+        if queue is not None:
+            h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
+            return StreamingResponse(self._stream(kind, rid, model, queue, h, req.include_usage()),
+                                     media_type="text/event-stream",
+                                     headers={"x-flowserve-query-id": str(h.id), "cache-control": "no-cache"})
+        result = await h.done
+        if result.status != "completed":
+            raise failure_error(result.reason or "failed")
+        call = result.calls[-1]
+        use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
+        make = chat_body if kind == "chat" else completion_body
+        return JSONResponse(make(rid, model, call.text, call.finish_reason, use),
+                            headers={"x-flowserve-instance": call.instance, "x-flowserve-query-id": str(h.id)})
+
+    async def _prompt_ids(self, prompt: Any, model: str) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            return prompt, await self.driver.tokenize(prompt, model)
+        if prompt and isinstance(prompt[0], str | list):
+            if len(prompt) != 1:
+                raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
+                               param="prompt")
+            return await self._prompt_ids(prompt[0], model)
+        if any(t < 0 for t in prompt):
+            raise APIError(400, "prompt: token ids must be non-negative", param="prompt")
+        return None, list(prompt)
+
+    async def _stream(self, kind: str, rid: str, model: str, queue: asyncio.Queue[Any], h: QueryHandle,
+                      include_usage: bool) -> AsyncIterator[str]:
+        created = int(time.time())
+        first = True
+        while (item := await queue.get()) is not _END:
+            yield sse(chunk(kind, rid, model, created, item, None, first))
+            first = False
+        result = h.done.result()
+        if result.status == "completed":
+            call = result.calls[-1]
+            final = chunk(kind, rid, model, created, None, call.finish_reason, first)
+            if include_usage:
+                final["usage"] = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
+            yield sse(final)
+        else:
+            yield sse(failure_error(result.reason or "failed").body())
+        yield "data: [DONE]\n\n"
+
+    # ------------------------------------------------------------------ workflows
+
+    async def workflow_request(self, request: Request, name: str) -> Response:
+        hdr = read_headers(request)
+        wf = self.workflows.get(name)
+        if wf is None:
+            raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
+                           code="workflow_not_found")
+        body = decode_json(await request.body()) if await request.body() else {}
+        if not isinstance(body, dict):
+            raise APIError(400, "the request body must be a JSON object")
+        inputs = body.get("input", {})
+        if not isinstance(inputs, dict):
+            raise APIError(400, "input: expected an object", param="input")
+        model = self.model_of(body["model"]) if body.get("model") else None
+        try:
+            program = wf.build(inputs, self.prepared[name], model)
+        except RequestError as e:
+            raise APIError(400, str(e), param="input") from None
+        h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s)
+        await self.submit(h)
+        if body.get("async"):
+            return JSONResponse({"id": h.id, "workflow": name, "status": "running",
+                                 "url": f"/v1/queries/{h.id}"}, status_code=202)
+        result = await h.done
+        out = query_body(result)
+        if result.status != "completed":
+            err = failure_error(result.reason or "failed")
+            return JSONResponse({**err.body(), **out}, status_code=err.status)
+        return JSONResponse(out)
+
+    def query_status(self, query_id: str) -> Response:
+        try:
+            h = self.driver.query(int(query_id))
+        except ValueError:
+            h = None
+        if h is None:
+            raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
+        if not h.done.done():
+            return JSONResponse({"id": h.id, "workflow": h.workflow, "status": "running",
+                                 "calls_finished": len(h.calls)})
+        return JSONResponse(query_body(h.done.result()))
+
+    # ------------------------------------------------------------------ admin
+
+    async def add_instance(self, request: Request) -> Response:
+        body = decode_json(await request.body())
+        if not isinstance(body, dict):
+            raise APIError(400, "expected an instance object")
+        try:
+            cfg = validate(InstanceConfig, body, "instance")
+        except FlowserveError as e:
+            raise APIError(400, str(e)) from None
+        specs = cfg.specs()
+        if len(specs) != 1:
+            raise APIError(400, "count: add one instance at a time", param="count")
+        spec = specs[0]
+        if spec.backend == "openai" and not spec.url:
+            raise APIError(400, "url: backend openai needs a url", param="url")
+        await self.driver.add_instance(spec)
+        return JSONResponse({"added": spec.name, "instances": self.driver.instances()}, status_code=201)
+
+    async def remove_instance(self, name: str) -> Response:
+        try:
+            await self.driver.remove_instance(name)
+        except KeyError:
+            raise APIError(404, f"no instance {name!r}", code="instance_not_found") from None
+        return JSONResponse({"removed": name, "instances": self.driver.instances()})
+
+
+def query_body(r: QueryResult) -> dict[str, Any]:
+    return {"id": r.id, "workflow": r.workflow, "status": r.status, "reason": r.reason,
+            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
+            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
+                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
+                       "output_tokens": c.output_tokens} for c in r.calls]}
+
+
+def create_app(config: ServeConfig, backend_factory: BackendFactory | None = None,
+               workflows: Mapping[str, WorkflowDef] | None = None) -> FastAPI:
+    gw = Gateway(config, backend_factory, workflows)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gw.start()
+        try:
+            yield
+        finally:
+            await gw.stop()
+
+    app = FastAPI(title="flowserve gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.gateway = gw
+    api_keys = config.api_keys
+    admin_keys = config.admin_keys
+
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError) -> Response:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = "not_found" if exc.status_code == 404 else None
+        return APIError(exc.status_code, str(exc.detail), code=code).response()
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> Response:
+        return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error").response()
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return await gw.llm_request(request, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return await gw.llm_request(request, "chat")
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "flowserve"} for m in gw.driver.models()]})
+
+    @app.get("/v1/workflows")
+    async def workflows_list(request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse({"data": [{"name": w.name, "description": w.description}
+                                      for w in gw.workflows.values()]})
+
+    @app.post("/v1/workflows/{name}")
+    async def run_workflow(name: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return await gw.workflow_request(request, name)
+
+    @app.get("/v1/queries/{query_id}")
+    async def get_query(query_id: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return gw.query_status(query_id)
+
+    @app.get("/health")
+    async def health() -> Response:
+        d = gw.driver
+        up = sum(1 for i in d.instances() if i["up"])
+        status = "draining" if d.draining else "ok" if up else "unavailable"
+        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries},
+                            status_code=200 if status == "ok" else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(gw.driver.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/admin/instances")
+    async def list_instances(request: Request) -> Response:
+        gw.check_key(request, admin_keys)
+        return JSONResponse({"instances": gw.driver.instances()})
+
+    @app.post("/admin/instances")
+    async def add_instance(request: Request) -> Response:
+        gw.check_key(request, admin_keys)
+        return await gw.add_instance(request)
+
+    @app.delete("/admin/instances/{name}")
+    async def remove_instance(name: str, request: Request) -> Response:
+        gw.check_key(request, admin_keys)
+        return await gw.remove_instance(name)
+
+    return app

@@ -1,0 +1,129 @@
+"""The OpenAI wire format: request models, response and stream-chunk bodies, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# sampling parameters passed through to the engine
+PASS_THROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k",
+                "min_p", "repeat_penalty", "logit_bias", "ignore_eos")
+
+
+class APIError(Exception):
+    """An error answered with an OpenAI-style body."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    stream: bool = False
+    n: int = Field(1, ge=1)
+    stream_options: dict[str, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        extra = self.model_extra or {}
+        return {k: extra[k] for k in PASS_THROUGH if extra.get(k) is not None}
+
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
+
+
+class CompletionRequest(_Request):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    max_tokens: int | None = Field(None, ge=1)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(min_length=1)
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(_Request):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+
+
+def parse(model: type[BaseModel], body: Any) -> Any:
+    if not isinstance(body, dict):
+        raise APIError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        err = e.errors()[0]
+        param = ".".join(str(x) for x in err["loc"]) or None
+        msg = "required field is missing" if err["type"] == "missing" else err["msg"]
+        raise APIError(400, f"{param}: {msg}" if param else msg, param=param) from None
+
+
+def decode_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise APIError(400, f"the request body is not valid JSON: {e}") from None
+
+
+def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def completion_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any]) -> dict[str, Any]:
+    return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": use}
+
+
+def chat_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any]) -> dict[str, Any]:
+    return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish}], "usage": use}
+
+
+def chunk(kind: str, rid: str, model: str, created: int, delta: str | None, finish: str | None,
+          first: bool = False) -> dict[str, Any]:
+    if kind == "chat":
+        d: dict[str, Any] = {} if delta is None else {"content": delta}
+        if first:
+            d["role"] = "assistant"
+        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+    return {"id": rid, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]}
+
+
+def sse(data: Any) -> str:
+    return f"data: {json.dumps(data)}\n\n"
+
+
+def failure_error(reason: str) -> APIError:
+    """The HTTP error for a query that failed, from the reason the core gave."""
+    if "exceeds the model's context" in reason or "exceeds the KV capacity" in reason:
+        return APIError(400, reason, code="context_length_exceeded", param="prompt")
+    if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:
+        return APIError(400, reason, code="engine_rejected")
+    if "no instance is up" in reason or "shut down" in reason:
+        return APIError(503, reason, "server_error", "service_unavailable")
+    return APIError(502, reason, "server_error", "engine_error")
