@@ -210,3 +210,19 @@ def test_event_count_grows_with_calls_not_tokens():
     small, large = wakeups(1), wakeups(100)
     assert large <= small + 40  # long prefills add at most a chunk boundary per call
     assert small < 100
+
+
+def test_request_overhead_delays_delivery_without_occupying_the_engine():
+    from flowserve.profiles.fitted import FittedCostModel
+
+    cost = FittedCostModel("m", (1e-3, 0.0, 1e-5, 0.0, 1e-4, 0.0), 8192, 10**5, 4, request_overhead_s=0.25)
+    params = EngineParams(max_num_seqs=1, token_budget=2048, prefix_caching=False)
+    subs = [(0.0, call(1, unique_prompt(1, 100), 5)), (0.0, call(2, unique_prompt(2, 100), 5))]
+    with_overhead = drive(SimEngine("e", params, cost, kv_capacity=10**5), subs)
+    assert [e.call_id for e in with_overhead] == [1, 2]
+    fin = {e.call_id: e for e in with_overhead}
+    # the second call starts when the first leaves the engine, not when its reply arrives
+    assert fin[2].started < fin[1].time
+    assert fin[1].time - fin[1].first_token == pytest.approx(4 * (1e-3 + 1e-4), rel=0.05)
+    assert cost.call_time(100, 5) == pytest.approx(
+        cost.prefill_time(100) + 4 * cost.decode_step_time(1, 102.5) + 0.25)

@@ -102,3 +102,18 @@ def test_malformed_profiles_are_config_errors(tmp_path):
             load_profile(tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match="cannot read"):
         load_profile(tmp_path / "missing.yaml")
+
+
+def test_request_overhead_is_the_median_residual_and_never_negative():
+    from flowserve.live.profiler import request_overhead
+    from flowserve.profiles.fitted import FittedCostModel
+
+    model = FittedCostModel("m", (1e-3, 0.0, 1e-5, 0.0, 1e-4, 0.0), 8192, 10**5, 4)
+    reqs = [(n, o, 0, model.call_time(n, o) + extra) for n, o, extra in
+            ((100, 5, 0.010), (200, 8, 0.012), (50, 3, 0.011), (80, 2, 0.5))]
+    assert request_overhead(model, reqs) == pytest.approx(0.0115)
+    assert request_overhead(model, [(100, 5, 0, 1e-6)]) == 0.0
+    assert request_overhead(model, []) == 0.0
+    saved = FittedCostModel.from_dict(
+        FittedCostModel("m", model.coefficients, 8192, 10**5, 4, request_overhead_s=0.02).to_dict())
+    assert saved.request_overhead_s == 0.02

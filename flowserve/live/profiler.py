@@ -27,7 +27,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,9 @@ class ProfileSettings:
     cached_suffixes: tuple[int, ...] = (32, 128)  # both sides of llama.cpp's 64-row attention switch
     narrow_prefill_tokens: int | None = None  # None: 64 for llama-server, 0 for other engines
     repeats: int = 3
+    # whole requests (cached prefix, new tokens, output tokens): their latency beyond the
+    # fitted iterations is the profile's request_overhead_s
+    request_shapes: tuple[tuple[int, int, int], ...] = ((0, 64, 16), (512, 32, 24), (2048, 32, 24))
     token_budget: int = 2048  # llama-server's -b (n_batch); vLLM's max_num_batched_tokens
     seed: int = 0
 
@@ -56,7 +59,8 @@ class ProfileSettings:
     def quick(cls, **overrides: Any) -> ProfileSettings:
         """A few seconds: enough points to fit, too few for a trustworthy profile."""
         quick = {"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
-                 "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1}
+                 "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1,
+                 "request_shapes": ((0, 32, 8), (256, 32, 8))}
         return cls(**(quick | overrides))
 
 
@@ -74,10 +78,13 @@ class ProfileReport:
     facts: EngineFacts
     samples: list[Sample] = field(default_factory=list)
     cache_speedups: dict[str, float] = field(default_factory=dict)  # "prefix+suffix" → cold / cached TTFT
+    requests: list[tuple[int, int, int, float]] = field(default_factory=list)  # (input, output, cached, s)
     wall_s: float = 0.0
 
     def to_dict(self, model: FittedCostModel) -> dict[str, Any]:
         return {"profile": model.to_dict(), "cache_speedup": self.cache_speedups, "wall_s": self.wall_s,
+                "requests": [{"input": n, "output": o, "cached": c, "seconds": t, "modelled": model.call_time(n, o, c)}
+                             for n, o, c, t in self.requests],
                 "samples": [{"kind": s.kind, "x": list(s.x), "seconds": s.seconds,
                              "predicted": float(np.dot(s.x, model.coefficients))} for s in self.samples]}
 
@@ -166,6 +173,27 @@ async def _cached_prefill(client: EngineClient, prompts: _Prompts, prefix_len: i
     return t, prefix_len + suffix - cached, cached
 
 
+async def _whole_request(client: EngineClient, prompts: _Prompts, prefix_len: int, new: int,
+                         out: int) -> tuple[int, int, int, float]:
+    """(input, output, cached, seconds) of one request timed end to end by the caller."""
+    prefix = prompts.fresh(prefix_len) if prefix_len > 0 else []
+    if prefix:
+        await client.complete(prefix + prompts.fresh(new), 1, cache_prompt=True)
+    t0 = time.monotonic()
+    res = await client.complete(prefix + prompts.fresh(new), out, ignore_eos=True, cache_prompt=True)
+    seconds = time.monotonic() - t0
+    cached = res.cached_tokens if res.cached_tokens is not None else prefix_len
+    return prefix_len + new, out, cached, seconds
+
+
+def request_overhead(model: FittedCostModel, requests: Sequence[tuple[int, int, int, float]]) -> float:
+    """Median of (measured − modelled) whole-request latency, never negative: what each
+    request costs its caller beyond the engine's iterations."""
+    if not requests:
+        return 0.0
+    return max(0.0, statistics.median(s - model.call_time(n, out, cached) for n, out, cached, s in requests))
+
+
 def narrow_prefill(client: EngineClient, settings: ProfileSettings) -> int:
     """Prefills narrower than this attend at the decode rate (see `flowserve.profiles.fitted`)."""
     if settings.narrow_prefill_tokens is not None:
@@ -188,6 +216,7 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
     cold: dict[int, list[float]] = {n: [] for n in lengths}
     steps: dict[tuple[int, int], list[float]] = {bc: [] for bc in batches}
     warm: dict[tuple[int, int], list[tuple[float, int, int]]] = {ps: [] for ps in prefixes}
+    report_requests: list[tuple[int, int, int, float]] = []
     await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
     for r in range(settings.repeats):
         progress(f"round {r + 1}/{settings.repeats}: prefill")
@@ -199,8 +228,11 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
         progress(f"round {r + 1}/{settings.repeats}: cached prefix")
         for p, suffix in prefixes:
             warm[p, suffix].append(await _cached_prefill(client, prompts, p, suffix))
+        progress(f"round {r + 1}/{settings.repeats}: whole requests")
+        for p, new, out in settings.request_shapes:
+            report_requests.append(await _whole_request(client, prompts, min(p, cap - new - out), new, out))
 
-    report = ProfileReport(facts)
+    report = ProfileReport(facts, requests=report_requests)
     cold_t = {n: statistics.median(ts) for n, ts in cold.items()}
     for n, t in cold_t.items():
         report.samples.append(Sample("prefill", tuple(prefill_features(n, 0, budget, narrow)), t))
@@ -228,4 +260,5 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
     name = model or client.model or "model"
     fitted = FittedCostModel(name, coef, facts.max_context, facts.kv_capacity_tokens, facts.slots,
                              settings.token_budget, facts.device, quality, narrow_prefill(client, settings))
+    fitted = replace(fitted, request_overhead_s=request_overhead(fitted, report.requests))
     return fitted, report

@@ -27,3 +27,7 @@ class ScaledCost:
 
     def call_time(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         return self.factor * self.base.call_time(input_tokens, output_tokens, cached_tokens)
+
+    @property
+    def request_overhead_s(self) -> float:
+        return self.factor * getattr(self.base, "request_overhead_s", 0.0)

@@ -75,7 +75,14 @@ def kv_capacity_tokens(gpu: GPU, model: ModelSpec, tp: int, memory_utilization: 
 
 
 class IterationCostModel:
-    """Derives prefill, decode and whole-call times from `iteration_time`."""
+    """Derives prefill, decode and whole-call times from `iteration_time`.
+
+    request_overhead_s: latency a caller sees per request beyond the engine's iterations
+    (HTTP, (de)tokenisation, response): it adds to each call's latency but occupies no
+    iteration. 0 for the roofline; `flowserve profile` measures it for a real engine.
+    """
+
+    request_overhead_s: float = 0.0
 
     def iteration_time(
         self, prefill_tokens: int, prefill_attended: float, decode_seqs: int, decode_context: float
@@ -98,7 +105,7 @@ class IterationCostModel:
         steps = max(output_tokens - 1, 0)
         if steps:
             t += steps * self.decode_step_time(1, input_tokens + output_tokens / 2)
-        return t
+        return t + self.request_overhead_s
 
 
 @dataclass(frozen=True)

@@ -121,12 +121,13 @@ class FittedCostModel(IterationCostModel):
     device: str = "unknown"
     quality: FitQuality | None = None
     narrow_prefill_tokens: int = 0
+    request_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         assert len(self.coefficients) == len(COEFFICIENTS), self.coefficients
         assert all(c >= 0 and math.isfinite(c) for c in self.coefficients), self.coefficients
         assert self.max_context > 0 and self.kv_capacity_tokens > 0 and self.slots > 0 and self.token_budget > 0
-        assert self.narrow_prefill_tokens >= 0
+        assert self.narrow_prefill_tokens >= 0 and self.request_overhead_s >= 0
 
     def iteration_time(
         self, prefill_tokens: int, prefill_attended: float, decode_seqs: int, decode_context: float
@@ -148,6 +149,7 @@ class FittedCostModel(IterationCostModel):
             "flowserve_profile": FORMAT_VERSION, "model": self.model, "device": self.device,
             "max_context": self.max_context, "kv_capacity_tokens": self.kv_capacity_tokens,
             "slots": self.slots, "token_budget": self.token_budget, "narrow_prefill_tokens": self.narrow_prefill_tokens,
+            "request_overhead_s": self.request_overhead_s,
             "coefficients": dict(zip(COEFFICIENTS, self.coefficients, strict=True)),
         }
         if self.quality is not None:
@@ -172,7 +174,7 @@ class FittedCostModel(IterationCostModel):
                                  tuple(sorted(p.fit.by_kind.items())))
         coef = tuple(getattr(p.coefficients, name) for name in COEFFICIENTS)
         return cls(p.model, coef, p.max_context, p.kv_capacity_tokens, p.slots, p.token_budget, p.device, quality,
-                   p.narrow_prefill_tokens)
+                   p.narrow_prefill_tokens, p.request_overhead_s)
 
 
 def load_profile(path: str | Path) -> FittedCostModel:
@@ -212,5 +214,6 @@ class _ProfileFile(_Strict):
     slots: int = Field(ge=1)
     token_budget: int = Field(2048, ge=16)
     narrow_prefill_tokens: int = Field(0, ge=0)
+    request_overhead_s: float = Field(0.0, ge=0)
     coefficients: _Coefficients
     fit: _Fit | None = None

@@ -101,12 +101,20 @@ class SimEngine:
         self.stats = {"prefilled": 0, "cached": 0, "preemptions": 0, "evicted": 0}
         self._events: list[CallFinished | CallFailed | PrefixEvicted] = []
         self._now = 0.0
+        # Per-request latency outside the engine's iterations (a fitted profile's
+        # request_overhead_s): completions reach the caller that much later.
+        self.overhead = float(getattr(cost, "request_overhead_s", 0.0))
+        self._delayed: list[tuple[float, int, CallFinished]] = []
 
     # ------------------------------------------------------------------ interface
 
     @property
     def wake(self) -> float | None:
-        return self.t0 + self.k * self.dt if self.k else None
+        """Next time the engine must be advanced: its stretch's end or a delayed delivery."""
+        end = self.t0 + self.k * self.dt if self.k else None
+        if self._delayed and (end is None or self._delayed[0][0] < end):
+            return self._delayed[0][0]
+        return end
 
     def submit(self, call: LLMCall, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
         self._now = now
@@ -139,13 +147,19 @@ class SimEngine:
         self._kick(now)
 
     def advance(self, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
-        """Complete the current stretch (now == wake) and plan the next one."""
-        assert self.k and abs(now - self.wake) < 1e-9, (now, self.wake)
+        """At a wake-up (now == wake): complete the stretch ending now and plan the next
+        one, and hand over completions whose delivery is due."""
+        wake = self.wake
+        assert wake is not None and abs(now - wake) < 1e-9, (now, wake)
         self._now = now
-        self._apply(self.k, now)
-        self.k = 0
-        self._admit(now)
-        self._plan(now)
+        if self.k and now >= self.t0 + self.k * self.dt - 1e-9:
+            self._apply(self.k, now)
+            self.k = 0
+            self._admit(now)
+            self._plan(now)
+        while self._delayed and self._delayed[0][0] <= now + 1e-9:
+            self._events.append(heapq.heappop(self._delayed)[2])
+            self.version += 1
         return self._drain()
 
     def capacity(self) -> Capacity:
@@ -299,6 +313,13 @@ class SimEngine:
         self._free(s)
         s.state = DONE
         del self.seqs[s.call.id]
+        if self.overhead > 0:
+            first = None if s.first_token is None else s.first_token + self.overhead
+            heapq.heappush(self._delayed, (now + self.overhead, s.order, CallFinished(
+                now + self.overhead, s.call.id, self.name, output_tokens=out, cached_tokens=s.cached,
+                started=s.started, first_token=first, preemptions=s.preemptions)))
+            self.version += 1
+            return
         self._events.append(CallFinished(
             now, s.call.id, self.name, output_tokens=out, cached_tokens=s.cached,
             started=s.started, first_token=s.first_token, preemptions=s.preemptions))
