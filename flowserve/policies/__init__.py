@@ -7,10 +7,11 @@ from typing import Any
 
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
+from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
 from flowserve.policies.queue import FCFS
 
-DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad)}
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS,)}
+DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB)}
+QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue)}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:
