@@ -28,7 +28,7 @@ from flowserve.types import Command, Event
 from flowserve.view import CallState, ClusterView, InstanceState, QueryState
 
 DEFAULT_ALPHA = 0.0
-DEFAULT_BETA = 1000.0  # s²; see the module docstring and README "Hexgen-Text2SQL"
+DEFAULT_BETA = 500.0  # s²; see the module docstring and README "Hexgen-Text2SQL"
 
 
 # --------------------------------------------------------------------------- formulas
@@ -129,12 +129,13 @@ class HexgenWB(Dispatch):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
         alpha, beta = self.alpha, self.beta
-        best, best_key = candidates[0], (-math.inf, -math.inf)
+        best, best_key = candidates[0], (-math.inf, -math.inf, -math.inf)
         terms = [] if self.log is not None else None
         for inst in candidates:
             tq = self.t_queue(inst)
             tc = view.t_comp(cs, inst)
-            key = (hexgen_score(tq, tc, alpha, beta), -tc)  # equal scores: the faster instance
+            # equal scores (idle instances; α = 1 across identical GPUs): faster, then less loaded
+            key = (hexgen_score(tq, tc, alpha, beta), -tc, -tq)
             if key > best_key:
                 best, best_key = inst, key
             if terms is not None:

@@ -10,7 +10,8 @@ when a later window needs re-tuning.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,28 +63,59 @@ def mean_latency(job: SweepJob, alpha: float, standalone: Sequence[float] | None
 
 
 def sweep_alpha(job: SweepJob) -> SweepResult:
-    """Coarse grid, then ±fine_step around the coarse best; the lowest mean latency wins."""
+    """Eq. 8 over the trace: the α of lowest mean simulated latency, coarse to fine."""
     if not job.workload.queries:
         raise ConfigError("cannot tune α on an empty trace")
     standalone = standalone_times(job.workload, job.cluster, job.cost_models)
+    results = coarse_to_fine(lambda a: mean_latency(job, a, standalone), job.coarse, job.fine_step)
+    return SweepResult(best_alpha(results), results, len(job.workload.queries), job.workload.calls)
+
+
+def coarse_to_fine(objective: Callable[[float], float], coarse: Sequence[float] = COARSE,
+                   step: float = FINE_STEP) -> dict[float, float]:
+    """Evaluate the coarse grid, then ±step around its best (within [0, 1]); returns every
+    evaluated α with its objective, in evaluation order."""
     results: dict[float, float] = {}
 
     def run(a: float) -> None:
         a = round(min(max(a, 0.0), 1.0), 6)
         if a not in results:
-            results[a] = mean_latency(job, a, standalone)
+            results[a] = objective(a)
 
-    for a in job.coarse:
+    for a in coarse:
         run(a)
-    coarse_best = best_alpha(results)
-    for a in (coarse_best - job.fine_step, coarse_best + job.fine_step):
+    best = best_alpha(results)
+    for a in (best - step, best + step):
         run(a)
-    return SweepResult(best_alpha(results), results, len(job.workload.queries), job.workload.calls)
+    return results
 
 
 def best_alpha(results: Mapping[float, float]) -> float:
     """argmin of the mean latency; the smaller α among equals."""
     return min(results, key=lambda a: (results[a], a))
+
+
+def tune_trace(cluster: Sequence[InstanceSpec], trace: str, queue: str = "urgency",
+               beta: float | None = None, slo_scale: float | None = None) -> tuple[SweepResult, float]:
+    """`flowserve tune alpha`: sweep a recorded JSONL trace; returns the result and its wall time."""
+    from flowserve.policies import queue_factory
+    from flowserve.sim.run import check_fits
+    from flowserve.workloads.trace import read_trace
+
+    queue_factory(queue)  # a clear error for an unknown name, before any work
+    if slo_scale is not None and not slo_scale > 0:
+        raise ConfigError(f"--slo-scale must be positive, got {slo_scale}")
+    if beta is not None and not beta > 0:
+        raise ConfigError(f"--beta must be positive, got {beta}")
+    wl = read_trace(trace)
+    check_fits(wl, cluster)
+    deadlines = None
+    if slo_scale is not None:
+        deadlines = tuple(slo_scale * s for s in standalone_times(wl, cluster))
+    job = SweepJob(wl, tuple(cluster), None, deadlines, queue, beta=beta or DEFAULT_BETA)
+    t0 = time.perf_counter()
+    result = sweep_alpha(job)
+    return result, time.perf_counter() - t0
 
 
 def latency_regressed(new: Sequence[float], ref: Sequence[float], p_value: float = 0.01) -> tuple[bool, float]:
