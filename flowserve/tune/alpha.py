@@ -122,7 +122,7 @@ def latency_regressed(new: Sequence[float], ref: Sequence[float], p_value: float
     """One-sided Welch t-test, H1: mean(new) > mean(ref). Returns (p < p_value, p).
 
     Fewer than two samples on a side, or no variance at all, is no evidence (p = 1)."""
-    if len(new) < 2 or len(ref) < 2:
+    if len(new) < 2 or len(ref) < 2 or (min(new) == max(new) and min(ref) == max(ref)):
         return False, 1.0
     p = float(stats.ttest_ind(new, ref, equal_var=False, alternative="greater").pvalue)
     if math.isnan(p):
