@@ -132,13 +132,17 @@ def bench_core(
 def bench_hexgen(
     out: Annotated[Path, typer.Option(help="folder for the markdown, JSON and plots")] = Path("out/bench-hexgen"),
     quick: Annotated[bool, typer.Option("--quick", help="a small subset (about a minute)")] = False,
-    queries: Annotated[int | None, typer.Option(help="queries per run (default 200; --quick 60)")] = None,
+    queries: Annotated[int | None, typer.Option(help="queries per run (default 150; --quick 60)")] = None,
+    jobs: Annotated[int, typer.Option(help="settings simulated in parallel processes")] = 1,
 ) -> None:
     """Hexgen-Text2SQL: RR/WB × FCFS/urgency (and online α) on Hetero-1/2, paper tables."""
     with user_errors():
         from flowserve.bench.hexgen import run_hexgen_bench
+        from flowserve.errors import ConfigError
 
-        run_hexgen_bench(out, quick, queries, console, progress_bar)
+        if jobs < 1 or (queries is not None and queries < 1):
+            raise ConfigError("--jobs and --queries must be positive")
+        run_hexgen_bench(out, quick, queries, console, jobs)
 
 
 @tune_app.command("alpha")

@@ -55,7 +55,7 @@ def test_bench_hexgen_quick_smoke(tmp_path):
         assert s["ratios"]["RR+FCFS"] == {"95": 1.0, "99": 1.0, "throughput": 1.0}
         for r in s["results"].values():
             assert r["failed"] == 0 and r["slo_attainment"]
-    assert data["tuning"][0]["simulations"] >= 6
+    assert data["tuning"][0]["simulations"] >= 6 and data["dispatch_terms"]["default"]
     md = (tmp_path / "bench-hexgen.md").read_text()
     assert "Headline, default engine" in md and "paper Table 1" in md
     assert (tmp_path / "alpha-sensitivity.png").stat().st_size > 0

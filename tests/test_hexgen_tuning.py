@@ -124,7 +124,7 @@ def test_sweep_picks_what_a_brute_force_sweep_picks_on_a_small_trace(coarse):
     lies between coarse points and the refinement must find it."""
     wl = small_workload(n=20, rate=1.5, seed=2)
     alone = standalone_times(wl, CLUSTER)
-    job = SweepJob(wl, CLUSTER, None, tuple(4.0 * s for s in alone), coarse=coarse)
+    job = SweepJob(wl, CLUSTER, None, tuple(4.0 * s for s in alone), beta=500.0, coarse=coarse)
     top = round(max(coarse) * 10)
     brute = {a / 10: mean_latency(job, a / 10, alone) for a in range(top + 1)}
     result = sweep_alpha(job)
