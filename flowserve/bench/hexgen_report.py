@@ -140,13 +140,18 @@ def capacity_table(cap: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def plot_curves(settings: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path | None:
+    """One panel per setting: a row per arrival rate, a column per workload."""
     if not settings:
         return None
-    n = len(settings)
-    cols = min(n, 5)
-    rows = (n + cols - 1) // cols
+    workloads = list(dict.fromkeys(s["workload"] for s in settings))
+    rates = list(dict.fromkeys(s["rate"] for s in settings))
+    cols, rows = len(workloads), len(rates)
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.8 * rows), squeeze=False)
-    for ax, s in zip(axes.flat, settings, strict=False):
+    for ax in axes.flat:
+        ax.axis("off")
+    for s in settings:
+        ax = axes[rates.index(s["rate"])][workloads.index(s["workload"])]
+        ax.axis("on")
         for label, r in s["results"].items():
             curve = r["slo_attainment"]
             ax.plot([p["scale"] for p in curve], [p["attainment"] for p in curve], marker="o", markersize=2,
@@ -157,9 +162,7 @@ def plot_curves(settings: Sequence[Mapping[str, Any]], path: Path, title: str) -
         ax.axhline(0.99, color="grey", lw=0.5, ls=":")
         ax.set_title(f"{s['workload']} {s['rate']} q/s", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=6)
+    axes[0][0].legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
     fig.supxlabel("SLO scale", fontsize=8)
     fig.supylabel("SLO attainment", fontsize=8)
