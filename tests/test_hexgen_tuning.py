@@ -21,7 +21,8 @@ from flowserve.tune.alpha import (
     mean_latency,
     sweep_alpha,
 )
-from flowserve.tune.recorder import BlockIds, TraceRecorder, prompt_segments
+from flowserve.tune.recorder import TraceRecorder
+from flowserve.tune.segments import BlockIds, prompt_segments
 from flowserve.workloads import load_workload
 
 CLUSTER = load_cluster("hetero-1")
