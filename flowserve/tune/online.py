@@ -90,9 +90,9 @@ class OnlineAlphaTuner:
         from flowserve.tune.alpha import SweepJob, sweep_alpha
 
         trace = self.recorder.replay_trace(start, end, view)
-        if trace is None:
-            return []  # nothing arrived: try again at the next window
         up = [inst for inst in view.instances.values() if inst.up]
+        if trace is None or not up:
+            return []  # nothing arrived (or nothing to replay it on): try at the next window
         queue = up[0].queue
         job = SweepJob(trace.workload, tuple(i.spec for i in up), {i.name: i.cost for i in up},
                        trace.deadlines, queue.name, dict(getattr(queue, "params", {}) or {}), policy.beta)
