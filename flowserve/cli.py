@@ -21,6 +21,8 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, wr
 app.add_typer(bench_app, name="bench")
 engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
 app.add_typer(engines_app, name="engines")
+tune_app = typer.Typer(no_args_is_help=True, help="Tune policy parameters by simulation.")
+app.add_typer(tune_app, name="tune")
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -165,6 +167,53 @@ def bench_router(
         if nodes < 1 or decisions < 1:
             raise ConfigError("--nodes and --decisions must be positive")
         run_router_bench(nodes, decisions, json_out, console)
+
+
+@bench_app.command("hexgen")
+def bench_hexgen(
+    out: Annotated[Path, typer.Option(help="folder for the markdown, JSON and plots")] = Path("out/bench-hexgen"),
+    quick: Annotated[bool, typer.Option("--quick", help="a small subset (about a minute)")] = False,
+    queries: Annotated[int | None, typer.Option(help="queries per run (default 150; --quick 60)")] = None,
+    jobs: Annotated[int, typer.Option(help="settings simulated in parallel processes")] = 1,
+) -> None:
+    """Hexgen-Text2SQL: RR/WB × FCFS/urgency (and online α) on Hetero-1/2, paper tables."""
+    with user_errors():
+        from flowserve.bench.hexgen import run_hexgen_bench
+        from flowserve.errors import ConfigError
+
+        if jobs < 1 or (queries is not None and queries < 1):
+            raise ConfigError("--jobs and --queries must be positive")
+        run_hexgen_bench(out, quick, queries, console, jobs)
+
+
+@tune_app.command("alpha")
+def tune_alpha(
+    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
+    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")] = "hetero-1",
+    queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
+    beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,
+    slo_scale: Annotated[float | None, typer.Option(
+        help="deadlines = scale × standalone latency (default: no deadlines)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the sweep as JSON")] = None,
+) -> None:
+    """Offline α sweep of hexgen_wb on a recorded trace (Hexgen §4.3)."""
+    with user_errors():
+        from flowserve.bench.report import markdown_table, write_json
+        from flowserve.config import load_cluster
+        from flowserve.tune.alpha import tune_trace
+
+        specs = load_cluster(cluster)
+        result, wall = tune_trace(specs, str(trace), queue, beta, slo_scale)
+        rows = [[f"{a:.1f}", lat, "←" if a == result.alpha else ""]
+                for a, lat in sorted(result.mean_latency.items())]
+        console.print(markdown_table(["α", "mean latency s", "best"], rows), highlight=False)
+        console.print(f"best α = {result.alpha:.1f} ({result.queries} queries, {result.calls} calls, "
+                      f"{len(result.mean_latency)} simulations in {wall:.2f} s)")
+        if json_out:
+            write_json(json_out, {"trace": str(trace), "cluster": cluster, "queue": queue,
+                                  "alpha": result.alpha, "wall_s": wall,
+                                  "mean_latency": {str(a): v for a, v in result.mean_latency.items()}})
+            console.print(f"json: {json_out}")
 
 
 @app.command()

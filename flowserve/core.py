@@ -188,6 +188,7 @@ class SchedulerCore:
         self._out.append(RunOp(op))
 
     def _advance(self, qs: QueryState, key: str, result: NodeResult) -> None:
+        qs.progressed = self.view.now
         try:
             nodes = qs.run.complete(key, result)
         except FlowserveError as e:

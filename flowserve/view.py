@@ -52,7 +52,7 @@ class CallState:
 class QueryState:
     """One query while it runs."""
 
-    __slots__ = ("calls_done", "failed", "inflight", "query", "run")
+    __slots__ = ("calls_done", "failed", "inflight", "progressed", "query", "run")
 
     def __init__(self, query: Query) -> None:
         self.query = query
@@ -60,6 +60,9 @@ class QueryState:
         self.inflight: dict[int, CallState] = {}
         self.calls_done = 0
         self.failed = False
+        # When the workflow last progressed (a node finished; arrival before that):
+        # deadline budgets of the remaining calls are re-split from here (Hexgen Eq. 5).
+        self.progressed = query.arrival
 
     @property
     def id(self) -> int:

@@ -7,12 +7,15 @@ from typing import Any
 
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
+from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
 from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.queue import FCFS
 
-DISPATCH_POLICIES: dict[str, type] = {cls.name: cls for cls in (RoundRobin, LeastLoad, PrefixAffinity, PrebleE2)}
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, PrefixGroups)}
+DISPATCH_POLICIES: dict[str, type] = {
+    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity)
+}
+QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups)}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowserve.cluster import instance_profile, kv_capacity, max_context, roofline_for
-from flowserve.core import SchedulerCore
+from flowserve.core import InstanceProfile, SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Materializer, standalone_latency
 from flowserve.graph.program import program_for
-from flowserve.policies import make_dispatch, queue_factory
+from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
+from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
@@ -36,9 +37,13 @@ class PolicySpec:
         return bool(d.uses_deadline or q.uses_deadline)
 
 
-def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec]) -> list[float]:
+def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
+                     cost_models: Mapping[str, CostModel] | None = None) -> list[float]:
     """Each query's latency alone on the fastest instance (SLO = scale × this)."""
-    costs = {(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values()
+    if cost_models is not None:
+        costs = list({id(c): c for c in (cost_models[s.name] for s in cluster)}.values())
+    else:
+        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values())
     return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
 
 
@@ -61,23 +66,45 @@ def simulate(
     standalone: Sequence[float] | None = None,
     on_query_done: Callable[[QueryOutcome], None] | None = None,
     record_calls: bool = True,
+    *,
+    cost_models: Mapping[str, CostModel] | None = None,
+    deadlines: Sequence[float | None] | None = None,
+    dispatch: DispatchPolicy | None = None,
 ) -> SimResult:
+    """cost_models: per instance name, the model both the engine and the core use instead
+    of the roofline (replaying a live cluster with its fitted profiles); deadlines: per
+    query, seconds after arrival (None: no deadline), instead of slo_scale × standalone;
+    dispatch: a ready-made dispatch policy object instead of `policy.dispatch`."""
     if standalone is None:
         check_fits(workload, cluster)
-        standalone = standalone_times(workload, cluster)
-    dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
+        standalone = standalone_times(workload, cluster, cost_models)
+    if dispatch is None:
+        dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
     predictor = OutputPredictor(workload.output_priors)
+
+    def profile(spec: InstanceSpec) -> InstanceProfile:
+        if cost_models is None:
+            return instance_profile(spec)
+        return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
+
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
-                         instance_profile, predictor, record_calls=record_calls)
-    engines = [SimEngine(s.name, s.engine, roofline_for(s), kv_capacity(s),
+                         profile, predictor, record_calls=record_calls)
+    engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
                          report_evictions=core.prefix_index is not None) for s in cluster]
     mat = Materializer()
 
+    if deadlines is not None:
+        assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))
+
     def queries() -> Any:
-        for spec, alone in zip(workload.queries, standalone, strict=True):
+        for i, (spec, alone) in enumerate(zip(workload.queries, standalone, strict=True)):
             plan = spec.plan
             program = program_for(plan, mat, workload.expectations.get(plan.workflow))
-            deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
+            if deadlines is not None:
+                rel = deadlines[i]
+                deadline = None if rel is None else spec.arrival + rel
+            else:
+                deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
                                  spec.tenant, spec.priority), alone)
 
