@@ -96,3 +96,12 @@ def test_calibrate_and_bench_core(tmp_path):
     r = run("bench", "core", "--calls", "400", "--json", str(tmp_path / "b.json"))
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "b.json").read_text())["results"]["round_robin+fcfs"]["calls"] > 300
+
+
+def test_bench_router_small(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("bench", "router", "--nodes", "3000", "--decisions", "300", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["tree_nodes"] >= 3000 * 0.5
+    assert data["choose_per_s"] > 0

@@ -69,7 +69,7 @@ def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Consol
     # the engines evict down to their KV capacity; the evicted nodes stay in the tree
     # as long as requests used them within the window (Preble's garbage collection)
     for inst in candidates:
-        cap = dispatch.kv_capacity(inst.spec)
+        cap = inst.kv_capacity
         while idx.cached_tokens[inst.name] > cap:
             node = next(idx.lru_nodes(inst.name))
             idx.discard(inst.name, idx.path_tokens(node), node.depth - len(node.key), window)
