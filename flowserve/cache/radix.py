@@ -59,6 +59,7 @@ class RadixTree:
     def __init__(self) -> None:
         self.root = RadixNode((), None, 0, 0.0)
         self.size = 0  # tokens stored
+        self.version = 0  # bumps on every change of the tree's shape (a node added, split, removed)
         self.locked_size = 0  # tokens in nodes with lock > 0
         self._lru: list[tuple[float, int, RadixNode]] = []
         self._seq = itertools.count()
@@ -116,6 +117,7 @@ class RadixTree:
         leaf = self._new_node(tokens[pos:], node, now)
         node.children[tokens[pos]] = leaf
         self.size += len(leaf.key)
+        self.version += 1
         self._push_lru(leaf)
         return leaf, len(leaf.key)
 
@@ -126,6 +128,7 @@ class RadixTree:
         """Cut child's edge after j tokens; the new upper node inherits refs, lock, data."""
         parent = child.parent
         assert parent is not None and 0 < j < len(child.key)
+        self.version += 1
         upper = self._new_node(child.key[:j], parent, child.last_access)
         upper.refs = dict(child.refs)
         upper.lock = child.lock
@@ -193,6 +196,7 @@ class RadixTree:
     def _remove_leaf(self, node: RadixNode) -> int:
         parent = node.parent
         assert parent is not None and not node.children and node.lock == 0
+        self.version += 1
         del parent.children[node.key[0]]
         node.parent = None
         self.size -= len(node.key)

@@ -23,7 +23,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-from flowserve.cache.radix import RadixNode, RadixTree, common_prefix_len
+from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall, PrefixEvicted
 
@@ -31,7 +31,7 @@ WAITING, PREFILL, DECODE, DONE = range(4)
 
 
 class Seq:
-    __slots__ = ("cached", "call", "first_token", "gen_base", "iter_base", "kv", "lock", "need",
+    __slots__ = ("cached", "call", "first_token", "gen_base", "iter_base", "kv", "lock", "matched", "need",
                  "order", "pending", "preemptions", "prefill_left", "prefilled", "prompt_len",
                  "started", "state", "target")
 
@@ -50,6 +50,7 @@ class Seq:
         self.iter_base = 0
         self.lock: RadixNode | None = None
         self.need = 0  # KV tokens admission needs (estimate while waiting)
+        self.matched: tuple[int, RadixNode] | None = None  # (tree version, longest cached prefix)
         self.started: float | None = None
         self.first_token: float | None = None
         self.preemptions = 0
@@ -119,7 +120,7 @@ class SimEngine:
     def submit(self, call: LLMCall, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
         self._now = now
         seq = Seq(call, next(self._order))
-        seq.need = seq.prompt_len - self._cached_len(call) + 1
+        seq.need = seq.prompt_len - self._match(seq, now) + 1
         if seq.prompt_len + 1 > self.capacity_tokens:
             return [CallFailed(now, call.id, self.name,
                                f"prompt of {seq.prompt_len} tokens exceeds the KV capacity of "
@@ -333,10 +334,15 @@ class SimEngine:
 
     # ------------------------------------------------------------------ admission
 
-    def _cached_len(self, call: LLMCall) -> int:
+    def _match(self, s: Seq, now: float) -> int:
+        """Cached prompt tokens; the match is kept until the tree changes shape, so the
+        admission right after a submit does not walk the tree again."""
         if self.tree is None:
             return 0
-        return min(self.tree.match_length(call.prompt), call.input_tokens - 1)
+        if s.matched is None or s.matched[0] != self.tree.version:
+            node = self.tree.match(s.call.prompt, now)
+            s.matched = (self.tree.version, node)
+        return min(s.matched[1].depth, s.prompt_len - 1)
 
     def _admit(self, now: float) -> None:
         self._ensure_decode_room(now)
@@ -350,8 +356,8 @@ class SimEngine:
             s = self.waiting[0]
             cached, node = 0, None
             if self.tree is not None:
-                node = self.tree.match(s.call.prompt, now)
-                cached = min(node.depth, s.prompt_len - 1)
+                cached = self._match(s, now)
+                node = s.matched[1] if s.matched is not None else None
                 if self._computing(s, cached):
                     break
             uncached = s.prompt_len - cached + s.pending
@@ -377,10 +383,11 @@ class SimEngine:
         than the cache holds: then `s` waits for it to land in the cache instead of
         computing it twice (SGLang's in-batch prefix caching does the same)."""
         prompt = s.call.prompt
-        for p in self.prefilling:
-            if p.pending == 0 and common_prefix_len(p.call.prompt, prompt, 0) - cached >= self.p.token_budget:
-                return True
-        return False
+        need = cached + self.p.token_budget  # a shared prefix this long makes waiting pay
+        if len(prompt) < need:
+            return False
+        head = prompt[:need]
+        return any(p.pending == 0 and p.call.prompt[:need] == head for p in self.prefilling)
 
     def _reserve(self, tokens: int, now: float, keep: RadixNode | None = None) -> bool:
         """Make `tokens` of KV free, evicting unreferenced cache if needed."""
