@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from live_support import ScriptedBackend, ext_spec, run, scripted_driver, sim_spec
+from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver, sim_spec, single
 
 from flowserve.errors import RequestError
 from flowserve.live.backend import payload_of
@@ -15,7 +15,7 @@ from flowserve.live.settings import GatewaySettings
 from flowserve.live.text2sql_sqlite import TEXT2SQL
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.dispatch import RoundRobin
-from flowserve.types import Command, Event, JobFinished, LLMCall, PolicyChanged, RunJob, Tick
+from flowserve.types import Command, Event, InstanceSpec, JobFinished, LLMCall, PolicyChanged, RunJob, Tick
 from flowserve.view import ClusterView
 
 
@@ -182,5 +182,29 @@ def test_a_failing_job_is_reported_to_the_policy(monkeypatch: pytest.MonkeyPatch
             await d.shutdown()
         assert policy.failures == ["ValueError: cannot tune with 5"] and not d.policy_log
         assert d.metrics.jobs.labels("failed")._value.get() == 1
+
+    run(body())
+
+
+def test_hexgen_online_alpha_tuning_runs_live() -> None:
+    """The Hexgen tuner inside the gateway: it records the live window, the sweep runs in a
+    worker process as a RunJob, and the adopted α shows in the policy log and /metrics."""
+    async def body() -> None:
+        settings = GatewaySettings(dispatch="hexgen_wb", queue="urgency", time_scale=50.0,
+                                   dispatch_params={"alpha_tuning": True, "window_s": 0.5}, jobs="process")
+        d = LiveDriver([sim_spec("a"), InstanceSpec("b", "A6000", MODEL, backend="sim")], settings)
+        await d.start()
+        try:
+            for i in range(6):
+                await d.run("completion", single([7 + i] * 300 + list(range(40)), max_tokens=8))
+            await d.until(lambda: bool(d.policy_log), timeout_s=30)
+        finally:
+            await d.shutdown()
+        change = d.policy_log[0]
+        assert change.policy == "hexgen_wb" and change.params["reason"] == "initial"
+        assert change.params["previous"] == 0.0 and 0.0 <= change.params["alpha"] <= 1.0
+        assert d.core.dispatch.alpha == change.params["alpha"]
+        assert d.metrics.policy_param.labels("hexgen_wb", "alpha")._value.get() == change.params["alpha"]
+        assert d.metrics.jobs.labels("done")._value.get() >= 1
 
     run(body())
