@@ -8,7 +8,8 @@ import pytest
 from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver, sim_spec, single
 
 from flowserve.live.backend import EngineError
-from flowserve.live.driver import LiveDriver, Rejected
+from flowserve.live.driver import LiveDriver
+from flowserve.live.query import Rejected
 from flowserve.live.settings import GatewaySettings
 from flowserve.live.simbackend import placeholder_text
 

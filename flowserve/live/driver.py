@@ -26,12 +26,10 @@ import dataclasses
 import itertools
 import logging
 import math
-import pickle
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from flowserve.cluster import instance_profile, kv_capacity, roofline_for
@@ -39,7 +37,9 @@ from flowserve.core import InstanceProfile, SchedulerCore
 from flowserve.live.backend import Backend, CallOutcome, EngineError, payload_of
 from flowserve.live.breaker import CircuitBreaker, backoff_delay
 from flowserve.live.cache_estimate import CacheEstimate
+from flowserve.live.jobs import JobRunner
 from flowserve.live.metrics import CoreCollector, GatewayMetrics
+from flowserve.live.query import CallReport, QueryHandle, QueryResult, Rejected
 from flowserve.live.scaled_cost import ScaledCost
 from flowserve.live.settings import GatewaySettings
 from flowserve.live.simbackend import SimBackend
@@ -57,7 +57,6 @@ from flowserve.types import (
     InstanceDown,
     InstanceSpec,
     InstanceUp,
-    JobFinished,
     LLMCall,
     OpFinished,
     PolicyChanged,
@@ -77,59 +76,6 @@ FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 DEFAULT_CACHE_TOKENS = 16_384
 
 BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]
-
-
-class Rejected(Exception):
-    """A query was not accepted (429 overload, 503 draining); it never reached the core."""
-
-    def __init__(self, status: int, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-@dataclass(frozen=True, slots=True)
-class CallReport:
-    call_id: int
-    node: str
-    stage: str
-    instance: str
-    prompt_tokens: int
-    cached_tokens: int
-    output_tokens: int
-    text: str
-    finish_reason: str
-    first_token: float | None
-    finished: float
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    id: int
-    workflow: str
-    status: str  # "completed" | "failed"
-    reason: str | None
-    latency_s: float
-    deadline_met: bool | None
-    output: dict[str, Any]
-    calls: tuple[CallReport, ...]
-
-
-@dataclass(eq=False)
-class QueryHandle:
-    id: int
-    workflow: str
-    program: LiveProgram
-    model: str | None
-    tenant: str
-    priority: int
-    slo_s: float | None
-    accepted: asyncio.Future[None]
-    done: asyncio.Future[QueryResult]
-    arrival: float | None = None
-    calls: dict[str, CallReport] = field(default_factory=dict)
-    call_ids: set[int] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -192,8 +138,8 @@ class LiveDriver:
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
-        self._executor: Executor | None = None
-        self._thread_pool: ThreadPoolExecutor | None = None
+        self.jobs = JobRunner(settings.jobs, self.clock, self._put,
+                              lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self.policy_log: list[PolicyChanged] = []
 
     # ------------------------------------------------------------------ life cycle
@@ -237,9 +183,7 @@ class LiveDriver:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for b in self.backends.values():
             await b.aclose()
-        for ex in (self._executor, self._thread_pool):
-            if ex is not None:
-                ex.shutdown(wait=False, cancel_futures=True)
+        self.jobs.shutdown()
         self._loop_task = None
 
     @property
@@ -487,7 +431,7 @@ class LiveDriver:
         elif isinstance(cmd, PolicyChanged):
             self._policy_changed(cmd)
         elif isinstance(cmd, RunJob):
-            self._run_job(cmd)
+            self.jobs.run(cmd)
         else:
             raise TypeError(f"unknown command {cmd!r}")
 
@@ -650,34 +594,6 @@ class LiveDriver:
         for key, value in cmd.params.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 self.metrics.policy_param.labels(cmd.policy, key).set(float(value))
-
-    def _run_job(self, cmd: RunJob) -> None:
-        ex = self._job_executor(cmd)
-        fut = asyncio.get_running_loop().run_in_executor(ex, cmd.fn, *cmd.args)
-
-        def finished(f: asyncio.Future[Any]) -> None:
-            if f.cancelled():
-                return
-            err = f.exception()
-            self.metrics.jobs.labels("failed" if err else "done").inc()
-            self._put(JobFinished(self.clock(), cmd.job_id, None if err else f.result(),
-                                  None if err is None else f"{type(err).__name__}: {err}"))
-
-        fut.add_done_callback(finished)
-
-    def _job_executor(self, cmd: RunJob) -> Executor:
-        if self.settings.jobs == "process":
-            try:
-                pickle.dumps((cmd.fn, cmd.args))
-            except Exception:
-                log.info("job %d cannot be pickled; running it in a thread", cmd.job_id)
-            else:
-                if self._executor is None:
-                    self._executor = ProcessPoolExecutor(max_workers=1)
-                return self._executor
-        if self._thread_pool is None:
-            self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowserve-job")
-        return self._thread_pool
 
     def _tick(self, every: float) -> None:
         self._put(Tick(self.clock()))

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from flowserve.config import InstanceConfig, validate
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.live.backend import CallPayload, TokenSink
-from flowserve.live.driver import BackendFactory, LiveDriver, QueryHandle, QueryResult, Rejected
+from flowserve.live.driver import BackendFactory, LiveDriver
 from flowserve.live.openai_api import (
     APIError,
     ChatRequest,
@@ -42,6 +42,7 @@ from flowserve.live.openai_api import (
     sse,
     usage,
 )
+from flowserve.live.query import QueryHandle, QueryResult, Rejected
 from flowserve.live.settings import ServeConfig
 from flowserve.live.tokenizer import message_text
 from flowserve.live.workflows import SingleCall, WorkflowDef, builtin_workflows

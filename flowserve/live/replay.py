@@ -25,7 +25,8 @@ from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult
 from flowserve.graph.plan import Segment
 from flowserve.graph.program import StagedProgram
 from flowserve.live.backend import CallPayload
-from flowserve.live.driver import LiveDriver, QueryResult, Rejected
+from flowserve.live.driver import LiveDriver
+from flowserve.live.query import QueryResult, Rejected
 from flowserve.types import Tokens
 from flowserve.workloads.base import Workload
 
