@@ -106,7 +106,8 @@ class SchedulerCore:
         self.decisions = 0
         for spec in instances:
             self._add_instance(spec)
-        self._dirty: set[InstanceState] = set()
+        # instances whose queue or capacity changed (a dict: release order is deterministic)
+        self._dirty: dict[InstanceState, None] = {}
         self._out: list[Command] = []
 
     # ------------------------------------------------------------------ entry point
@@ -122,7 +123,7 @@ class SchedulerCore:
                 inst.free_seqs = event.free_seqs
                 inst.headroom = event.headroom_tokens
                 inst.kv_free = event.kv_free_tokens
-                self._dirty.add(inst)
+                self._dirty[inst] = None
         elif isinstance(event, QueryArrived):
             self._on_arrival(event)
         elif isinstance(event, OpFinished):
@@ -140,7 +141,9 @@ class SchedulerCore:
             raise TypeError(f"unknown event {event!r}")
         out.extend(self.dispatch.observe(event, self.view))
         while self._dirty:
-            self._release(self._dirty.pop(), now)
+            inst = next(iter(self._dirty))
+            del self._dirty[inst]
+            self._release(inst, now)
         return out
 
     # ------------------------------------------------------------------ queries
@@ -214,7 +217,7 @@ class SchedulerCore:
                 if cs.id in inst.running:
                     del inst.running[cs.id]
                     self._out.append(CancelCall(cs.id, inst.name))
-                    self._dirty.add(inst)
+                    self._dirty[inst] = None
                     inst.outstanding -= cs.t_comp
                 elif cs.queued:
                     self._unqueue(inst, cs)
@@ -253,7 +256,7 @@ class SchedulerCore:
         cs.queued = True
         if self.prefix_index is not None:
             self.prefix_index.add(call.prompt, inst.name, now)
-        self._dirty.add(inst)
+        self._dirty[inst] = None
 
     def _release(self, inst: InstanceState, now: float) -> None:
         """Start queued calls while the instance can take them; the queue policy picks."""
@@ -292,7 +295,7 @@ class SchedulerCore:
             return None
         del inst.running[call_id]
         inst.outstanding -= cs.t_comp
-        self._dirty.add(inst)
+        self._dirty[inst] = None
         return cs, inst
 
     def _on_call_finished(self, ev: CallFinished) -> None:
@@ -365,7 +368,7 @@ class SchedulerCore:
                 self._evacuate(inst)
             inst = self._add_instance(ev.spec)
         inst.up = True
-        self._dirty.add(inst)
+        self._dirty[inst] = None
 
     def _on_instance_down(self, ev: InstanceDown) -> None:
         inst = self.instances.get(ev.instance)

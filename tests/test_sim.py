@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
 from flowserve.bench.experiment import evaluate
@@ -80,3 +84,16 @@ def test_no_prefix_caching_means_no_hits_and_more_prefill():
     off = simulate(load_cluster("hetero-1", {"prefix_caching": False}), wl, PolicySpec())
     assert summarize(off)["token_hit_rate"] == 0
     assert sum(i.prefilled_tokens for i in off.instances) > sum(i.prefilled_tokens for i in on.instances)
+
+
+def test_results_do_not_depend_on_the_interpreters_hash_seed():
+    """Same seed, same result across processes (no iteration over hash-ordered sets decides)."""
+    code = ("from flowserve.config import load_cluster; from flowserve.workloads import load_workload;"
+            "from flowserve.sim.run import PolicySpec, simulate;"
+            "wl = load_workload('text2sql', {'queries': 30, 'rate': 1.0, 'seed': 3});"
+            "r = simulate(load_cluster('hetero-2'), wl, PolicySpec('preble_e2', 'prefix_groups'));"
+            "print(repr([q.finish for q in r.queries]))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in (1, 2)}
+    assert len(outs) == 1
