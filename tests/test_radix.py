@@ -106,3 +106,21 @@ def test_common_prefix_len():
     assert common_prefix_len(key, (*range(37), -1), 0) == 37
     assert common_prefix_len(key, (9, 0, 1, 2), 1) == 3
     assert common_prefix_len(key, (5,), 0) == 0
+
+
+@given(st.lists(seqs, min_size=1, max_size=15), seqs)
+def test_insert_from_a_matched_node_equals_a_full_insert(inserted, extra):
+    a, b = RadixTree(), RadixTree()
+    for t, s in enumerate(inserted):
+        a.insert(s, float(t))
+        b.insert(s, float(t))
+    query = inserted[0] + extra
+    start = b.match(query, 50.0)  # a prefix of `query` the tree holds
+    node_a, new_a = a.insert(query, 60.0)
+    node_b, new_b = b.insert(query, 60.0, start)
+    assert (new_a, node_a.depth, a.size) == (new_b, node_b.depth, b.size)
+    assert b.path_tokens(node_b) == query
+    n = start
+    while n is not b.root:  # the prefix path was touched as a full walk would
+        assert n.last_access == 60.0
+        n = n.parent

@@ -72,7 +72,11 @@ class RadixTree:
 
     def _walk(self, tokens: Tokens, now: float | None) -> tuple[RadixNode, int, RadixNode | None, int]:
         """Follow `tokens`: (deepest fully matched node, its depth, partial child, partial len)."""
-        node, pos, n = self.root, 0, len(tokens)
+        return self._walk_from(self.root, tokens, now)
+
+    def _walk_from(self, node: RadixNode, tokens: Tokens,
+                   now: float | None) -> tuple[RadixNode, int, RadixNode | None, int]:
+        pos, n = node.depth, len(tokens)
         while pos < n:
             child = node.children.get(tokens[pos])
             if child is None:
@@ -106,9 +110,19 @@ class RadixTree:
 
     # ------------------------------------------------------------------ update
 
-    def insert(self, tokens: Tokens, now: float) -> tuple[RadixNode, int]:
-        """Add `tokens`; returns (node at depth len(tokens), number of new tokens)."""
-        node, pos, child, j = self._walk(tokens, now)
+    def insert(self, tokens: Tokens, now: float, start: RadixNode | None = None) -> tuple[RadixNode, int]:
+        """Add `tokens`; returns (node at depth len(tokens), number of new tokens).
+
+        `start`: a node known to hold a prefix of `tokens` (e.g. a match made while the
+        tree kept its shape); the walk begins there, touching its ancestors for LRU."""
+        if start is None or start is self.root:
+            node, pos, child, j = self._walk(tokens, now)
+        else:
+            up: RadixNode | None = start
+            while up is not None and up is not self.root:
+                up.last_access = now
+                up = up.parent
+            node, pos, child, j = self._walk_from(start, tokens, now)
         if child is not None and j > 0:
             node = self._split(child, j)
             pos += j

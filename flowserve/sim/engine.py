@@ -274,7 +274,8 @@ class SimEngine:
 
     def _finish_prefill(self, s: Seq, now: float) -> None:
         if self.tree is not None:
-            node, _ = self.tree.insert(s.call.prompt, now)
+            start = s.matched[1] if s.matched is not None and s.matched[0] == self.tree.version else None
+            node, _ = self.tree.insert(s.call.prompt, now, start)
             self.tree.acquire(node)
             if s.lock is not None:
                 self.tree.release(s.lock)
