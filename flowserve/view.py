@@ -8,7 +8,7 @@ ground truth.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -121,9 +121,6 @@ class InstanceState:
             free = min(free, self.spec.max_inflight - len(self.running))
         return free
 
-    def queued(self) -> Iterator[CallState]:
-        return iter(self.queue)
-
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
@@ -148,9 +145,6 @@ class ClusterView:
             cost = inst.cost.call_time(c.input_tokens, c.predicted_output)
             cs.costs[inst.profile] = cost
         return cost
-
-    def estimate_time(self, inst: InstanceState, input_tokens: int, output_tokens: int) -> float:
-        return inst.cost.call_time(input_tokens, output_tokens)
 
     def up_instances(self, model: str | None = None) -> list[InstanceState]:
         return [

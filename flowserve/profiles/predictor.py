@@ -26,10 +26,6 @@ class OutputPredictor:
     def prior(self, workflow: str, stage: str) -> float:
         return self._priors.get((workflow, stage), self._default)
 
-    def add_priors(self, priors: Mapping[tuple[str, str], float]) -> None:
-        for key, value in priors.items():
-            self._priors.setdefault(key, value)
-
     def predict(self, workflow: str, stage: str) -> int:
         key = (workflow, stage)
         n = self._n.get(key, 0)

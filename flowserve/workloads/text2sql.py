@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -342,6 +341,3 @@ def chess_trace(file: str, rate: float, queries: int | None, seed: int,
     return Workload(f"chess-trace:{Path(file).stem}", tuple(specs), {WORKFLOW: expected_remaining},
                     output_priors())
 
-
-def stage_counts(plan: QueryPlan) -> Counter[str]:
-    return Counter(c.stage for c in plan.calls())
