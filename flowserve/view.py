@@ -40,7 +40,7 @@ class CallState:
         self.released: float | None = None  # when it was sent to the engine
         self.queued = False  # waiting in its instance's queue
         self.t_comp = 0.0  # predicted compute seconds on its instance
-        self.costs: dict[tuple[str, str, int], float] = {}  # per hardware profile
+        self.costs: dict[tuple, float] = {}  # per hardware profile (InstanceState.profile)
         self.attempts = 0
         self.excluded: set[str] = set()  # instances that failed this call
 

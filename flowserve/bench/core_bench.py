@@ -20,7 +20,8 @@ from flowserve.bench.report import markdown_table, write_json
 from flowserve.cluster import instance_profile
 from flowserve.config import load_cluster
 from flowserve.core import SchedulerCore
-from flowserve.graph.nodes import LLMNode
+from flowserve.live.backend import CallPayload
+from flowserve.live.workflows import SingleCall
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types import InstanceCapacity, InstanceSpec, Query, QueryArrived
@@ -29,28 +30,13 @@ from flowserve.workloads import load_workload
 CALLS_PER_QUERY = 19.5  # mixed text2sql, measured
 
 
-class _OneCall:
-    """A one-node workflow (what a plain completion request is)."""
-
-    def __init__(self, prompt: tuple[int, ...]) -> None:
-        self.prompt = prompt
-
-    def start(self) -> list[LLMNode]:
-        return [LLMNode("c", "chat", self.prompt, 64)]
-
-    def on_done(self, node: LLMNode, result: object) -> list[LLMNode]:
-        return []
-
-    def expected_remaining(self) -> list:
-        return []
-
-
 def dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dict[str, float]:
     core = SchedulerCore(cluster, make_dispatch(policy), queue_factory("fcfs"), instance_profile)
     for spec in cluster:  # every engine full: arrivals are dispatched and queued, not released
         core.handle(InstanceCapacity(0.0, spec.name, 0, 0, 0))
     prompts = [tuple(range(i * 7, i * 7 + 2048)) for i in range(64)]
-    queries = [Query(i, i * 1e-3, "chat", _OneCall(prompts[i % 64])) for i in range(n)]
+    queries = [Query(i, i * 1e-3, "chat", SingleCall("chat", prompts[i % 64], 64, None, CallPayload()))
+               for i in range(n)]
     t0 = time.perf_counter()
     for q in queries:
         core.handle(QueryArrived(q.arrival, q))

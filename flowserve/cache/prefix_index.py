@@ -45,15 +45,14 @@ class PrefixIndex(RadixTree):
         self.cached_tokens: dict[str, int] = {}
         self._orphans: deque[RadixNode] = deque()  # lost their last instance, maybe still used
         # The router matches a prompt, then the core adds it: the second walk reuses the
-        # first while the tree's shape is unchanged (`_version` counts shape changes).
-        self._version = 0
+        # first while the tree keeps its shape (`RadixTree.version`).
         self._memo: tuple[Tokens, int, tuple[RadixNode, int, RadixNode | None, int]] | None = None
 
     # ------------------------------------------------------------------ tree hooks
 
     def _walk(self, tokens: Tokens, now: float | None) -> tuple[RadixNode, int, RadixNode | None, int]:
         memo = self._memo
-        if memo is not None and memo[0] is tokens and memo[1] == self._version:
+        if memo is not None and memo[0] is tokens and memo[1] == self.version:
             found = memo[2]
             if now is not None:  # the touches a fresh walk would make
                 n: RadixNode | None = found[0]
@@ -64,15 +63,10 @@ class PrefixIndex(RadixTree):
                     found[2].last_access = now
             return found
         found = super()._walk(tokens, now)
-        self._memo = (tokens, self._version, found)
+        self._memo = (tokens, self.version, found)
         return found
 
-    def _remove_leaf(self, node: RadixNode) -> int:
-        self._version += 1
-        return super()._remove_leaf(node)
-
     def _new_node(self, key: Tokens, parent: RadixNode, now: float) -> RadixNode:
-        self._version += 1
         node = PrefixNode(key, parent, parent.depth + len(key), now)
         node.data = set()
         return node

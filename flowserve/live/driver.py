@@ -399,8 +399,6 @@ class LiveDriver:
         now = ev.time
         if isinstance(ev, CallFinished):
             self._record_finish(ev)
-        elif isinstance(ev, CallFailed):
-            self.metrics.engine_errors.labels(ev.instance, str(ev.retryable).lower()).inc()
         if isinstance(ev, CallFinished | CallFailed) and (est := self.caches.get(ev.instance)):
             est.on_end(ev.call_id)
         for cmd in self.core.handle(ev):
@@ -531,6 +529,7 @@ class LiveDriver:
                     continue
                 except Exception as e:  # a backend bug must still end the call, with the reason
                     log.exception("call %d on %s failed unexpectedly", call.id, name)
+                    self.metrics.engine_errors.labels(name, "false").inc()
                     self._put(CallFailed(self.clock(), call.id, name, f"{type(e).__name__}: {e}", False))
                     return
                 if breaker.record_success() and name not in self._removed:

@@ -228,11 +228,13 @@ class UrgencyQueue:
 
     def budget(self, cs: CallState, view: ClusterView) -> float | None:
         """t_SLO of the call (Eq. 5), None without a deadline."""
-        qs = cs.query
-        if qs.query.deadline is None:
+        if cs.query.query.deadline is None:
             return None
-        peers = view.up_instances(cs.call.model)
-        return self._query_factor(qs, len(qs.run.results), view, peers) * mean_t_comp(cs, peers, view)
+        return self._budget(cs, len(cs.query.run.results), view, view.up_instances(cs.call.model))
+
+    def _budget(self, cs: CallState, version: int, view: ClusterView,
+                peers: Sequence[InstanceState]) -> float:
+        return self._query_factor(cs.query, version, view, peers) * mean_t_comp(cs, peers, view)
 
     def _query_factor(self, qs: QueryState, version: int, view: ClusterView,
                       peers: Sequence[InstanceState]) -> float:
@@ -253,5 +255,4 @@ class UrgencyQueue:
         qs = cs.query
         if qs.query.deadline is None:
             return -math.inf
-        budget = self._query_factor(qs, version, view, peers) * mean_t_comp(cs, peers, view)
-        return cs.t_comp - budget - max(cs.enqueued, qs.progressed)
+        return cs.t_comp - self._budget(cs, version, view, peers) - max(cs.enqueued, qs.progressed)

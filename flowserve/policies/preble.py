@@ -22,7 +22,7 @@ window H; per instance the LRU order of its nodes. Formulas are in `preble_costs
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -352,7 +352,8 @@ class PrefixGroups:
         if groups < 1:
             raise ValueError(f"groups must be ≥ 1, got {groups}")
         self.groups = groups
-        self._q: list[dict[int, CallState]] = [{} for _ in range(groups)]
+        # OrderedDicts: FCFS pops from the front, which plain dicts make slow over time
+        self._q: list[OrderedDict[int, CallState]] = [OrderedDict() for _ in range(groups)]
         self._group: dict[int, int] = {}
         self._left = [group_quota(g) for g in range(groups)]
         self._view: ClusterView | None = None

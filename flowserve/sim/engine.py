@@ -385,7 +385,7 @@ class SimEngine:
         computing it twice (SGLang's in-batch prefix caching does the same)."""
         prompt = s.call.prompt
         need = cached + self.p.token_budget  # a shared prefix this long makes waiting pay
-        if len(prompt) < need:
+        if not self.prefilling or len(prompt) < need:
             return False
         head = prompt[:need]
         return any(p.pending == 0 and p.call.prompt[:need] == head for p in self.prefilling)

@@ -105,6 +105,7 @@ class Simulator:
         self._sim_queries: dict[int, SimQuery] = {}
         self._reported: dict[str, Capacity] = {}
         self._open = 0  # queries arrived and not yet ended
+        self._arrivals_left = True
         self.outcomes: list[QueryOutcome] = []
         self.policy_changes: list[PolicyChanged] = []
         self.events = 0
@@ -117,6 +118,7 @@ class Simulator:
         sq = next(self._queries, None)
         if sq is not None:
             self._push(sq.query.arrival, ARRIVAL, sq)
+        self._arrivals_left = sq is not None
 
     def _schedule(self, eng: SimEngine) -> None:
         wake = eng.wake
@@ -160,7 +162,7 @@ class Simulator:
                 self._feed([payload], t)  # type: ignore[list-item]
             elif kind == TICK:
                 self._feed([Tick(t)], t)
-                if self._open or any(k == ARRIVAL for _, _, k, _ in heap):
+                if self._open or self._arrivals_left:
                     self._push(t + self._tick_s, TICK, None)  # type: ignore[operator]
         assert self._open == 0, f"{self._open} queries never ended"
         makespan = self.now

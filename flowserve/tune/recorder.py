@@ -21,15 +21,11 @@ from typing import Any
 
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment, Step
-from flowserve.graph.program import Expectation
 from flowserve.tune.segments import BlockIds, prompt_segments
 from flowserve.types import CallFailed, CallFinished, Event, InstanceDown, OpFinished, QueryArrived
 from flowserve.view import ClusterView, QueryState
-from flowserve.workloads import text2sql
 from flowserve.workloads.base import QuerySpec, Workload
-
-# Workflows whose expected-remaining model the replay knows (their programs use it live).
-EXPECTATIONS: dict[str, Expectation] = {text2sql.WORKFLOW: text2sql.expected_remaining}
+from flowserve.workloads.trace import expectations_for
 
 
 @dataclass
@@ -196,8 +192,7 @@ class TraceRecorder:
             deadlines.append(rec.deadline_s)
         if not specs:
             return None
-        expectations = {wf: EXPECTATIONS[wf] for wf in {s.plan.workflow for s in specs} if wf in EXPECTATIONS}
-        wl = Workload(f"window[{start:.0f},{end:.0f})", tuple(specs), expectations, priors)
+        wl = Workload(f"window[{start:.0f},{end:.0f})", tuple(specs), expectations_for(specs), priors)
         return ReplayTrace(wl, tuple(deadlines), start, end, unfinished)
 
     def _step_item(self, it: _Item, workflow: str, view: ClusterView, now: float) -> CallStep | OpStep:

@@ -13,8 +13,16 @@ from typing import Any
 
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, QueryPlan, Segment
+from flowserve.graph.program import Expectation
 from flowserve.workloads import text2sql
 from flowserve.workloads.base import QuerySpec, Workload
+
+# Workflows whose expected-remaining-calls model is known, for replays of recorded traces.
+EXPECTATIONS: dict[str, Expectation] = {text2sql.WORKFLOW: text2sql.expected_remaining}
+
+
+def expectations_for(specs: Iterable[QuerySpec]) -> dict[str, Expectation]:
+    return {wf: EXPECTATIONS[wf] for wf in {q.plan.workflow for q in specs} if wf in EXPECTATIONS}
 
 
 def _item(x: CallStep | OpStep) -> dict[str, Any]:
@@ -89,8 +97,5 @@ def read_trace(path: str | Path) -> Workload:
     if not specs:
         raise ConfigError(f"trace {str(path)!r} holds no queries")
     specs.sort(key=lambda q: q.arrival)
-    expectations = {}
-    if any(q.plan.workflow == text2sql.WORKFLOW for q in specs):
-        expectations[text2sql.WORKFLOW] = text2sql.expected_remaining
-    return Workload(f"trace:{Path(path).stem}", tuple(specs), expectations,
+    return Workload(f"trace:{Path(path).stem}", tuple(specs), expectations_for(specs),
                     text2sql.output_priors())
