@@ -223,7 +223,7 @@ def calibrate(
 ) -> None:
     """Compare the synthetic text2sql generator with the real CHESS traces."""
     with user_errors():
-        from flowserve.workloads.calibrate import calibration_report
+        from flowserve.calibrate.traces import calibration_report
 
         report, table = calibration_report(queries)
         console.print(table, highlight=False)
@@ -239,7 +239,7 @@ def engines_build(
 ) -> None:
     """Build llama-server from the llama-cpp-python sdist (cached) and print its path."""
     with user_errors():
-        from flowserve.live.llamacpp import DEFAULT_VERSION, ensure_llama_server
+        from flowserve.engines.llamacpp import DEFAULT_VERSION, ensure_llama_server
 
         path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
         console.print(str(path), highlight=False, soft_wrap=True)
@@ -255,7 +255,7 @@ def engines_tiny_model(
 ) -> None:
     """Write the tiny random-weight Llama used by tests and benchmarks."""
     with user_errors():
-        from flowserve.live.tinymodel import TinyLlamaConfig, write_tiny_llama
+        from flowserve.engines.tinymodel import TinyLlamaConfig, write_tiny_llama
 
         model = write_tiny_llama(out, TinyLlamaConfig(seed=seed, n_layer=layers, n_embd=embd))
         console.print(f"{model.gguf} ({model.gguf.stat().st_size / 1e6:.1f} MB, vocabulary {model.vocab_size}); "
@@ -282,9 +282,9 @@ def profile(
     with user_errors():
         import asyncio
 
+        from flowserve.calibrate.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
+        from flowserve.engines.client import EngineClient
         from flowserve.errors import ConfigError
-        from flowserve.live.client import EngineClient
-        from flowserve.live.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
 
         if engine not in ("auto", "llamacpp", "vllm", "sglang", "openai"):
             raise ConfigError(f"--engine: expected auto, llamacpp, vllm, sglang or openai, got {engine!r}")
@@ -333,8 +333,8 @@ def serve(
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
-        from flowserve.live.server import serve as run_server
-        from flowserve.live.settings import load_serve_config
+        from flowserve.gateway.server import serve as run_server
+        from flowserve.gateway.settings import load_serve_config
 
         run_server(load_serve_config(config), host, port, log_level)
 
@@ -358,8 +358,8 @@ def validate(
         import asyncio
 
         from flowserve.bench.report import write_json
+        from flowserve.calibrate.validate import validate_engine
         from flowserve.config import parse_sets
-        from flowserve.live.validate import validate_engine
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
 
@@ -396,7 +396,7 @@ def bench_live(
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
     with simulated engines, and `validate` against llama-server."""
     with user_errors():
-        from flowserve.live.bench import run_live_bench
+        from flowserve.bench.live import run_live_bench
 
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
                        overhead_requests, {p.strip() for p in parts.split(",")})

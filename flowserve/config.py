@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -27,11 +24,8 @@ from flowserve.errors import ConfigError
 from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
+from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types import EngineParams, InstanceSpec
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ModelArch(Strict):
@@ -133,42 +127,6 @@ class ClusterConfig(Strict):
         return tuple(out)
 
 
-def _format(err: ValidationError, source: str) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "extra_forbidden":
-            msg = "unknown field"
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
-    return f"{source}: " + "; ".join(parts[:3]) + more
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def validate(model: type[M], data: Any, source: str) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(_format(e, source)) from None
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read {str(path)!r}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
 def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
     """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
@@ -195,15 +153,6 @@ def _profiles_relative_to(data: dict[str, Any], base: Path) -> dict[str, Any]:
              if isinstance(i, dict) and isinstance(i.get("profile"), str) and not Path(i["profile"]).is_absolute()
              else i for i in instances]
     return {**data, "instances": fixed}
-
-
-def load_mapping(ref: str, builtins: Mapping[str, Mapping[str, Any]], what: str) -> tuple[dict[str, Any], str]:
-    if Path(ref).exists():
-        return read_yaml(ref), ref
-    if ref in builtins:
-        return dict(builtins[ref]), f"{what} {ref!r}"
-    raise ConfigError(f"{what} {ref!r} is neither a file nor a built-in name "
-                      f"({', '.join(builtins)})")
 
 
 def parse_sets(items: list[str] | None) -> dict[str, dict[str, Any]]:

@@ -18,7 +18,7 @@ from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.errors import FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
-from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types import (
     CallFailed,
@@ -65,13 +65,6 @@ class CallRecord:
     finished: float
     preemptions: int
     attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceProfile:
-    cost: CostModel
-    max_context: int | None
-    kv_capacity: int | None = None  # KV cache tokens, where known
 
 
 class SchedulerCore:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flowserve.live.llamacpp import LlamaServer, ensure_llama_server
-from flowserve.live.tinymodel import TinyModel, write_tiny_llama
+from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server
+from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,10 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from flowserve.cluster import instance_profile
 from flowserve.core import SchedulerCore
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.profiles.instance import instance_profile
 from flowserve.types import (
     CallFinished,
     InstanceSpec,

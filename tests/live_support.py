@@ -7,11 +7,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from flowserve.live.backend import CallOutcome, CallPayload, EngineError, payload_of
-from flowserve.live.driver import LiveDriver
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.tinymodel import TinyModel
-from flowserve.live.workflows import SingleCall
+from flowserve.apps.registry import SingleCall
+from flowserve.engines.backend import CallOutcome, CallPayload, EngineError, payload_of
+from flowserve.engines.tinymodel import TinyModel
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.types import InstanceSpec, LLMCall
 

@@ -6,8 +6,8 @@ import httpx
 import numpy as np
 import pytest
 
-from flowserve.live.client import EngineClient, EngineError, LocalTokenizer, make_tokenizer, retryable_status
-from flowserve.live.llamacpp import free_port
+from flowserve.engines.client import EngineClient, EngineError, LocalTokenizer, make_tokenizer, retryable_status
+from flowserve.engines.llamacpp import free_port
 
 
 def run(coro):

@@ -3,12 +3,12 @@ import yaml
 from typer.testing import CliRunner
 
 from flowserve.cli import app
-from flowserve.cluster import instance_profile, kv_capacity, roofline_for
 from flowserve.config import load_cluster
 from flowserve.errors import ConfigError
 from flowserve.profiles.cost_model import RooflineCostModel
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.hardware import get_gpu
+from flowserve.profiles.instance import instance_profile, kv_capacity, roofline_for
 from flowserve.profiles.models import ModelSpec
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.workloads import load_workload

@@ -105,7 +105,7 @@ def test_malformed_profiles_are_config_errors(tmp_path):
 
 
 def test_request_overhead_is_the_median_residual_and_never_negative():
-    from flowserve.live.profiler import request_overhead
+    from flowserve.calibrate.profiler import request_overhead
     from flowserve.profiles.fitted import FittedCostModel
 
     model = FittedCostModel("m", (1e-3, 0.0, 1e-5, 0.0, 1e-4, 0.0), 8192, 10**5, 4)

@@ -12,9 +12,9 @@ import openai
 import pytest
 from live_support import MODEL, ScriptedBackend, ext_spec
 
-from flowserve.live.gateway import create_app
-from flowserve.live.server import BackgroundServer
-from flowserve.live.settings import ServeConfig, serve_config
+from flowserve.gateway.app import create_app
+from flowserve.gateway.server import BackgroundServer
+from flowserve.gateway.settings import ServeConfig, serve_config
 
 KEY = "sk-test-key"
 AUTH = {"authorization": f"Bearer {KEY}"}

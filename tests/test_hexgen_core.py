@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.cluster import instance_profile
 from flowserve.core import SchedulerCore
 from flowserve.graph.plan import CallStep, Materializer, QueryPlan, Segment
 from flowserve.graph.program import StagedProgram
 from flowserve.policies import queue_factory
 from flowserve.policies.hexgen import HexgenWB
+from flowserve.profiles.instance import instance_profile
 from flowserve.types import CallFinished, InstanceSpec, Query, QueryArrived, QueryDone, SendCall
 
 MODEL = "llama-3.1-70b"

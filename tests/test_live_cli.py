@@ -9,10 +9,10 @@ import yaml
 from live_support import tiny_profile
 from typer.testing import CliRunner
 
+from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.cli import app
-from flowserve.live.bench_workload import shared_prefix_workload
-from flowserve.live.llamacpp import LlamaServer, free_port
-from flowserve.live.tinymodel import TinyModel
+from flowserve.engines.llamacpp import LlamaServer, free_port
+from flowserve.engines.tinymodel import TinyModel
 from flowserve.workloads.trace import write_trace
 
 

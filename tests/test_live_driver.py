@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver, sim_spec, single
 
-from flowserve.live.backend import EngineError
-from flowserve.live.driver import LiveDriver
-from flowserve.live.query import Rejected
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.simbackend import placeholder_text
+from flowserve.engines.backend import EngineError
+from flowserve.engines.simbackend import placeholder_text
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.query import Rejected
+from flowserve.gateway.settings import GatewaySettings
 
 
 def test_sim_instances_answer_single_calls_through_the_core() -> None:

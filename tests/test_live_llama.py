@@ -14,11 +14,11 @@ import openai
 import pytest
 from live_support import tiny_profile
 
-from flowserve.live.gateway import create_app
-from flowserve.live.llamacpp import LlamaServer
-from flowserve.live.server import BackgroundServer
-from flowserve.live.settings import load_serve_config
-from flowserve.live.tinymodel import TinyModel
+from flowserve.engines.llamacpp import LlamaServer
+from flowserve.engines.tinymodel import TinyModel
+from flowserve.gateway.app import create_app
+from flowserve.gateway.server import BackgroundServer
+from flowserve.gateway.settings import load_serve_config
 from flowserve.policies import DISPATCH_POLICIES
 
 KEY = "sk-llama"

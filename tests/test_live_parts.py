@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from flowserve.apps.sqlite_demo import create_demo_db
+from flowserve.apps.text2sql import extract_sql, read_schema
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.engines.scaled_cost import ScaledCost
+from flowserve.engines.tokenizer import WordTokenizer, render_chat_plain
 from flowserve.errors import ConfigError
-from flowserve.live.breaker import CircuitBreaker, backoff_delay
-from flowserve.live.cache_estimate import CacheEstimate
-from flowserve.live.scaled_cost import ScaledCost
-from flowserve.live.settings import serve_config
-from flowserve.live.sqlite_demo import create_demo_db
-from flowserve.live.text2sql_sqlite import extract_sql, read_schema
-from flowserve.live.tokenizer import WordTokenizer, render_chat_plain
-from flowserve.live.tools import ToolError, run_sql
+from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
+from flowserve.gateway.settings import serve_config
+from flowserve.gateway.tools import ToolError, run_sql
 from flowserve.profiles.cost_model import cost_model_for
 
 

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pytest
 from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver, sim_spec, single
 
+from flowserve.apps.text2sql import TEXT2SQL
+from flowserve.engines.backend import payload_of
 from flowserve.errors import RequestError
-from flowserve.live.backend import payload_of
-from flowserve.live.driver import LiveDriver
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.text2sql_sqlite import TEXT2SQL
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.dispatch import RoundRobin
 from flowserve.types import Command, Event, InstanceSpec, JobFinished, LLMCall, PolicyChanged, RunJob, Tick

@@ -4,9 +4,9 @@ import threading
 import httpx
 import pytest
 
+from flowserve.engines import llamacpp
+from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server
 from flowserve.errors import FlowserveError
-from flowserve.live import llamacpp
-from flowserve.live.llamacpp import LlamaServer, ensure_llama_server
 
 
 def test_server_is_healthy_on_localhost_and_reports_its_slots(llama_server):

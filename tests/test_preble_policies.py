@@ -8,7 +8,6 @@ import math
 import pytest
 
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.cluster import instance_profile
 from flowserve.core import SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
@@ -25,6 +24,7 @@ from flowserve.policies.preble_costs import (
     should_exploit,
 )
 from flowserve.profiles.cost_model import cost_model_for
+from flowserve.profiles.instance import instance_profile
 from flowserve.types import CallFinished, EngineParams, InstanceSpec, LLMCall
 from flowserve.view import CallState
 

@@ -4,10 +4,10 @@ import json
 import yaml
 from typer.testing import CliRunner
 
+from flowserve.calibrate.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
 from flowserve.cli import app
-from flowserve.live.client import EngineClient
-from flowserve.live.llamacpp import free_port
-from flowserve.live.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
+from flowserve.engines.client import EngineClient
+from flowserve.engines.llamacpp import free_port
 from flowserve.profiles.fitted import load_profile
 
 

@@ -1,9 +1,9 @@
 import gguf
 import pytest
 
+from flowserve.engines.client import LocalTokenizer
+from flowserve.engines.tinymodel import TinyLlamaConfig, corpus, write_tiny_llama
 from flowserve.errors import ConfigError
-from flowserve.live.client import LocalTokenizer
-from flowserve.live.tinymodel import TinyLlamaConfig, corpus, write_tiny_llama
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):

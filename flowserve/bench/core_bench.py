@@ -16,13 +16,13 @@ from typing import Any
 
 from rich.console import Console
 
+from flowserve.apps.registry import SingleCall
 from flowserve.bench.report import markdown_table, write_json
-from flowserve.cluster import instance_profile
 from flowserve.config import load_cluster
 from flowserve.core import SchedulerCore
-from flowserve.live.backend import CallPayload
-from flowserve.live.workflows import SingleCall
+from flowserve.engines.backend import CallPayload
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types import InstanceCapacity, InstanceSpec, Query, QueryArrived
 from flowserve.workloads import load_workload

@@ -22,11 +22,11 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.bench.report import markdown_table, write_json
-from flowserve.cluster import instance_profile
 from flowserve.config import load_cluster
 from flowserve.core import SchedulerCore
 from flowserve.graph.plan import Materializer, Segment
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.profiles.instance import instance_profile
 from flowserve.types import LLMCall
 from flowserve.view import CallState
 

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
 from flowserve.profiles.cost_model import IterationCostModel, prefill_attended
+from flowserve.schema import read_yaml, validate
 
 COEFFICIENTS = ("c0", "c_prefill", "c_prefill_token", "c_attended", "c_decode_seq", "c_decode_context")
 FORMAT_VERSION = 1
@@ -165,8 +166,6 @@ class FittedCostModel(IterationCostModel):
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "profile") -> FittedCostModel:
-        from flowserve.config import validate  # config imports the cluster, which uses profiles
-
         p = validate(_ProfileFile, data, source)
         quality = None
         if p.fit is not None:
@@ -179,8 +178,6 @@ class FittedCostModel(IterationCostModel):
 
 def load_profile(path: str | Path) -> FittedCostModel:
     """Read a profile YAML; a malformed one raises ConfigError naming the file and field."""
-    from flowserve.config import read_yaml
-
     return FittedCostModel.from_dict(read_yaml(path), str(path))
 
 

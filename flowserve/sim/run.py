@@ -6,13 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.cluster import instance_profile, kv_capacity, max_context, roofline_for
-from flowserve.core import InstanceProfile, SchedulerCore
+from flowserve.core import SchedulerCore
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Materializer, standalone_latency
 from flowserve.graph.program import program_for
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator

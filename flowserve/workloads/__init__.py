@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from flowserve.config import Strict, load_mapping, validate
 from flowserve.errors import ConfigError
+from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig

@@ -17,11 +17,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from flowserve.config import Strict
 from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
 from flowserve.graph.runtime import topological_order
+from flowserve.schema import Strict
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 

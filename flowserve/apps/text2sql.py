@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from flowserve.apps.registry import LiveProgram, TextProgram, WorkflowDef
+from flowserve.apps.sqlite_demo import create_demo_db
 from flowserve.errors import ConfigError, RequestError
 from flowserve.graph.nodes import CallEstimate, Node
-from flowserve.live.sqlite_demo import create_demo_db
-from flowserve.live.workflows import LiveProgram, TextProgram, WorkflowDef
 
 CAND, REVISE, EXEC = "generate_candidate", "revise", "execute_sql"
 _FENCE = re.compile(r"```(?:sql|sqlite)?\s*(.*?)```", re.S | re.I)

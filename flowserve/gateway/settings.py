@@ -19,9 +19,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from flowserve.config import ClusterConfig, Strict, _profiles_relative_to, read_yaml, validate
+from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types import InstanceSpec
 
 

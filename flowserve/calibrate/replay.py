@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from flowserve.engines.backend import CallPayload
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.query import QueryResult, Rejected
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult
 from flowserve.graph.plan import Segment
 from flowserve.graph.program import StagedProgram
-from flowserve.live.backend import CallPayload
-from flowserve.live.driver import LiveDriver
-from flowserve.live.query import QueryResult, Rejected
 from flowserve.types import Tokens
 from flowserve.workloads.base import Workload
 

@@ -2,7 +2,7 @@
 
 The router needs the ids the engine will see, so for a real engine the gateway asks the
 engine itself (`/tokenize`, and its chat template for chat requests; see
-`flowserve.live.openai_backend`) and then sends the ids as the prompt: the index and the
+`flowserve.engines.openai_backend`) and then sends the ids as the prompt: the index and the
 engine's cache see exactly the same tokens. Simulated engines have no vocabulary; they
 get `WordTokenizer`, a deterministic word-level hash that keeps shared text prefixes
 shared token prefixes.

@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowserve.live.backend import CallOutcome, payload_of
-from flowserve.live.client import EngineClient, EngineError, EngineKind, make_tokenizer
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.tokenizer import render_chat_plain
+from flowserve.engines.backend import CallOutcome, payload_of
+from flowserve.engines.client import EngineClient, EngineError, EngineKind, make_tokenizer
+from flowserve.engines.tokenizer import render_chat_plain
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.types import InstanceSpec, LLMCall
 
 
 class EngineTokens:
-    """The router's tokenizer for this instance's model (see `flowserve.live.tokenizer`)."""
+    """The router's tokenizer for this instance's model (see `flowserve.engines.tokenizer`)."""
 
     def __init__(self, backend: OpenAIBackend, tokenizer_json: str | None) -> None:
         self._backend = backend

@@ -9,8 +9,8 @@ from typing import Any
 
 import uvicorn
 
-from flowserve.live.gateway import create_app
-from flowserve.live.settings import ServeConfig
+from flowserve.gateway.app import create_app
+from flowserve.gateway.settings import ServeConfig
 
 
 def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:

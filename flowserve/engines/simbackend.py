@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from flowserve.live.backend import CallOutcome, Emit, EngineError
+from flowserve.engines.backend import CallOutcome, Emit, EngineError
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.engine import Capacity, SimEngine
 from flowserve.types import CallFailed, CallFinished, InstanceCapacity, InstanceSpec, LLMCall, PrefixEvicted

@@ -9,7 +9,7 @@ task takes the items one at a time, stamps them with the driver's clock
   retryable errors, the instance's circuit breaker; on final failure `CallFailed`, and
   the core re-dispatches — nothing here chooses an instance);
 * CancelCall → cancel that task (the engine request is aborted);
-* RunOp → a tool task (`flowserve.live.tools`) → OpFinished;
+* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished;
 * QueryDone / QueryFailed → resolve the client's future (every accepted query gets one);
 * PolicyChanged → log + metrics; RunJob → a worker (process or thread pool) → JobFinished.
 
@@ -32,21 +32,21 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.cluster import instance_profile, kv_capacity, roofline_for
-from flowserve.core import InstanceProfile, SchedulerCore
-from flowserve.live.backend import Backend, CallOutcome, EngineError, payload_of
-from flowserve.live.breaker import CircuitBreaker, backoff_delay
-from flowserve.live.cache_estimate import CacheEstimate
-from flowserve.live.jobs import JobRunner
-from flowserve.live.metrics import CoreCollector, GatewayMetrics
-from flowserve.live.query import CallReport, QueryHandle, QueryResult, Rejected
-from flowserve.live.scaled_cost import ScaledCost
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.simbackend import SimBackend
-from flowserve.live.tokenizer import Tokenizer, WordTokenizer
-from flowserve.live.tools import ToolError, ToolRunner
-from flowserve.live.workflows import LiveProgram
+from flowserve.apps.registry import LiveProgram
+from flowserve.core import SchedulerCore
+from flowserve.engines.backend import Backend, CallOutcome, EngineError, payload_of
+from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.engines.scaled_cost import ScaledCost
+from flowserve.engines.simbackend import SimBackend
+from flowserve.engines.tokenizer import Tokenizer, WordTokenizer
+from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
+from flowserve.gateway.jobs import JobRunner
+from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
+from flowserve.gateway.query import CallReport, QueryHandle, QueryResult, Rejected
+from flowserve.gateway.settings import GatewaySettings
+from flowserve.gateway.tools import ToolError, ToolRunner
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types import (
     CallFailed,
@@ -71,7 +71,7 @@ from flowserve.types import (
     ToolOp,
 )
 
-log = logging.getLogger("flowserve.live")
+log = logging.getLogger("flowserve.gateway")
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 DEFAULT_CACHE_TOKENS = 16_384
 
@@ -637,7 +637,7 @@ def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
     if spec.backend == "sim":
         return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.emit,
                           driver.clock, report_evictions=driver.core.prefix_index is not None)
-    from flowserve.live.openai_backend import OpenAIBackend
+    from flowserve.engines.openai_backend import OpenAIBackend
 
     return OpenAIBackend(spec, s)
 

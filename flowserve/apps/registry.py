@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from flowserve.engines.backend import CallPayload
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
-from flowserve.live.backend import CallPayload
 
 TOKENIZE = "tokenize"
 
@@ -125,6 +125,6 @@ class WorkflowDef:
 
 
 def builtin_workflows() -> dict[str, WorkflowDef]:
-    from flowserve.live.text2sql_sqlite import TEXT2SQL
+    from flowserve.apps.text2sql import TEXT2SQL
 
     return {w.name: w for w in (TEXT2SQL,)}

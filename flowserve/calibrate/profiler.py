@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from flowserve.engines.client import EngineClient
 from flowserve.errors import FlowserveError
-from flowserve.live.client import EngineClient
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features, prefill_features
 
 LLAMA_CPP_FA_TILE_Q = 64  # ggml-cpu: flash attention is tiled from this many query rows

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from flowserve.config import InstanceConfig, validate
+from flowserve.calibrate.replay import TokenMaterializer, hit_rate, replay_live
+from flowserve.config import InstanceConfig
+from flowserve.engines.client import EngineClient
 from flowserve.errors import ConfigError
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.plan import Segment
-from flowserve.live.client import EngineClient
-from flowserve.live.driver import LiveDriver
-from flowserve.live.replay import TokenMaterializer, hit_rate, replay_live
-from flowserve.live.settings import GatewaySettings
+from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, check_fits, simulate
 from flowserve.types import InstanceSpec
 from flowserve.workloads.base import Workload

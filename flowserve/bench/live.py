@@ -34,17 +34,17 @@ import numpy as np
 import yaml
 from rich.console import Console
 
+from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.bench.report import markdown_table, ratio, write_json
+from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
+from flowserve.calibrate.replay import hit_rate, replay_live
+from flowserve.calibrate.validate import engine_instance, validate_engine
+from flowserve.engines.client import EngineClient
+from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server, free_port
+from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.errors import FlowserveError
-from flowserve.live.bench_workload import shared_prefix_workload
-from flowserve.live.client import EngineClient
-from flowserve.live.driver import LiveDriver
-from flowserve.live.llamacpp import LlamaServer, ensure_llama_server, free_port
-from flowserve.live.profiler import ProfileSettings, engine_facts, profile_engine
-from flowserve.live.replay import hit_rate, replay_live
-from flowserve.live.settings import GatewaySettings
-from flowserve.live.tinymodel import write_tiny_llama
-from flowserve.live.validate import engine_instance, validate_engine
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.sim.run import PolicySpec, simulate
 
 OUT = Path("out/bench-live")
@@ -136,7 +136,7 @@ def overhead_bench(n: int, console: Console) -> dict[str, Any]:
     gw_port, bare_port = free_port(), free_port()
     gw_cmd = [sys.executable, "-c", "from flowserve.cli import main; main()", "serve", "--config", str(cfg),
               "--port", str(gw_port), "--log-level", "warning"]
-    bare_cmd = [sys.executable, "-m", "uvicorn", "--factory", "flowserve.live.bench:bare_app", "--port",
+    bare_cmd = [sys.executable, "-m", "uvicorn", "--factory", "flowserve.bench.live:bare_app", "--port",
                 str(bare_port), "--log-level", "warning"]
     out: dict[str, Any] = {}
     with _process(gw_cmd, gw_port, OUT / "gateway.log") as gw, _process(bare_cmd, bare_port, OUT / "bare.log") as bare:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from flowserve.live.client import EngineError
+from flowserve.engines.client import EngineError
 from flowserve.types import Event, InstanceSpec, LLMCall
 
 __all__ = ["Backend", "CallOutcome", "CallPayload", "Emit", "EngineError", "TokenSink", "payload_of"]

@@ -25,11 +25,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowserve.config import InstanceConfig, validate
+from flowserve.apps.registry import SingleCall, WorkflowDef, builtin_workflows
+from flowserve.config import InstanceConfig
+from flowserve.engines.backend import CallPayload, TokenSink
+from flowserve.engines.tokenizer import message_text
 from flowserve.errors import ConfigError, FlowserveError, RequestError
-from flowserve.live.backend import CallPayload, TokenSink
-from flowserve.live.driver import BackendFactory, LiveDriver
-from flowserve.live.openai_api import (
+from flowserve.gateway.driver import BackendFactory, LiveDriver
+from flowserve.gateway.openai_api import (
     APIError,
     ChatRequest,
     CompletionRequest,
@@ -42,10 +44,9 @@ from flowserve.live.openai_api import (
     sse,
     usage,
 )
-from flowserve.live.query import QueryHandle, QueryResult, Rejected
-from flowserve.live.settings import ServeConfig
-from flowserve.live.tokenizer import message_text
-from flowserve.live.workflows import SingleCall, WorkflowDef, builtin_workflows
+from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.settings import ServeConfig
+from flowserve.schema import validate
 
 _END = object()
 

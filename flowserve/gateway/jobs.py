@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from flowserve.types import JobFinished, RunJob
 
-log = logging.getLogger("flowserve.live")
+log = logging.getLogger("flowserve.gateway")
 
 
 class JobRunner:

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.live.workflows import LiveProgram
+from flowserve.apps.registry import LiveProgram
 
 
 class Rejected(Exception):

@@ -1,1 +1,0 @@
-"""The live driver's IO side: engine processes, engine clients, profiling."""
