@@ -8,7 +8,7 @@ from flowserve.types import EngineParams, InstanceSpec
 def _instances(model: str, tp: int, layout: list[tuple[str, str]],
                engine: EngineParams | None = None) -> tuple[InstanceSpec, ...]:
     eng = engine or EngineParams()
-    return tuple(InstanceSpec(name, gpu, model, tp, engine=eng) for name, gpu in layout)
+    return tuple(InstanceSpec(name, gpu, model, tp, engine=eng, reports_capacity=True) for name, gpu in layout)
 
 
 # SPEC §4: Hexgen's clusters serve Llama-3.1-70B with TP 8 per instance; Preble's two.

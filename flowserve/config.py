@@ -111,7 +111,8 @@ class InstanceConfig(Strict):
         engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching)
         names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
         return [InstanceSpec(n, gpu, model, self.tp, inflight, engine, self.backend, self.url,
-                             model_spec=arch, profile=prof) for n in names]
+                             reports_capacity=self.backend == "sim", model_spec=arch, profile=prof)
+                for n in names]
 
 
 class ClusterConfig(Strict):

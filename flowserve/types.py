@@ -6,12 +6,14 @@ the simulator, monotonic time in the live gateway); the core never reads a clock
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from flowserve.graph.program import WorkflowProgram
+    from flowserve.graph.nodes import NodeResult
+    from flowserve.graph.prompt import Prompt
+    from flowserve.graph.workflow import Workflow
     from flowserve.profiles.fitted import FittedCostModel
     from flowserve.profiles.models import ModelSpec
 
@@ -36,10 +38,7 @@ class LLMCall:
     model: str | None = None  # None: any instance may serve it
     tenant: str = "default"
     priority: int = 0
-    # Ground truth for simulated engines only; policies must use `predicted_output`.
-    sim_output: int | None = None
-    # Driver-specific request body (live: the OpenAI request); opaque to the core.
-    payload: Any = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters, passed through
 
     @property
     def input_tokens(self) -> int:
@@ -56,18 +55,17 @@ class ToolOp:
     stage: str
     op: str
     args: Mapping[str, Any] = field(default_factory=dict)
-    sim_duration: float = 0.0
-    sim_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One end-to-end application request. `program` is the query's own workflow logic."""
+    """One end-to-end application request. `workflow` names it (metrics, predictors);
+    `program` is its own workflow object (`flowserve.graph.workflow.Workflow`)."""
 
     id: int
     arrival: float
     workflow: str
-    program: WorkflowProgram
+    program: Workflow
     deadline: float | None = None  # absolute time on the events' clock
     tenant: str = "default"
     priority: int = 0
@@ -94,6 +92,9 @@ class InstanceSpec:
     engine: EngineParams = field(default_factory=EngineParams)
     backend: Literal["sim", "openai"] = "sim"
     url: str | None = None
+    # The driver reports the engine's admission state (InstanceCapacity) after each change;
+    # otherwise the core releases up to `max_inflight` calls.
+    reports_capacity: bool = False
     # A model outside the catalog: its declared architecture (for the roofline) and/or a
     # fitted profile (`flowserve profile`), which then replaces the roofline.
     model_spec: ModelSpec | None = None
@@ -119,7 +120,9 @@ class CallFinished:
     started: float | None = None  # when the engine began the call (first scheduled)
     first_token: float | None = None
     preemptions: int = 0
-    text: str | None = None
+    text: str | None = None  # the answer (live engines)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0  # as the engine counted them (0: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ class OpFinished:
     op_id: int
     error: str | None = None
     result: Any = None
+    output_tokens: int = 0  # modelled size of the result (simulated tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +187,16 @@ class Tick:
 
 
 @dataclass(frozen=True, slots=True)
+class Tokenized:
+    """The driver tokenized a call's prompt (answer to `Tokenize`)."""
+
+    time: float
+    call_id: int
+    tokens: Tokens | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobFinished:
     """A `RunJob` the driver ran (off the event path) has finished."""
 
@@ -202,6 +216,7 @@ Event = (
     | InstanceCapacity
     | PrefixEvicted
     | Tick
+    | Tokenized
     | JobFinished
 )
 
@@ -227,12 +242,24 @@ class RunOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Tokenize:
+    """Ask the driver for the token ids of a prompt it must tokenize itself (text parts
+    without a tokenizer the core can call): answer with `Tokenized`."""
+
+    call_id: int
+    query_id: int
+    prompt: Prompt
+    model: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class QueryDone:
     query_id: int
     time: float
     latency: float
     deadline_met: bool | None
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    output: Mapping[str, Any] = field(default_factory=dict)  # the workflow's answer
+    results: Mapping[str, NodeResult] = field(default_factory=dict)  # every node's, by key
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,13 +280,13 @@ class PolicyChanged:
 
 @dataclass(frozen=True, slots=True)
 class RunJob:
-    """Ask the driver to run a pure CPU job, e.g. an α sweep in the simulator, and answer
-    with JobFinished. The simulator runs it at once; the live gateway in a worker, so
-    serving never waits for it."""
+    """Ask the driver to run a pure CPU job by name (its registry maps names to functions,
+    e.g. "alpha_sweep"), with plain-data arguments, and answer with JobFinished. The
+    simulator runs it at once; the live gateway in a worker, so serving never waits."""
 
     job_id: int
-    fn: Callable[..., Any]
+    name: str
     args: tuple[Any, ...] = ()
 
 
-Command = SendCall | CancelCall | RunOp | QueryDone | QueryFailed | PolicyChanged | RunJob
+Command = SendCall | CancelCall | RunOp | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob

@@ -21,10 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowserve.apps.registry import LiveProgram, TextProgram, WorkflowDef
+from flowserve.apps.base import WorkflowDef
 from flowserve.apps.sqlite_demo import create_demo_db
 from flowserve.errors import ConfigError, RequestError
-from flowserve.graph.nodes import CallEstimate, Node
+from flowserve.graph.nodes import CallEstimate, NodeResult
+from flowserve.graph.prompt import Out
+from flowserve.graph.workflow import Graph, Workflow
 
 CAND, REVISE, EXEC = "generate_candidate", "revise", "execute_sql"
 _FENCE = re.compile(r"```(?:sql|sqlite)?\s*(.*?)```", re.S | re.I)
@@ -69,56 +71,62 @@ def candidate_prompt(schema: str, question: str) -> str:
             "Write one SQLite query that answers the question. Answer with the SQL only.\n\n### SQL\n")
 
 
-def revise_prompt(schema: str, question: str, sql: str, error: str) -> str:
-    return (header(schema) + f"### Question\n{question}\n\n### Failed SQL\n{sql}\n\n### Error\n{error}\n\n"
-            "Fix the query. Answer with the corrected SQL only.\n\n### Corrected SQL\n")
+def revise_prompt(schema: str, question: str, sql: str | Out, error: str) -> list[str | Out]:
+    return [header(schema) + f"### Question\n{question}\n\n### Failed SQL\n", sql,
+            f"\n\n### Error\n{error}\n\nFix the query. Answer with the corrected SQL only.\n\n### Corrected SQL\n"]
 
 
-class Text2SQLProgram(TextProgram):
+class Text2SQL(Workflow):
+    name = "text2sql"
+
     def __init__(self, question: str, db: str, path: str, schema: str, candidates: int,
                  max_rounds: int, max_tokens: int, model: str | None) -> None:
-        super().__init__(model)
         self.question, self.db, self.path, self.schema = question, db, path, schema
         self.candidates, self.max_rounds, self.max_tokens = candidates, max_rounds, max_tokens
+        self.model = model
         self.sql: dict[str, str] = {}
         self.errors: dict[str, str] = {}
         self.result: dict[str, Any] | None = None
         self.final: str | None = None  # the step whose SQL ran
         self.rounds = 0
+        self.llm_calls = 0
         self._cand_left = candidates
 
-    def begin(self) -> Sequence[Node]:
-        return [self.llm(f"cand{i}", CAND, candidate_prompt(self.schema, self.question), self.max_tokens,
-                         {"temperature": 0.0 if i == 0 else 0.8, "seed": i})
-                for i in range(self.candidates)]
+    def start(self, g: Graph) -> None:
+        for i in range(self.candidates):
+            self._llm(g, f"cand{i}", CAND, candidate_prompt(self.schema, self.question),
+                      {"temperature": 0.0 if i == 0 else 0.8, "seed": i})
 
-    def on_text(self, key: str, text: str) -> Sequence[Node]:
-        sql = extract_sql(text)
-        self.sql[key] = sql
-        return [self.tool(f"{key}.exec", EXEC, "sql", database=self.path, sql=sql)]
+    def _llm(self, g: Graph, key: str, stage: str, prompt: Any, params: dict[str, Any]) -> None:
+        self.llm_calls += 1
+        g.llm(key, prompt, max_tokens=self.max_tokens, stage=stage, model=self.model, params=params)
 
-    def on_tool(self, key: str, result: Any, error: str | None) -> Sequence[Node]:
+    def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+        if not key.endswith(".exec"):  # an answer: run its SQL
+            self.sql[key] = extract_sql(result.text or "")
+            g.tool(f"{key}.exec", "sql", stage=EXEC, database=self.path, sql=self.sql[key])
+            return
         step = key.removesuffix(".exec")
-        if error is None:
+        if result.error is None:
             if self.final is None:
-                self.final, self.result = step, result
+                self.final, self.result = step, result.value
         else:
-            self.errors[step] = error
+            self.errors[step] = result.error
         if step.startswith("cand"):
             self._cand_left -= 1
-            if self._cand_left or self.final is not None:
-                return ()
-            return self._revise("cand0")
-        if self.final is None and self.rounds < self.max_rounds:
-            return self._revise(step)
-        return ()
+            if not self._cand_left and self.final is None:
+                self._revise(g, "cand0")
+        elif self.final is None and self.rounds < self.max_rounds:
+            self._revise(g, step)
 
-    def _revise(self, failed: str) -> Sequence[Node]:
+    def _revise(self, g: Graph, failed: str) -> None:
         if self.max_rounds == 0:
-            return ()
+            return
         self.rounds += 1
-        prompt = revise_prompt(self.schema, self.question, self.sql.get(failed, ""), self.errors[failed])
-        return [self.llm(f"rev{self.rounds}", REVISE, prompt, self.max_tokens, {"temperature": 0.0})]
+        # the failed SQL as text where the answer is known; modelled runs read the answer's tokens
+        sql = self.sql.get(failed) or Out(failed)
+        self._llm(g, f"rev{self.rounds}", REVISE,
+                  revise_prompt(self.schema, self.question, sql, self.errors[failed]), {"temperature": 0.0})
 
     def expected_remaining(self) -> Sequence[CallEstimate]:
         n_in = len(header(self.schema)) // 4 + 64  # ~4 characters a token
@@ -129,7 +137,7 @@ class Text2SQLProgram(TextProgram):
             out.append(CallEstimate(REVISE, n_in + 64, None, 1.0))
         return out
 
-    def output(self) -> dict[str, Any]:
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
         ok = self.final is not None
         last = self.final or (f"rev{self.rounds}" if self.rounds else "cand0")
         out: dict[str, Any] = {
@@ -173,7 +181,7 @@ def _int(value: Any, name: str, lo: int, err: type[Exception]) -> int:
     return value
 
 
-def build(inputs: Mapping[str, Any], settings: Mapping[str, Any], model: str | None) -> LiveProgram:
+def build(inputs: Mapping[str, Any], settings: Mapping[str, Any], model: str | None) -> Text2SQL:
     question = inputs.get("question")
     if not isinstance(question, str) or not question.strip():
         raise RequestError("text2sql: input 'question' (a non-empty string) is required")
@@ -185,7 +193,7 @@ def build(inputs: Mapping[str, Any], settings: Mapping[str, Any], model: str | N
                 settings["candidates"])
     rounds = min(_int(inputs.get("max_rounds", settings["max_rounds"]), "max_rounds", 0, RequestError),
                  settings["max_rounds"])
-    return Text2SQLProgram(question.strip(), db, dbs[db]["path"], dbs[db]["schema"], cands, rounds,
+    return Text2SQL(question.strip(), db, dbs[db]["path"], dbs[db]["schema"], cands, rounds,
                            settings["max_tokens"], model)
 
 

@@ -16,11 +16,10 @@ from typing import Any
 
 from rich.console import Console
 
-from flowserve.apps.registry import SingleCall
+from flowserve.apps.single import SingleCall
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
-from flowserve.core import SchedulerCore
-from flowserve.engines.backend import CallPayload
+from flowserve.core.scheduler import SchedulerCore
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
@@ -35,14 +34,13 @@ def dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dic
     for spec in cluster:  # every engine full: arrivals are dispatched and queued, not released
         core.handle(InstanceCapacity(0.0, spec.name, 0, 0, 0))
     prompts = [tuple(range(i * 7, i * 7 + 2048)) for i in range(64)]
-    queries = [Query(i, i * 1e-3, "chat", SingleCall("chat", prompts[i % 64], 64, None, CallPayload()))
-               for i in range(n)]
+    queries = [Query(i, i * 1e-3, "chat", SingleCall("chat", prompts[i % 64], 64, None)) for i in range(n)]
     t0 = time.perf_counter()
     for q in queries:
         core.handle(QueryArrived(q.arrival, q))
     end_to_end = n / (time.perf_counter() - t0)
-    cs = next(iter(core.calls.values()))
-    candidates = list(core.instances.values())
+    cs = next(iter(core.calls.tracked.values()))
+    candidates = list(core.calls.instances.values())
     choose = core.dispatch.choose
     t0 = time.perf_counter()
     for _ in range(n):

@@ -13,7 +13,7 @@ from flowserve.bench.experiment import DEFAULT_SLO_SCALES, evaluate
 from flowserve.bench.report import plot_attainment, policy_table, write_json
 from flowserve.config import load_cluster
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
-from flowserve.sim.run import PolicySpec, check_fits, standalone_times
+from flowserve.sim.run import PolicySpec, standalone_times
 from flowserve.workloads import load_workload
 
 
@@ -21,7 +21,6 @@ def run_demo(out: Path, queries: int, rate: float, console: Console,
              progress: Callable[[], Progress]) -> dict[str, Any]:
     cluster = load_cluster("hetero-1")
     wl = load_workload("text2sql", {"queries": queries, "rate": rate})
-    check_fits(wl, cluster)
     alone = standalone_times(wl, cluster)
     policies = [PolicySpec(d, q) for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
     summaries: dict[str, dict[str, Any]] = {}

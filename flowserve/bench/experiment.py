@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowserve.bench.metrics import min_slo_scale, slo_curve, stage_distribution, summarize
-from flowserve.sim.run import PolicySpec, check_fits, simulate, standalone_times
+from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
+from flowserve.tune.alpha import JOBS
 from flowserve.types import InstanceSpec
 from flowserve.workloads.base import Workload
 
@@ -27,18 +28,17 @@ def evaluate(
     Latency, throughput and call figures come from the run at the largest scale.
     """
     if standalone is None:
-        check_fits(workload, cluster)
         standalone = standalone_times(workload, cluster)
     scales = sorted(set(float(s) for s in scales))
     aware = policy.uses_deadline()
     runs: dict[float, SimResult] = {}
     if aware:
         for s in scales:
-            runs[s] = simulate(cluster, workload, policy, s, standalone)
+            runs[s] = simulate(cluster, workload, policy, s, standalone, jobs=JOBS)
             if progress:
                 progress()
     else:
-        result = simulate(cluster, workload, policy, None, standalone)
+        result = simulate(cluster, workload, policy, None, standalone, jobs=JOBS)
         runs = dict.fromkeys(scales, result)
         if progress:
             for _ in scales:

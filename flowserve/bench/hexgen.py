@@ -26,9 +26,10 @@ from flowserve.bench.report import write_json
 from flowserve.bench.scales import GRID, ScaleSearch
 from flowserve.config import load_cluster
 from flowserve.policies.hexgen import DEFAULT_ALPHA, DEFAULT_BETA, HexgenWB
-from flowserve.sim.run import PolicySpec, check_fits, simulate, standalone_times
+from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
-from flowserve.tune.alpha import SweepJob, sweep_alpha
+from flowserve.tune.alpha import JOBS, sweep_alpha
+from flowserve.tune.job import SweepJob
 from flowserve.types import InstanceSpec
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import Workload
@@ -115,7 +116,6 @@ class Setting:
 def make_setting(engine: str, cluster: str, workload: str, rate: float, queries: int, seed: int) -> Setting:
     specs = load_cluster(cluster, ENGINES[engine] or None)
     wl = load_workload(workload, {"rate": rate, "queries": queries, "seed": seed})
-    check_fits(wl, specs)
     return Setting(engine, cluster, workload, specs, wl, rate, standalone_times(wl, specs))
 
 
@@ -133,7 +133,7 @@ def run_policy(st: Setting, policy: PolicySpec, log: list | None = None,
         if log is not None and (scale is None or scale == top):
             disp = HexgenWB(**dict(policy.dispatch_params))
             disp.log = log
-        return simulate(st.specs, st.workload, policy, scale, st.standalone, dispatch=disp)
+        return simulate(st.specs, st.workload, policy, scale, st.standalone, dispatch=disp, jobs=JOBS)
 
     t0 = time.perf_counter()
     search = ScaleSearch(run, policy.uses_deadline())

@@ -42,6 +42,7 @@ from flowserve.calibrate.validate import engine_instance, validate_engine
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
+from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.errors import FlowserveError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
@@ -192,16 +193,18 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
             say(f"replaying {queries} queries under {policy}")
 
             async def go(policy: str = policy, salt: int = 100 + k) -> Any:
-                d = LiveDriver(specs, GatewaySettings(dispatch=policy), output_priors=dict(wl.output_priors))
+                d = LiveDriver(specs, GatewaySettings(dispatch=policy), output_priors=dict(wl.output_priors),
+                               segments=TokenMaterializer(900, salt))
                 await d.start()
                 try:
-                    return await replay_live(d, wl, vocab_size=900, salt=salt), d.instances()
+                    return await replay_live(d, wl), d.instances()
                 finally:
                     await d.shutdown()
 
             outcomes, insts = asyncio.run(go())
             lat = [o.latency_s for o in outcomes if o.latency_s is not None]
-            sim = simulate([dataclasses.replace(s, backend="sim", url=None) for s in specs], wl, PolicySpec(policy))
+            sims = [dataclasses.replace(s, backend="sim", url=None, reports_capacity=True) for s in specs]
+            sim = simulate(sims, wl, PolicySpec(policy))
             sim_lat = [q.latency for q in sim.queries if q.failed is None]
             runs[policy] = {"latency_s": pcts(lat), "failed": len(outcomes) - len(lat),
                             "token_hit_rate": hit_rate(outcomes),

@@ -9,6 +9,7 @@ two grid scales around it.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -80,6 +81,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "queries": len(result.queries),
         "completed": len(done),
         "failed": len(result.queries) - len(done),
+        "failure_reasons": failure_reasons(result),
         "throughput_qps": throughput,
         "latency_s": percentiles(lat),
         "token_hit_rate": cached / prompt if prompt else 0.0,
@@ -112,3 +114,12 @@ def stage_distribution(result: SimResult, group: Mapping[str, str] | None = None
         total = sum(per.values())
         out[stage] = {n: per.get(n, 0) / total for n in names}
     return out
+
+
+def failure_reasons(result: SimResult) -> dict[str, int]:
+    """Failed queries counted by reason (numbers elided, so one cause is one line)."""
+    counts: dict[str, int] = defaultdict(int)
+    for q in result.queries:
+        if q.failed is not None:
+            counts[re.sub(r"\d+", "N", q.failed)] += 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -23,20 +23,20 @@ from rich.console import Console
 
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
-from flowserve.core import SchedulerCore
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.core.state import CallState
 from flowserve.graph.plan import Materializer, Segment
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.types import LLMCall
-from flowserve.view import CallState
 
 QUESTIONS_PER_TOOL = 50
 SYSTEM, TOOL, QUESTION = 200, 1600, 200
 
 
 def _call(i: int, prompt: tuple[int, ...]) -> CallState:
-    call = LLMCall(i, i, "n", "tool_call", "tool_use", prompt, predicted_output=43, max_tokens=64)
-    return CallState(call, None, 0.0)  # type: ignore[arg-type]  # the router never reads the query
+    # the router never reads the query
+    return CallState.of(LLMCall(i, i, "n", "tool_call", "tool_use", prompt, predicted_output=43, max_tokens=64))
 
 
 def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Console,
@@ -46,10 +46,10 @@ def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Consol
     specs = load_cluster("preble-a6000")
     dispatch = make_dispatch("preble_e2")
     core = SchedulerCore(specs, dispatch, queue_factory("fcfs"), instance_profile)
-    idx, view = core.prefix_index, core.view
+    idx, view = core.calls.prefix_index, core.view
     assert idx is not None
     names = [s.name for s in specs]
-    candidates = list(core.instances.values())
+    candidates = list(core.calls.instances.values())
     tools = max(1, -(-nodes // (QUESTIONS_PER_TOOL + 1)))
     system = Segment(1, SYSTEM)
     seg = iter(range(10, 1 << 40))

@@ -17,15 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from flowserve.calibrate.replay import TokenMaterializer, hit_rate, replay_live
+from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.config import InstanceConfig
 from flowserve.engines.client import EngineClient
+from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.errors import ConfigError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.plan import Segment
 from flowserve.schema import validate
-from flowserve.sim.run import PolicySpec, check_fits, simulate
+from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types import InstanceSpec
 from flowserve.workloads.base import Workload
 
@@ -73,19 +74,19 @@ def summary(values: list[float]) -> dict[str, float | None]:
 async def validate_engine(url: str, profile: str | Path, workload: Workload, policy: PolicySpec,
                           salt: int = 0, vocab_size: int | None = None) -> dict[str, Any]:
     spec = engine_instance(url, profile)
-    check_fits(workload, [spec])
     vocab = vocab_size or await vocab_size_of(url)
     longest = max(c.input_tokens for q in workload.queries for c in q.plan.calls())
     await warm_up(url, vocab, salt, min(longest, spec.profile.max_context - 8 if spec.profile else longest))
     settings = GatewaySettings(dispatch=policy.dispatch, queue=policy.queue,
                                dispatch_params=dict(policy.dispatch_params), queue_params=dict(policy.queue_params))
-    driver = LiveDriver([spec], settings, output_priors=dict(workload.output_priors))
+    driver = LiveDriver([spec], settings, output_priors=dict(workload.output_priors),
+                        segments=TokenMaterializer(vocab, salt))
     await driver.start()
     try:
-        outcomes = await replay_live(driver, workload, vocab, salt)
+        outcomes = await replay_live(driver, workload)
     finally:
         await driver.shutdown()
-    sim_spec = dataclasses.replace(spec, backend="sim", url=None)
+    sim_spec = dataclasses.replace(spec, backend="sim", url=None, reports_capacity=True)
     sim = simulate([sim_spec], workload, policy)
     live_lat = {o.query_id: o.latency_s for o in outcomes if o.latency_s is not None}
     sim_lat = {q.id: q.latency for q in sim.queries if q.failed is None}

@@ -9,13 +9,13 @@ circuit breaker and the core owns re-dispatch.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from flowserve.engines.client import EngineError
 from flowserve.types import Event, InstanceSpec, LLMCall
 
-__all__ = ["Backend", "CallOutcome", "CallPayload", "Emit", "EngineError", "TokenSink", "payload_of"]
+__all__ = ["Backend", "CallOutcome", "Emit", "EngineError", "EngineRequest", "TokenSink"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,25 +47,13 @@ class TokenSink:
 
 
 @dataclass(frozen=True, slots=True)
-class CallPayload:
-    """The driver's request body for one call (LLMCall.payload; opaque to the core).
+class EngineRequest:
+    """How the driver asks an engine for one call, beyond the call itself (its token ids
+    and sampling parameters): the length to produce, and where streamed text goes."""
 
-    kind: "completion" (prompt = the call's token ids) or "chat" (messages rendered by the
-    engine's template, tokenized to the same ids). params: OpenAI sampling parameters to
-    pass through (temperature, top_p, stop, seed, ...).
-    """
-
-    kind: Literal["completion", "chat"] = "completion"
-    params: dict[str, Any] = field(default_factory=dict)
-    text: str | None = None  # the prompt as text, when the request had one
-    messages: tuple[dict[str, Any], ...] = ()
+    max_tokens: int
+    ignore_eos: bool = False  # replays: produce exactly max_tokens (the oracle's length)
     sink: TokenSink | None = None
-    ignore_eos: bool = False  # replayed workloads: produce exactly max_tokens
-
-
-def payload_of(call: LLMCall) -> CallPayload:
-    p = call.payload
-    return p if isinstance(p, CallPayload) else CallPayload()
 
 
 Emit = Callable[[Event], None]
@@ -74,7 +62,7 @@ Emit = Callable[[Event], None]
 class Backend(Protocol):
     spec: InstanceSpec
 
-    def begin(self, call: LLMCall) -> Awaitable[CallOutcome]:
+    def begin(self, call: LLMCall, req: EngineRequest) -> Awaitable[CallOutcome]:
         """Start the call now; the awaitable raises EngineError on failure. Cancelling it
         aborts the call on the engine."""
         ...

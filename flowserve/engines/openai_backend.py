@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowserve.engines.backend import CallOutcome, payload_of
+from flowserve.engines.backend import CallOutcome, EngineRequest
 from flowserve.engines.client import EngineClient, EngineError, EngineKind, make_tokenizer
 from flowserve.engines.tokenizer import render_chat_plain
 from flowserve.gateway.settings import GatewaySettings
@@ -69,22 +69,21 @@ class OpenAIBackend:
                                                 read_timeout=s.request_timeout_s)
         return self._client
 
-    def begin(self, call: LLMCall) -> asyncio.Future[CallOutcome]:
-        return asyncio.ensure_future(self._run(call))
+    def begin(self, call: LLMCall, req: EngineRequest) -> asyncio.Future[CallOutcome]:
+        return asyncio.ensure_future(self._run(call, req))
 
-    async def _run(self, call: LLMCall) -> CallOutcome:
+    async def _run(self, call: LLMCall, req: EngineRequest) -> CallOutcome:
         client = await self.client()
-        p = payload_of(call)
-        params = dict(p.params)
+        params = dict(call.params)
         temperature = float(params.pop("temperature", 0.0))
-        sink = p.sink
+        sink = req.sink
         relay = None
         if sink is not None:
             def relay(chunk: Mapping[str, Any]) -> None:
                 for choice in chunk.get("choices") or ():
                     sink.push(choice.get("text") or "")
-        res = await client.complete(list(call.prompt), call.max_tokens, stream=True, temperature=temperature,
-                                    ignore_eos=p.ignore_eos, extra=params, on_chunk=relay)
+        res = await client.complete(list(call.prompt), req.max_tokens, stream=True, temperature=temperature,
+                                    ignore_eos=req.ignore_eos, extra=params, on_chunk=relay)
         return CallOutcome(output_tokens=res.output_tokens, cached_tokens=res.cached_tokens or 0,
                            prompt_tokens=res.prompt_tokens or call.input_tokens, text=res.text,
                            finish_reason=res.finish_reason or "length", started=res.started,

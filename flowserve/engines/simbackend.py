@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from flowserve.engines.backend import CallOutcome, Emit, EngineError
+from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequest
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.engine import Capacity, SimEngine
 from flowserve.types import CallFailed, CallFinished, InstanceCapacity, InstanceSpec, LLMCall, PrefixEvicted
@@ -54,7 +54,7 @@ class SimBackend:
 
     # ------------------------------------------------------------------ Backend
 
-    def begin(self, call: LLMCall) -> asyncio.Future[CallOutcome]:
+    def begin(self, call: LLMCall, req: EngineRequest) -> asyncio.Future[CallOutcome]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[CallOutcome] = loop.create_future()
         if self._closed:
@@ -63,7 +63,8 @@ class SimBackend:
         v = self._catch_up()
         self._futures[call.id] = fut
         fut.add_done_callback(lambda f, cid=call.id: self._on_done(cid, f))
-        self._apply(self.engine.submit(call, v))
+        # a simulated engine has no end-of-sequence: it answers with the requested length
+        self._apply(self.engine.submit(call, v, req.max_tokens))
         self._settle()
         return fut
 

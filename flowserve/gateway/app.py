@@ -25,9 +25,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowserve.apps.registry import SingleCall, WorkflowDef, builtin_workflows
+from flowserve.apps.base import WorkflowDef
+from flowserve.apps.registry import builtin_workflows
+from flowserve.apps.single import SingleCall
 from flowserve.config import InstanceConfig
-from flowserve.engines.backend import CallPayload, TokenSink
+from flowserve.engines.backend import TokenSink
 from flowserve.engines.tokenizer import message_text
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.driver import BackendFactory, LiveDriver
@@ -171,9 +173,8 @@ class Gateway:
         self.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        payload = CallPayload(kind, req.params(), text=text, messages=messages, sink=sink)  # type: ignore[arg-type]
-        program = SingleCall(kind, tuple(ids), max_tokens, model, payload)
-        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s)
+        program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
+        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink)
         await self.submit(h)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         if queue is not None:
@@ -260,7 +261,7 @@ class Gateway:
             raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
         if not h.done.done():
             return JSONResponse({"id": h.id, "workflow": h.workflow, "status": "running",
-                                 "calls_finished": len(h.calls)})
+                                 "calls_finished": h.calls_finished})
         return JSONResponse(query_body(h.done.result()))
 
     # ------------------------------------------------------------------ admin

@@ -1,21 +1,21 @@
 """The live driver: asyncio IO around the very `SchedulerCore` the simulator drives.
 
 One task owns the core. Everything that happens — a query arriving, an engine answering
-or failing, a tool finishing, a job ending, a tick — is put on one `asyncio.Queue`; the
-task takes the items one at a time, stamps them with the driver's clock
-(`time.monotonic()`), hands them to `core.handle` and executes the commands it returns:
+or failing, a tool finishing, a tokenization, a job ending, a tick — is put on one
+`asyncio.Queue`; the task takes the items one at a time, stamps them with the driver's
+clock (`time.monotonic()`), hands them to `core.handle` and executes the commands it
+returns:
 
-* SendCall → an engine call task (retries with back-off on the same instance for
-  retryable errors, the instance's circuit breaker; on final failure `CallFailed`, and
-  the core re-dispatches — nothing here chooses an instance);
-* CancelCall → cancel that task (the engine request is aborted);
+* SendCall / CancelCall → the call runner (`flowserve.gateway.calls`: engine tasks,
+  retries, circuit breakers; it never chooses an instance);
 * RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished;
+* Tokenize → the engines' tokenizers (`flowserve.gateway.tokens`) → Tokenized;
 * QueryDone / QueryFailed → resolve the client's future (every accepted query gets one);
-* PolicyChanged → log + metrics; RunJob → a worker (process or thread pool) → JobFinished.
+* PolicyChanged → log + metrics; RunJob → a worker by job name → JobFinished.
 
-Admission control reads the core's view when the arrival is taken off the queue (no
-race with the core's state): more predicted queueing than `max_queue_s` on the best
-instance, or more than `max_queries` open, is a 429 with Retry-After; while draining, 503.
+Admission (`flowserve.gateway.admission`) is decided when an arrival is taken off the
+queue, on the core's own state, so it never races with it. The driver reads the core
+only through its query API.
 """
 
 from __future__ import annotations
@@ -25,29 +25,34 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.apps.registry import LiveProgram
-from flowserve.core import SchedulerCore
-from flowserve.engines.backend import Backend, CallOutcome, EngineError, payload_of
-from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.engines.backend import Backend, EngineError, TokenSink
+from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.engines.simbackend import SimBackend
-from flowserve.engines.tokenizer import Tokenizer, WordTokenizer
-from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
+from flowserve.engines.tokenizer import TokenMaterializer
+from flowserve.gateway.admission import Admission
+from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
-from flowserve.gateway.query import CallReport, QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, QueryResult, Rejected, call_reports
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.gateway.tokens import GatewayTokens
 from flowserve.gateway.tools import ToolError, ToolRunner
+from flowserve.graph.oracle import Oracle
+from flowserve.graph.passes import make_passes
+from flowserve.graph.workflow import Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.tune.alpha import JOBS
+from flowserve.tune.online import attach_tuner
 from flowserve.types import (
     CallFailed,
     CallFinished,
@@ -57,7 +62,6 @@ from flowserve.types import (
     InstanceDown,
     InstanceSpec,
     InstanceUp,
-    LLMCall,
     OpFinished,
     PolicyChanged,
     Query,
@@ -68,21 +72,15 @@ from flowserve.types import (
     RunOp,
     SendCall,
     Tick,
+    Tokenize,
+    Tokenized,
     ToolOp,
 )
 
 log = logging.getLogger("flowserve.gateway")
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
-DEFAULT_CACHE_TOKENS = 16_384
 
 BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]
-
-
-@dataclass(eq=False)
-class _Running:
-    call: LLMCall
-    instance: str
-    task: asyncio.Task[None] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,29 +105,35 @@ class LiveDriver:
     def __init__(self, instances: Sequence[InstanceSpec], settings: GatewaySettings,
                  backend_factory: BackendFactory | None = None,
                  output_priors: dict[tuple[str, str], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 jobs: Mapping[str, Callable[..., Any]] | None = None,
+                 segments: TokenMaterializer | None = None) -> None:
+        """jobs: the RunJob registry (default: the α sweep); segments: how replayed
+        prompt segments become real token ids (`flowserve validate`)."""
         self.settings = s = settings
         self.clock = clock
         dispatch = make_dispatch(s.dispatch, s.dispatch_params)
+        attach_tuner(dispatch)
+        factory = backend_factory or default_backend
+        self.tokens = GatewayTokens(lambda: self.core.instance_status(),
+                                    lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
+                                    lambda name: self.runner.circuit_state(name), s.tokenizers, segments)
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
-                                  lambda spec: live_profile(spec, s.time_scale),
-                                  OutputPredictor(output_priors), max_retries=s.redispatch_limit)
+                                  lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
+                                  max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
         self.metrics = GatewayMetrics(s.dispatch)
-        self.metrics.attach(CoreCollector(self.core.view, self.circuit_state))
-        self._factory = backend_factory or default_backend
-        self.backends: dict[str, Backend] = {}
-        self.breakers: dict[str, CircuitBreaker] = {}
-        self.caches: dict[str, CacheEstimate] = {}
-        self._specs: dict[str, InstanceSpec] = {spec.name: spec for spec in instances}
-        self._removed: set[str] = set()
-        self._words = WordTokenizer()
-        self.tools = ToolRunner(self.tokenize, s.time_scale)
+        self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
+                                 lambda spec: factory(spec, self))
+        self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
+        self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
+        self.tools = ToolRunner(s.time_scale)
+        self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
+                              lambda outcome: self.metrics.jobs.labels(outcome).inc())
+        self._initial = tuple(instances)
         self._ids = itertools.count(1)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._running: dict[int, _Running] = {}
-        self._outcomes: dict[tuple[int, str], CallOutcome] = {}
         self._meta: dict[int, QueryHandle] = {}  # call id → its query
         self._op_query: dict[int, int] = {}  # running tool op → its query id
         self._open: dict[int, QueryHandle] = {}
@@ -138,8 +142,6 @@ class LiveDriver:
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
-        self.jobs = JobRunner(settings.jobs, self.clock, self._put,
-                              lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self.policy_log: list[PolicyChanged] = []
 
     # ------------------------------------------------------------------ life cycle
@@ -149,10 +151,10 @@ class LiveDriver:
         self._inbox = asyncio.Queue()
         self._drained = asyncio.Event()
         self._progress = asyncio.Event()
-        for spec in self._specs.values():
-            self._open_instance(spec)
+        for spec in self._initial:
+            self.runner.open_instance(spec)
         self._loop_task = asyncio.create_task(self._run(), name="flowserve-driver")
-        tick = getattr(self.core.dispatch, "tick_s", None)
+        tick = self.core.tick_s
         if tick:
             self._tick_timer = asyncio.get_running_loop().call_later(tick, self._tick, tick)
 
@@ -181,8 +183,7 @@ class LiveDriver:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for b in self.backends.values():
-            await b.aclose()
+        await self.runner.aclose()
         self.jobs.shutdown()
         self._loop_task = None
 
@@ -192,11 +193,12 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ public API
 
-    def new_query(self, workflow: str, program: LiveProgram, model: str | None = None,
-                  tenant: str = "default", priority: int = 0, slo_s: float | None = None) -> QueryHandle:
+    def new_query(self, workflow: str, program: Workflow, model: str | None = None, tenant: str = "default",
+                  priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
+                  oracle: Oracle | None = None) -> QueryHandle:
         loop = asyncio.get_running_loop()
         return QueryHandle(next(self._ids), workflow, program, model, tenant, priority, slo_s,
-                           loop.create_future(), loop.create_future())
+                           loop.create_future(), loop.create_future(), sink, oracle)
 
     async def submit(self, handle: QueryHandle) -> QueryHandle:
         """Hand a query to the core; returns once it is accepted (raises `Rejected`)."""
@@ -204,7 +206,7 @@ class LiveDriver:
         await handle.accepted
         return handle
 
-    async def run(self, workflow: str, program: LiveProgram, **kw: Any) -> QueryResult:
+    async def run(self, workflow: str, program: Workflow, **kw: Any) -> QueryResult:
         h = await self.submit(self.new_query(workflow, program, **kw))
         return await h.done
 
@@ -227,98 +229,52 @@ class LiveDriver:
     async def add_instance(self, spec: InstanceSpec) -> None:
         """Add (or replace) an instance at run time: InstanceUp to the core."""
         def apply(now: float) -> None:
-            old = self.backends.get(spec.name)
-            if old is not None and self._specs.get(spec.name) != spec:
-                self._spawn(old.aclose())
-                del self.backends[spec.name]
-            self._specs[spec.name] = spec
-            self._removed.discard(spec.name)
-            if spec.name not in self.backends:
-                self._open_instance(spec)
-            self.breakers[spec.name].record_success()
+            r = self.runner
+            if spec.name in r.backends and r.specs.get(spec.name) != spec:
+                r.close_instance(spec.name)
+            if spec.name not in r.backends:
+                r.open_instance(spec)
+            r.removed.discard(spec.name)
+            r.breakers[spec.name].record_success()
             self._feed(InstanceUp(now, spec))
         await self._control(apply)
 
     async def remove_instance(self, name: str) -> None:
         """Take an instance out at run time: InstanceDown; the core moves its calls."""
         def apply(now: float) -> None:
-            if name not in self._specs or name in self._removed:
+            r = self.runner
+            if name not in r.specs or name in r.removed:
                 raise KeyError(name)
-            self._removed.add(name)
+            r.removed.add(name)
             self._feed(InstanceDown(now, name, "removed by the administrator"))
-            self.caches.pop(name, None)
-            backend = self.backends.pop(name, None)
-            if backend is not None:
-                self._spawn(backend.aclose())
+            r.close_instance(name)
         await self._control(apply)
 
     def instances(self) -> list[dict[str, Any]]:
-        out = []
-        for name, inst in self.core.instances.items():
-            if name in self._removed:
-                continue
-            out.append({"name": name, "model": inst.spec.model, "gpu": inst.spec.gpu,
-                        "backend": inst.spec.backend, "url": inst.spec.url, "up": inst.up,
-                        "circuit": self.circuit_state(name), "queued": len(inst.queue),
-                        "running": len(inst.running), "outstanding_s": max(inst.outstanding, 0.0),
-                        "dispatched": inst.dispatched, "completed": inst.completed})
-        return out
+        return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
+                 "url": s.spec.url, "up": s.up, "circuit": self.runner.circuit_state(s.name), "queued": s.queued,
+                 "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,
+                 "completed": s.completed}
+                for s in self.core.instance_status() if s.name not in self.runner.removed]
 
     def models(self) -> list[str]:
-        return sorted({i.spec.model for n, i in self.core.instances.items() if i.up and n not in self._removed})
+        return sorted({s.spec.model for s in self.core.instance_status() if s.up and s.name not in self.runner.removed})
 
     def serves(self, model: str) -> bool:
-        return any(i.spec.model.lower() == model.lower() for n, i in self.core.instances.items()
-                   if n not in self._removed)
+        return any(s.spec.model.lower() == model.lower() for s in self.core.instance_status()
+                   if s.name not in self.runner.removed)
 
     def max_context(self, model: str | None) -> int | None:
-        limits = [live_profile(i.spec, 1.0).max_context for i in self.core.instances.values()
-                  if model is None or i.spec.model.lower() == model.lower()]
-        known = [x for x in limits if x is not None]
-        return min(known) if known else None
+        return self.core.max_context(model)
 
     def circuit_state(self, name: str) -> str:
-        b = self.breakers.get(name)
-        return b.state if b is not None else "closed"
-
-    def predicted_queue_s(self, model: str | None) -> float | None:
-        """The least outstanding predicted work over the up instances serving `model`:
-        what a new call would wait at best (Hexgen's t_queue)."""
-        loads = [i.outstanding for i in self.core.view.up_instances(model)]
-        return max(min(loads), 0.0) if loads else None
-
-    # ------------------------------------------------------------------ tokenization
-
-    def tokenizers(self, model: str | None) -> list[Tokenizer]:
-        """Who can tokenize for `model`: the up instances' engines (healthy circuits
-        first), else the word tokenizer of simulated engines."""
-        found = []
-        for name, inst in self.core.instances.items():
-            if inst.up and name not in self._removed and (model is None or inst.spec.model.lower() == model.lower()):
-                tok = getattr(self.backends.get(name), "tokenizer", None)
-                if tok is not None:
-                    found.append((self.circuit_state(name) != "closed", tok))
-        found.sort(key=lambda x: x[0])
-        return [tok for _, tok in found] or [self._words]
-
-    async def _ask_tokenizers(self, model: str | None, fn: Callable[[Tokenizer], Any]) -> Any:
-        """The first tokenizer that answers: one engine down must not fail requests."""
-        error: Exception | None = None
-        for tok in self.tokenizers(model):
-            try:
-                return await fn(tok)
-            except EngineError as e:
-                if not e.retryable:
-                    raise
-                error = e
-        assert error is not None
-        raise error
+        return self.runner.circuit_state(name)
 
     async def tokenize(self, text: str, model: str | None) -> list[int]:
-        return await self._ask_tokenizers(model, lambda tok: tok.encode(text))
+        return await self.tokens.text(text, model)
 
     async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
-        return await self._ask_tokenizers(model, lambda tok: tok.render_chat(messages))
+        return await self.tokens.render_chat(messages, model)
 
     # ------------------------------------------------------------------ the loop
 
@@ -366,7 +322,7 @@ class LiveDriver:
         """The open query an inbox item belongs to, if any."""
         if isinstance(item, QueryHandle):
             return item
-        if isinstance(item, CallFinished | CallFailed):
+        if isinstance(item, CallFinished | CallFailed | Tokenized):
             return self._meta.get(item.call_id)
         if isinstance(item, OpFinished):
             qid = self._op_query.pop(item.op_id, None)
@@ -374,54 +330,50 @@ class LiveDriver:
         return None
 
     def _arrive(self, h: QueryHandle, now: float) -> None:
-        s = self.settings
-        if self._draining:
-            h.accepted.set_exception(Rejected(503, "the gateway is shutting down"))
-        elif len(self._open) >= s.max_queries:
-            self.metrics.queries.labels(h.workflow, "rejected").inc()
-            h.accepted.set_exception(Rejected(429, f"{len(self._open)} queries are in flight "
-                                                   f"(max_queries {s.max_queries})", 1.0))
-        elif s.max_queue_s is not None and (q := self.predicted_queue_s(h.model)) is not None \
-                and q > s.max_queue_s:
-            self.metrics.queries.labels(h.workflow, "rejected").inc()
-            h.accepted.set_exception(Rejected(
-                429, f"predicted queueing of {q:.1f} s exceeds the bound of {s.max_queue_s:g} s",
-                max(1.0, math.ceil(q - s.max_queue_s))))
-        else:
-            h.arrival = now
-            deadline = None if h.slo_s is None else now + h.slo_s
-            self._open[h.id] = h
-            h.accepted.set_result(None)
-            self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline,  # type: ignore[arg-type]
-                                               h.tenant, h.priority)))
+        refused = self.admission.check(len(self._open), h.model, self._draining)
+        if refused is not None:
+            if refused.status == 429:
+                self.metrics.queries.labels(h.workflow, "rejected").inc()
+            h.accepted.set_exception(refused)
+            return
+        h.arrival = now
+        deadline = None if h.slo_s is None else now + h.slo_s
+        self._open[h.id] = h
+        h.accepted.set_result(None)
+        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time
-        if isinstance(ev, CallFinished):
-            self._record_finish(ev)
-        if isinstance(ev, CallFinished | CallFailed) and (est := self.caches.get(ev.instance)):
-            est.on_end(ev.call_id)
+        if isinstance(ev, CallFinished | CallFailed):
+            self.runner.on_end(ev)
+            if isinstance(ev, CallFinished) and (h := self._meta.get(ev.call_id)) is not None \
+                    and self.core.is_current(ev.call_id, ev.instance):
+                h.calls_finished += 1
         for cmd in self.core.handle(ev):
             self._execute(cmd, now)
 
     def _execute(self, cmd: Command, now: float) -> None:
         if isinstance(cmd, SendCall):
-            self._send(cmd.call, cmd.instance, now)
+            h = self._open.get(cmd.call.query_id)
+            if h is not None:
+                self._meta[cmd.call.id] = h
+                h.call_ids.add(cmd.call.id)
+            self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
-            entry = self._running.get(cmd.call_id)
-            if entry is not None and entry.instance == cmd.instance:
-                del self._running[cmd.call_id]
-                if entry.task is not None:
-                    entry.task.cancel()
-                if est := self.caches.get(cmd.instance):
-                    est.on_end(cmd.call_id)
+            self.runner.cancel(cmd.call_id, cmd.instance)
         elif isinstance(cmd, RunOp):
             self._op_query[cmd.op.id] = cmd.op.query_id
             self._spawn(self._op_task(cmd.op))
+        elif isinstance(cmd, Tokenize):
+            h = self._open.get(cmd.query_id)
+            if h is not None:
+                self._meta[cmd.call_id] = h
+                h.call_ids.add(cmd.call_id)
+            self._spawn(self._tokenize_task(cmd))
         elif isinstance(cmd, QueryDone):
             h = self._open.get(cmd.query_id)
             if h is not None:
-                self._resolve(h, "completed", None, now, cmd.deadline_met)
+                self._resolve(h, "completed", None, now, cmd.deadline_met, cmd)
         elif isinstance(cmd, QueryFailed):
             h = self._open.get(cmd.query_id)
             if h is not None:
@@ -436,17 +388,13 @@ class LiveDriver:
     # ------------------------------------------------------------------ queries
 
     def _resolve(self, h: QueryHandle, status: str, reason: str | None, now: float,
-                 met: bool | None) -> None:
+                 met: bool | None, done: QueryDone | None = None) -> None:
         self._open.pop(h.id, None)
         for cid in h.call_ids:
             self._meta.pop(cid, None)
         latency = now - (h.arrival if h.arrival is not None else now)
-        try:
-            output = h.program.output() if status == "completed" else {}
-        except Exception as e:  # the workflow's own summary failed: report, do not lose the query
-            log.exception("workflow %s output() failed", h.workflow)
-            status, reason, output = "failed", f"workflow output failed: {e}", {}
-        calls = tuple(sorted(h.calls.values(), key=lambda c: c.finished))
+        output = dict(done.output) if done is not None else {}
+        calls = call_reports(dict(done.results)) if done is not None else ()
         if not h.done.done():
             h.done.set_result(QueryResult(h.id, h.workflow, status, reason, latency, met, output, calls))
         m = self.metrics
@@ -461,122 +409,14 @@ class LiveDriver:
         if self._draining and not self._open and self._drained is not None:
             self._drained.set()
 
-    def _record_finish(self, ev: CallFinished) -> None:
-        outcome = self._outcomes.pop((ev.call_id, ev.instance), None)
-        cs = self.core.calls.get(ev.call_id)
-        inst = self.core.instances.get(ev.instance)
-        if cs is None or inst is None or cs.instance != ev.instance or ev.call_id not in inst.running:
-            return  # stale: the call was cancelled or moved meanwhile
-        h = self._meta.get(ev.call_id)
-        call = cs.call
-        if h is not None:
-            h.calls[call.node] = CallReport(
-                call.id, call.node, call.stage, ev.instance,
-                outcome.prompt_tokens if outcome and outcome.prompt_tokens else call.input_tokens,
-                ev.cached_tokens, ev.output_tokens, ev.text or "",
-                outcome.finish_reason if outcome else "length", ev.first_token, ev.time)
-        m = self.metrics
-        m.prompt_tokens.labels(ev.instance).inc(call.input_tokens)
-        m.cached_tokens.labels(ev.instance).inc(ev.cached_tokens)
-        if ev.first_token is not None:
-            m.ttft.labels(ev.instance).observe(max(ev.first_token - cs.enqueued, 0.0))
-
-    # ------------------------------------------------------------------ calls
-
-    def _send(self, call: LLMCall, instance: str, now: float) -> None:
-        entry = _Running(call, instance)
-        self._running[call.id] = entry
-        h = self._open.get(call.query_id)
-        if h is not None:
-            self._meta[call.id] = h
-            h.call_ids.add(call.id)
-        m = self.metrics
-        m.routing.labels(m.policy, instance).inc()
-        if self.core.prefix_index is not None:
-            _, per = self.core.prefix_index.match_by_instance(call.prompt)
-            m.prefix_estimate.labels(instance).inc(min(per.get(instance, 0), call.input_tokens))
-        est = self.caches.get(instance)
-        if est is not None and self.core.prefix_index is not None:
-            for ev in est.on_send(call.id, call.prompt, now):
-                m.evicted.labels(instance).inc(len(ev.tokens) - ev.start)
-                self._put(ev)
-        entry.task = self._spawn(self._call_task(entry))
-
-    async def _call_task(self, entry: _Running) -> None:
-        call, name = entry.call, entry.instance
-        backend, breaker = self.backends[name], self.breakers[name]
-        sink = payload_of(call).sink
-        s = self.settings
-        attempt = 0
-        try:
-            while True:
-                attempt += 1
-                try:
-                    out = await backend.begin(call)
-                except EngineError as e:
-                    now = self.clock()
-                    self.metrics.engine_errors.labels(name, str(e.retryable).lower()).inc()
-                    streamed = sink is not None and sink.sent > 0
-                    reason = str(e) if not streamed else f"{e} (after part of the answer was streamed)"
-                    opened = e.retryable and breaker.record_failure(now)
-                    if not e.retryable or streamed or attempt > s.retries or breaker.state != "closed":
-                        self._put(CallFailed(now, call.id, name, reason, e.retryable and not streamed))
-                        if opened:
-                            self._instance_failed(name, f"circuit opened: {e}")
-                        return
-                    self.metrics.retries.labels(name).inc()
-                    await asyncio.sleep(backoff_delay(attempt, s.retry_backoff_s, s.retry_backoff_cap_s))
-                    continue
-                except Exception as e:  # a backend bug must still end the call, with the reason
-                    log.exception("call %d on %s failed unexpectedly", call.id, name)
-                    self.metrics.engine_errors.labels(name, "false").inc()
-                    self._put(CallFailed(self.clock(), call.id, name, f"{type(e).__name__}: {e}", False))
-                    return
-                if breaker.record_success() and name not in self._removed:
-                    self._put(InstanceUp(self.clock(), self._specs[name]))
-                if sink is not None and sink.sent == 0 and out.text:
-                    for piece in _pieces(out.text):  # an engine that did not stream
-                        sink.push(piece)
-                self._outcomes[(call.id, name)] = out
-                self._put(CallFinished(self.clock(), call.id, name, out.output_tokens, out.cached_tokens,
-                                       out.started, out.first_token, text=out.text))
-                return
-        finally:
-            if self._running.get(call.id) is entry:
-                del self._running[call.id]
-
-    def _instance_failed(self, name: str, reason: str) -> None:
-        self.metrics.trips.labels(name).inc()
-        log.warning("instance %s is down: %s", name, reason)
-        self._put(InstanceDown(self.clock(), name, reason))
-        self._spawn(self._probe(name))
-
-    async def _probe(self, name: str) -> None:
-        """Half-open probes after the cooldown until the engine answers again."""
-        breaker = self.breakers[name]
-        while breaker.state == "open" and name not in self._removed:
-            await asyncio.sleep(max(0.0, breaker.probe_at() - self.clock()))
-            if breaker.state != "open" or name in self._removed:
-                return
-            breaker.begin_probe()
-            backend = self.backends.get(name)
-            ok = False
-            if backend is not None:
-                with contextlib.suppress(Exception):
-                    ok = await backend.probe()
-            if ok:
-                breaker.record_success()
-                log.warning("instance %s answers again", name)
-                self._put(InstanceUp(self.clock(), self._specs[name]))
-                return
-            breaker.probe_failed(self.clock())
-
-    # ------------------------------------------------------------------ ops, jobs, ticks
+    # ------------------------------------------------------------------ ops, tokens, jobs, ticks
 
     async def _op_task(self, op: ToolOp) -> None:
         error, result = None, None
+        h = self._open.get(op.query_id)
+        replayed = h.oracle.tool(op.node) if h is not None and h.oracle is not None else None
         try:
-            result = await self.tools.run(op)
+            result = await self.tools.run(op, replayed)
         except ToolError as e:
             error = str(e)
         except asyncio.CancelledError:
@@ -585,6 +425,14 @@ class LiveDriver:
             log.exception("tool op %s failed", op.op)
             error = f"{type(e).__name__}: {e}"
         self._put(OpFinished(self.clock(), op.id, error, result))
+
+    async def _tokenize_task(self, cmd: Tokenize) -> None:
+        try:
+            tokens = await self.tokens.prompt(cmd.prompt, cmd.model)
+        except EngineError as e:
+            self._put(Tokenized(self.clock(), cmd.call_id, error=str(e)))
+        else:
+            self._put(Tokenized(self.clock(), cmd.call_id, tokens))
 
     def _policy_changed(self, cmd: PolicyChanged) -> None:
         self.policy_log.append(cmd)
@@ -598,22 +446,6 @@ class LiveDriver:
         self._put(Tick(self.clock()))
         self._tick_timer = asyncio.get_running_loop().call_later(every, self._tick, every)
 
-    # ------------------------------------------------------------------ instances
-
-    def _open_instance(self, spec: InstanceSpec) -> None:
-        s = self.settings
-        self.backends[spec.name] = self._factory(spec, self)
-        self.breakers.setdefault(spec.name, CircuitBreaker(s.breaker_failures, s.breaker_cooldown_s,
-                                                            s.breaker_max_cooldown_s))
-        if spec.backend != "sim" and self.core.prefix_index is not None:
-            size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
-            seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
-            self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
-
-    def emit(self, ev: Event) -> None:
-        """For backends: an engine-side event (capacity, eviction) for the core."""
-        self._put(ev)
-
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
@@ -621,25 +453,12 @@ class LiveDriver:
         return task
 
 
-def _pieces(text: str) -> list[str]:
-    """Split a whole answer into word-sized deltas (with their leading spaces)."""
-    out, start = [], 0
-    for i in range(1, len(text)):
-        if text[i] == " " and text[i - 1] != " ":
-            out.append(text[start:i])
-            start = i
-    out.append(text[start:])
-    return out
-
-
 def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
     s = driver.settings
     if spec.backend == "sim":
-        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.emit,
-                          driver.clock, report_evictions=driver.core.prefix_index is not None)
-    from flowserve.engines.openai_backend import OpenAIBackend
-
+        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,
+                          driver.clock, report_evictions=driver.core.keeps_prefix_index)
     return OpenAIBackend(spec, s)
 
 
-__all__ = ["CallReport", "LiveDriver", "QueryHandle", "QueryResult", "Rejected"]
+__all__ = ["LiveDriver", "QueryHandle", "QueryResult", "Rejected"]

@@ -1,8 +1,8 @@
 """Prometheus metrics of one gateway, on its own `CollectorRegistry` (no global state).
 
 Event-driven series are updated by the driver as things happen; the per-instance state
-(queue depth, in-flight calls, outstanding predicted work, up, circuit) is read from the
-scheduler core's view at scrape time by `CoreCollector`.
+(queue depth, in-flight calls, outstanding predicted work, up, circuit) is read through
+the scheduler core's query API at scrape time by `CoreCollector`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from flowserve.view import ClusterView
+from flowserve.core.state import InstanceStatus
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250)
 CIRCUIT = {"closed": 0, "open": 1, "half_open": 2}
 
 
 class CoreCollector:
-    """Per-instance gauges from the core's view, read when scraped."""
+    """Per-instance gauges from the core's instance status, read when scraped."""
 
-    def __init__(self, view: ClusterView, circuit: Callable[[str], str]) -> None:
-        self._view = view
+    def __init__(self, status: Callable[[], list[InstanceStatus]], circuit: Callable[[str], str]) -> None:
+        self._status = status
         self._circuit = circuit
 
     def collect(self) -> Iterator[Metric]:
@@ -38,13 +38,14 @@ class CoreCollector:
                                     labels=["instance"])
         sent = CounterMetricFamily("flowserve_instance_dispatched", "Calls the dispatch policy sent here",
                                    labels=["instance"])
-        for name, inst in list(self._view.instances.items()):
-            depth.add_metric([name], len(inst.queue))
-            inflight.add_metric([name], len(inst.running))
-            work.add_metric([name], max(inst.outstanding, 0.0))
-            up.add_metric([name], 1.0 if inst.up else 0.0)
+        for s in self._status():
+            name = s.name
+            depth.add_metric([name], s.queued)
+            inflight.add_metric([name], s.running)
+            work.add_metric([name], s.outstanding_s)
+            up.add_metric([name], 1.0 if s.up else 0.0)
             circuit.add_metric([name], CIRCUIT.get(self._circuit(name), 0))
-            sent.add_metric([name], inst.dispatched)
+            sent.add_metric([name], s.dispatched)
         yield from (depth, inflight, work, up, circuit, sent)
 
 
@@ -56,7 +57,7 @@ class GatewayMetrics:
                                "(completed, failed, rejected)", ["workflow", "outcome"], registry=r)
         self.latency = Histogram("flowserve_query_latency_seconds", "End-to-end query latency", ["workflow"],
                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.ttft = Histogram("flowserve_ttft_seconds", "LLM call: from dispatch to its first token",
+        self.ttft = Histogram("flowserve_ttft_seconds", "LLM call: from its release to the engine to its first token",
                               ["instance"], buckets=LATENCY_BUCKETS, registry=r)
         self.slo = Counter("flowserve_slo", "Queries with a deadline by tenant: met or missed",
                            ["tenant", "result"], registry=r)

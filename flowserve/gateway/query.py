@@ -6,7 +6,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.apps.registry import LiveProgram
+from flowserve.engines.backend import TokenSink
+from flowserve.graph.nodes import NodeResult
+from flowserve.graph.oracle import Oracle
+from flowserve.graph.workflow import Workflow
 
 
 class Rejected(Exception):
@@ -21,7 +24,6 @@ class Rejected(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CallReport:
-    call_id: int
     node: str
     stage: str
     instance: str
@@ -46,17 +48,31 @@ class QueryResult:
     calls: tuple[CallReport, ...]
 
 
+def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
+    """The LLM calls among a query's node results, in the order they finished."""
+    calls = [CallReport(key, r.stage, r.instance, r.prompt_tokens, r.cached_tokens, r.output_tokens, r.text or "",
+                        r.finish_reason or "length", r.first_token, r.finished or 0.0)
+             for key, r in results.items() if r.instance is not None]
+    return tuple(sorted(calls, key=lambda c: c.finished))
+
+
 @dataclass(eq=False)
 class QueryHandle:
+    """A query the driver took: `accepted` resolves when the core has it (or raises
+    `Rejected`), `done` with its result. `sink` receives the streamed text of a
+    one-call query; `oracle` makes a replayed query produce its recorded lengths."""
+
     id: int
     workflow: str
-    program: LiveProgram
+    program: Workflow
     model: str | None
     tenant: str
     priority: int
     slo_s: float | None
     accepted: asyncio.Future[None]
     done: asyncio.Future[QueryResult]
+    sink: TokenSink | None = None
+    oracle: Oracle | None = None
     arrival: float | None = None
-    calls: dict[str, CallReport] = field(default_factory=dict)
+    calls_finished: int = 0
     call_ids: set[int] = field(default_factory=set)

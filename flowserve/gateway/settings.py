@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
+from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types import InstanceSpec
@@ -31,6 +32,7 @@ class GatewaySettings(Strict):
     queue: str = "fcfs"
     dispatch_params: dict[str, Any] = Field(default_factory=dict)
     queue_params: dict[str, Any] = Field(default_factory=dict)
+    passes: str = "none"  # graph passes on every workflow batch ("none", "all" or a list)
     # simulated engines: simulated seconds per real second (10: ten times faster than the GPU)
     time_scale: float = Field(1.0, gt=0)
     # failures
@@ -61,6 +63,7 @@ class GatewaySettings(Strict):
     def _policies_exist(self) -> GatewaySettings:
         make_dispatch(self.dispatch, self.dispatch_params)
         queue_factory(self.queue, self.queue_params)
+        make_passes(self.passes)
         return self
 
 

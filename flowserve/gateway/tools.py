@@ -1,10 +1,9 @@
 """Tool executors: what the live driver runs for a `RunOp` (the core only names the op).
 
-* `tokenize` — text to the model's token ids (engine `/tokenize` or the word tokenizer);
 * `sql` — one read-only statement on a SQLite file, in a worker thread, with a time
-  limit; the database's error message comes back as the op's error. An op without `sql`
-  arguments is a replayed trace's execution step: it takes its recorded duration;
-* `sleep` — wait the recorded duration (replayed workloads).
+  limit; the database's error message comes back as the op's error;
+* a replayed workload's tool steps (any op the query's oracle knows): wait the recorded
+  duration (scaled like simulated engines) and report the recorded error.
 """
 
 from __future__ import annotations
@@ -12,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from flowserve.graph.oracle import ToolOutcome
 from flowserve.types import ToolOp
 
-Tokenize = Callable[[str, str | None], Awaitable[list[int]]]
 MAX_ROWS = 20
 
 
@@ -51,21 +49,20 @@ def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) 
 
 
 class ToolRunner:
-    def __init__(self, tokenize: Tokenize, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
-        self._tokenize = tokenize
+    def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
         self._scale = time_scale
         self._sql_limit = sql_time_limit_s
 
-    async def run(self, op: ToolOp) -> Any:
+    async def run(self, op: ToolOp, replayed: ToolOutcome | None = None) -> Any:
         """The op's result; raises ToolError for an error the workflow should see."""
+        if replayed is not None:
+            await asyncio.sleep(replayed.duration_s / self._scale)
+            if replayed.error is not None:
+                raise ToolError(replayed.error)
+            return replayed.value
         args = op.args
-        if op.op == "tokenize":
-            return await self._tokenize(str(args["text"]), args.get("model"))
-        if op.op == "sql" and "sql" in args:
-            return await asyncio.to_thread(run_sql, str(args["database"]), str(args["sql"]), self._sql_limit)
-        if op.op in ("sql", "sleep"):
-            await asyncio.sleep(op.sim_duration / self._scale)
-            if op.sim_error:
-                raise ToolError("sql error (replayed)")
-            return None
+        if op.op == "sql":
+            if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
+                raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
+            return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
         raise ToolError(f"no executor for tool op {op.op!r}")

@@ -1,4 +1,10 @@
-"""Nodes of a query's workflow graph and what finishing one yields."""
+"""Nodes of a query's workflow graph (the IR's steps) and what finishing one yields.
+
+An `LLMNode` is an inference request, an `OpNode` any other step (a tool the driver
+runs: SQL, retrieval, ...). Both carry room for primitive-level graphs: a `kind`
+(e.g. a prefill or decode half of an LLM call, an embedding batch) and annotations
+(`batchable`, `splittable`) that graph passes read and rewrite.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.types import Tokens
+from flowserve.graph.prompt import Out, Prompt, Segment, output_segment_id, refs, value_parts
+
+EMPTY: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class LLMNode:
     key: str
     stage: str
-    prompt: Tokens
+    prompt: Prompt
     max_tokens: int
     deps: tuple[str, ...] = ()
     model: str | None = None
-    sim_output: int | None = None
-    payload: Any = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters (plain data)
+    kind: str = "llm"
+    splittable: bool = False  # its output may be handed on part by part
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return refs(self.prompt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +41,11 @@ class OpNode:
     op: str
     deps: tuple[str, ...] = ()
     args: Mapping[str, Any] = field(default_factory=dict)
-    sim_duration: float = 0.0
-    sim_error: bool = False
+    batchable: bool = False  # may share one engine batch with other queries' ops
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return tuple(v.step for v in self.args.values() if isinstance(v, Out))
 
 
 Node = LLMNode | OpNode
@@ -37,10 +53,33 @@ Node = LLMNode | OpNode
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
+    """What a finished node produced; the runtime keeps it in the query's object store.
+
+    LLM calls: the answer (text live, None simulated), its token counts and where it ran;
+    tool ops: their value or error.
+    """
+
     output_tokens: int = 0
     text: str | None = None
     error: str | None = None
+    stage: str = ""
     value: Any = None
+    finish_reason: str | None = None
+    instance: str | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    first_token: float | None = None
+    finished: float | None = None
+
+    def parts(self, query_id: int, key: str) -> Prompt:
+        """How this result reads inside a later prompt (`Out(key)`)."""
+        if self.text is not None:
+            return value_parts(self.text)
+        if self.value is not None:
+            return value_parts(self.value)
+        if self.output_tokens > 0:
+            return (Segment(output_segment_id(query_id, key), self.output_tokens),)
+        return ()
 
 
 @dataclass(frozen=True, slots=True)

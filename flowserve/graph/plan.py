@@ -1,4 +1,5 @@
-"""Query plans: what a simulated (or replayed) query will do, step by step.
+"""Query plans: what a simulated (or replayed) query will do, step by step (the workload
+format of generators and traces; `flowserve.graph.replay` runs a plan as a workflow).
 
 A plan is a chain of steps; the items of one step run in parallel. Prompts are
 sequences of segments, each standing for a run of distinct token ids, so the sharing
@@ -12,19 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowserve.graph.prompt import MAX_SEGMENT, Segment  # noqa: F401  (re-exported)
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types import Tokens
-
-MAX_SEGMENT = 1 << 18  # tokens in one segment
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    id: int
-    length: int
-
-    def __post_init__(self) -> None:
-        assert 0 < self.length <= MAX_SEGMENT, self.length
 
 
 @dataclass(frozen=True, slots=True)

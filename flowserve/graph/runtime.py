@@ -1,18 +1,22 @@
 """Graph runtime of one query: a DAG that may grow while it runs.
 
-A node becomes ready when all its dependencies have finished. New nodes may depend on
-any node already in the graph (finished or not) or on nodes added in the same batch; a
-batch is checked for unknown dependencies, duplicate keys and cycles before anything of
-it is accepted, so a bad expansion fails its query instead of hanging it.
+The runtime calls the workflow's hooks, runs the graph passes on each batch they add,
+checks the batch (unknown dependencies, duplicate keys, cycles: a bad expansion fails
+its query instead of hanging it) and issues a node when all its dependencies finished.
+It keeps the query's object store (every finished node's `NodeResult`) and resolves
+`Out(step)` references in prompts and tool arguments when it issues a node.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from flowserve.errors import WorkflowError
-from flowserve.graph.nodes import Node, NodeResult
-from flowserve.graph.program import WorkflowProgram
+from flowserve.graph.nodes import LLMNode, Node, NodeResult
+from flowserve.graph.passes import GraphPass, PassContext
+from flowserve.graph.prompt import Out, Part
+from flowserve.graph.workflow import Graph, Workflow
 
 
 def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
@@ -59,16 +63,21 @@ def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
 class QueryRun:
     """Runtime state of one query's graph."""
 
-    def __init__(self, program: WorkflowProgram) -> None:
-        self.program = program
+    def __init__(self, workflow: Workflow, query_id: int = 0, passes: Sequence[GraphPass] = ()) -> None:
+        self.workflow = workflow
+        self.query_id = query_id
+        self.passes = tuple(passes)
         self.nodes: dict[str, Node] = {}
         self.results: dict[str, NodeResult] = {}
         self._missing: dict[str, int] = {}  # unfinished dependencies per pending node
         self._users: dict[str, list[str]] = {}
         self.issued: set[str] = set()
+        self._graph = Graph(self.results)
 
     def start(self) -> list[Node]:
-        return self._add(self.program.start())
+        """The nodes ready at once (resolved)."""
+        self.workflow.start(self._graph)
+        return self._add(self._graph.take())
 
     def complete(self, key: str, result: NodeResult) -> list[Node]:
         """Record a finished node; returns the nodes that are ready to issue now."""
@@ -79,11 +88,17 @@ class QueryRun:
             self._missing[u] -= 1
             if self._missing[u] == 0:
                 del self._missing[u]
-                ready.append(self.nodes[u])
-                self.issued.add(u)
-        return ready + self._add(self.program.on_done(self.nodes[key], result))
+                ready.append(self._ready(self.nodes[u]))
+        self.workflow.on_done(self._graph, key, result)
+        return ready + self._add(self._graph.take())
 
     def _add(self, new: Sequence[Node]) -> list[Node]:
+        if not new:
+            return []
+        if self.passes:
+            ctx = PassContext(self.nodes, self.results)
+            for p in self.passes:
+                new = p(new, ctx)
         ordered = topological_order(new, set(self.nodes))
         ready = []
         for n in ordered:
@@ -94,14 +109,36 @@ class QueryRun:
                 for d in missing:
                     self._users.setdefault(d, []).append(n.key)
             else:
-                ready.append(n)
-        for n in ready:
-            self.issued.add(n.key)
+                ready.append(self._ready(n))
         return ready
+
+    def _ready(self, n: Node) -> Node:
+        """Issue a node: its `Out` references become the producers' outputs (the graph
+        keeps the issued, resolved node)."""
+        self.issued.add(n.key)
+        if not n.refs:
+            return n
+        if isinstance(n, LLMNode):
+            parts: list[Part] = []
+            for p in n.prompt:
+                parts.extend(self._output(p.step) if isinstance(p, Out) else (p,))
+            n = dataclasses.replace(n, prompt=tuple(parts))
+        else:
+            args = {k: (self._value(v.step) if isinstance(v, Out) else v) for k, v in n.args.items()}
+            n = dataclasses.replace(n, args=args)
+        self.nodes[n.key] = n
+        return n
+
+    def _output(self, step: str) -> tuple[Part, ...]:
+        return self.results[step].parts(self.query_id, step)
+
+    def _value(self, step: str) -> object:
+        r = self.results[step]
+        return r.text if r.text is not None else r.value
 
     @property
     def finished(self) -> bool:
-        """Every node finished and the program added nothing more."""
+        """Every node finished and the workflow added nothing more."""
         return len(self.results) == len(self.nodes)
 
     @property

@@ -14,16 +14,22 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.types import Command, Event
-from flowserve.view import CallState, ClusterView, InstanceState
 
 
 @runtime_checkable
 class DispatchPolicy(Protocol):
+    """binding: "ready" binds a call to an instance as soon as it is ready (it then waits
+    in that instance's queue); "late" keeps it in the core's ready pool until some
+    instance has room, and chooses among the instances with room."""
+
     name: ClassVar[str]
     uses_deadline: ClassVar[bool]
     needs_prefix_index: ClassVar[bool]
+    binding: str
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState: ...
@@ -49,16 +55,21 @@ class QueuePolicy(Protocol):
     def __iter__(self) -> Iterator[CallState]: ...
 
 
+BINDINGS = ("ready", "late")
+
+
 class Dispatch:
     """Defaults for the optional parts of a dispatch policy.
 
     tick_s: if set, drivers send a Tick event every tick_s seconds (policy clocks such
-    as tuning windows run on event time only).
+    as tuning windows run on event time only). binding: a policy's declared binding
+    time; every dispatch policy also takes `binding` as a config parameter.
     """
 
     name: ClassVar[str] = ""
     uses_deadline: ClassVar[bool] = False
     needs_prefix_index: ClassVar[bool] = False
+    binding: str = "ready"
     tick_s: float | None = None
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[Command]:
@@ -106,13 +117,20 @@ def build_policy(kind: str, registry: Mapping[str, type], name: str,
         raise ConfigError(f"unknown {kind} policy {name!r}; known: {', '.join(sorted(registry))}")
     sig = inspect.signature(cls)
     hints = typing.get_type_hints(cls.__init__)
+    params = dict(params or {})
+    binding = params.pop("binding", None) if kind == "dispatch" else None
+    if binding is not None and binding not in BINDINGS:
+        raise ConfigError(f"parameter 'binding' must be one of {list(BINDINGS)}, got {binding!r}")
     kwargs = {}
-    for key, value in (params or {}).items():
+    for key, value in params.items():
         if key not in sig.parameters:
             known = ", ".join(sig.parameters) or "none"
             raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
         kwargs[key] = _coerce(key, value, hints.get(key, Any))
     try:
-        return cls(**kwargs)
+        policy = cls(**kwargs)
     except ValueError as e:
         raise ConfigError(f"{kind} policy {name!r}: {e}") from None
+    if binding is not None:
+        policy.binding = binding
+    return policy

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 from flowserve.policies.base import Dispatch
-from flowserve.view import CallState, ClusterView, InstanceState
 
 
 class RoundRobin(Dispatch):

@@ -25,11 +25,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Protocol
 
+from flowserve.core.state import CallState, InstanceState, QueryState
+from flowserve.core.view import ClusterView
 from flowserve.policies.base import Dispatch
 from flowserve.types import Command, Event
-from flowserve.view import CallState, ClusterView, InstanceState, QueryState
+
+
+class AlphaTuner(Protocol):
+    """Online α tuning (Hexgen §4.3; `flowserve.tune.online.OnlineAlphaTuner`)."""
+
+    def observe(self, event: Event, view: ClusterView, policy: HexgenWB) -> tuple[Sequence[Command], float | None]:
+        """Commands to issue and the α to adopt now (None: keep the current one)."""
+        ...
+
 
 DEFAULT_ALPHA = 0.5
 DEFAULT_BETA = 50.0  # s²; see the module docstring and README "Hexgen-Text2SQL"
@@ -115,15 +125,20 @@ class HexgenWB(Dispatch):
             raise ValueError(f"p_value must be in (0, 1), got {p_value}")
         self.alpha = alpha
         self.beta = beta
-        self.tuner: Any = None
+        self.alpha_tuning = alpha_tuning
+        self.window_s = window_s
+        self.p_value = p_value
+        self.tuner: AlphaTuner | None = None  # handed in by the driver (`attach_tuner`)
         # Benchmarks set a list here to get (stage, chosen, [(instance, t_queue, t_comp)]).
         self.log: list[tuple[str, str, list[tuple[str, float, float]]]] | None = None
         if alpha_tuning:
-            from flowserve.tune.online import OnlineAlphaTuner  # the tuner imports the simulator
-
             self.alpha = 0.0  # §4.3: the first window runs with α = 0 while it is recorded
-            self.tuner = OnlineAlphaTuner(window_s, p_value)
             self.tick_s = window_s
+
+    def attach_tuner(self, tuner: AlphaTuner) -> None:
+        """The driver hands over the online tuner (it replays traces in the simulator,
+        which policies must not import)."""
+        self.tuner = tuner
 
     @staticmethod
     def t_queue(inst: InstanceState) -> float:
@@ -150,6 +165,7 @@ class HexgenWB(Dispatch):
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[Command]:
         if self.tuner is None:
+            assert not self.alpha_tuning, "alpha_tuning is on but no driver attached a tuner"
             return ()
         commands, alpha = self.tuner.observe(event, view, self)
         if alpha is not None:

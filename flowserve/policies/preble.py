@@ -11,8 +11,8 @@ window H; per instance the LRU order of its nodes. Formulas are in `preble_costs
   with `pd_balance`, a prefill-unit request first goes to an instance whose running
   batch is dominated by decode units, unless its cost exceeds T_hbal × the lowest;
 * `rebalance`: a request headed for an instance whose load exceeds T_hbal × the
-  lightest's goes to the lightest instead. Load here is the predicted work routed and
-  not yet finished, plus this request's own prefill there (so a prefix is not copied
+  lightest's goes to the lightest instead. Load here is the instance's outstanding
+  predicted work (the core's cache-aware account), plus this request's own prefill there (so a prefix is not copied
   to another instance when the copy costs more than waiting for its holder);
 * `replicate`: when a key portion's mean TTFT in the latest half-window is ≥ 2× the
   earlier half's, by more than one prefill of the prefix, the lightest instance becomes a
@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from flowserve.cache.radix import RadixNode
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.policies.base import Dispatch
 from flowserve.policies.preble_costs import (
@@ -40,7 +42,6 @@ from flowserve.policies.preble_costs import (
     should_exploit,
 )
 from flowserve.types import CallFailed, CallFinished, Event
-from flowserve.view import CallState, ClusterView, InstanceState
 
 MAX_EVICTION_SCAN = 512  # nodes examined for M_i; beyond that the request is huge anyway
 
@@ -52,7 +53,6 @@ class Routed:
     instance: str
     time: float
     prefill_s: float
-    work_s: float  # predicted prefill (uncached) + decode seconds
     decode_unit: bool
     key: RadixNode | None  # the key portion it was exploited on
 
@@ -94,7 +94,6 @@ class PrebleE2(Dispatch):
         self.pd_balance = pd_balance
         self._windows: dict[str, Window] = {}
         self._routed: dict[int, Routed] = {}
-        self._pending: dict[str, float] = {}  # Σ work_s of routed, unfinished calls
         self._ttft: dict[RadixNode, deque[tuple[float, float]]] = {}
         self._replicas: dict[RadixNode, dict[str, float]] = {}
         self._pt: dict[tuple[str, str, int], dict[int, float]] = {}
@@ -119,10 +118,6 @@ class PrebleE2(Dispatch):
         else:
             dt = self._cluster_decode() if cluster_decode is None else cluster_decode
         return load_cost(w.prefill_s, len(w.routed), dt)
-
-    def pending(self, name: str) -> float:
-        """Predicted seconds of work routed to an instance and not finished yet."""
-        return self._pending.get(name, 0.0)
 
     def _cluster_decode(self) -> float:
         n = sum(len(w.decodes) for w in self._windows.values())
@@ -204,17 +199,17 @@ class PrebleE2(Dispatch):
             for r, until in self._replicas.get(key, {}).items():
                 if until > now and r in by_name:
                     holders.add(r)
-            target = by_name[min(holders, key=lambda h: (self.pending(h), loads[h], h))]
+            target = by_name[min(holders, key=lambda h: (by_name[h].outstanding, loads[h], h))]
             exploited = key
             self.stats["exploit"] += 1
         else:
             target = self._explore(cs, candidates, view, loads, uncached, runs, set(path))
             self.stats["explore"] += 1
         if self.rebalance and len(candidates) > 1:
-            light = min(candidates, key=lambda i: (self.pending(i.name), i.name))
+            light = min(candidates, key=lambda i: (i.outstanding, i.name))
 
             def with_request(i: InstanceState) -> float:
-                return self.pending(i.name) + runs[i.name]
+                return i.outstanding + runs[i.name]
 
             if light is not target and overloaded(with_request(target), with_request(light), self.t_hbal):
                 target, exploited = light, None
@@ -247,11 +242,7 @@ class PrebleE2(Dispatch):
         return max(cs.call.predicted_output - 1, 0) * inst.cost.decode_step_time(1, total)
 
     def _forget(self, call_id: int) -> Routed | None:
-        r = self._routed.pop(call_id, None)
-        if r is not None:
-            left = self._pending[r.instance] - r.work_s
-            self._pending[r.instance] = left if left > 1e-9 else 0.0
-        return r
+        return self._routed.pop(call_id, None)
 
     def _decode_dominated(self, inst: InstanceState) -> bool:
         """The running batch holds at least twice as many decode units as prefill units."""
@@ -272,10 +263,7 @@ class PrebleE2(Dispatch):
         w.routed.append((now, pt))
         w.prefill_s += pt
         self._forget(cs.id)  # re-dispatched after a failure
-        decode = self._decode_time(cs, inst)
-        work = pt + decode
-        self._routed[cs.id] = Routed(inst.name, now, pt, work, is_decode_unit(pt, decode), key)
-        self._pending[inst.name] = self.pending(inst.name) + work
+        self._routed[cs.id] = Routed(inst.name, now, pt, is_decode_unit(pt, self._decode_time(cs, inst)), key)
         self._decisions += 1
         if self._decisions % 4096 == 0:
             self._purge(now)
@@ -326,7 +314,7 @@ class PrebleE2(Dispatch):
         spare = [i for i in view.up_instances() if i.name not in holders]
         if not spare:
             return
-        light = min(spare, key=lambda i: (self.pending(i.name), i.name))
+        light = min(spare, key=lambda i: (i.outstanding, i.name))
         gain = sum(recent) / len(recent) - sum(early) / len(early)
         if gain <= run_cost(light.cost, key.depth):
             return  # the wait grew by less than copying the prefix would cost

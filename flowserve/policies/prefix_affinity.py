@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 from flowserve.policies.base import Dispatch
-from flowserve.view import CallState, ClusterView, InstanceState
 
 
 def expected_finish(outstanding_s: float, call_s: float) -> float:
@@ -47,14 +48,11 @@ class PrefixAffinity(Dispatch):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
         assert view.prefix_index is not None, "the core keeps the index for this policy"
-        call = cs.call
-        _, per = view.prefix_index.match_by_instance(call.prompt)
-        hits = {i.name: min(per.get(i.name, 0), call.input_tokens - 1) for i in candidates}
+        hits = {i.name: view.cached_tokens(cs, i) for i in candidates}
         best = max(hits.values())
 
         def finish(i: InstanceState) -> float:
-            return expected_finish(i.outstanding,
-                                   i.cost.call_time(call.input_tokens, call.predicted_output, hits[i.name]))
+            return expected_finish(i.outstanding, view.t_comp(cs, i))
 
         if best < self.min_match:  # explore; on an idle cluster spread new prefixes
             return min(candidates, key=lambda i: (i.outstanding, finish(i), i.dispatched))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from flowserve.view import CallState, ClusterView, InstanceState
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 
 
 class FCFS:

@@ -35,11 +35,11 @@ class Seq:
                  "order", "pending", "preemptions", "prefill_left", "prefilled", "prompt_len",
                  "started", "state", "target")
 
-    def __init__(self, call: LLMCall, order: int) -> None:
+    def __init__(self, call: LLMCall, order: int, target: int) -> None:
         self.call = call
         self.order = order
         self.prompt_len = call.input_tokens
-        self.target = max(1, call.sim_output if call.sim_output is not None else call.max_tokens)
+        self.target = max(1, min(target, call.max_tokens))
         self.state = WAITING
         self.cached = 0  # prompt tokens found in the prefix cache at the last admission
         self.kv = 0  # private KV tokens held (at iter_base while decoding)
@@ -117,9 +117,13 @@ class SimEngine:
             return self._delayed[0][0]
         return end
 
-    def submit(self, call: LLMCall, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
+    def submit(self, call: LLMCall, now: float, output_tokens: int | None = None
+               ) -> list[CallFinished | CallFailed | PrefixEvicted]:
+        """Start a call that produces `output_tokens` tokens (the oracle's truth; without
+        one, the predicted length), at most its max_tokens."""
         self._now = now
-        seq = Seq(call, next(self._order))
+        target = call.predicted_output if output_tokens is None else output_tokens
+        seq = Seq(call, next(self._order), target)
         seq.need = seq.prompt_len - self._match(seq, now) + 1
         if seq.prompt_len + 1 > self.capacity_tokens:
             return [CallFailed(now, call.id, self.name,

@@ -6,16 +6,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.core import SchedulerCore
-from flowserve.errors import ConfigError
-from flowserve.graph.plan import Materializer, standalone_latency
-from flowserve.graph.program import program_for
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.graph.passes import make_passes
+from flowserve.graph.plan import standalone_latency
+from flowserve.graph.replay import PlanWorkflow, plan_oracle
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
+from flowserve.sim.tokenizer import SimTokenizer
+from flowserve.tune.online import attach_tuner
 from flowserve.types import InstanceSpec, Query
 from flowserve.workloads.base import Workload
 
@@ -26,6 +28,7 @@ class PolicySpec:
     queue: str = "fcfs"
     dispatch_params: Mapping[str, Any] = field(default_factory=dict)
     queue_params: Mapping[str, Any] = field(default_factory=dict)
+    passes: str | None = None  # graph passes ("none", "all" or a list)
 
     @property
     def label(self) -> str:
@@ -47,17 +50,6 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
     return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
 
 
-def check_fits(workload: Workload, cluster: Sequence[InstanceSpec]) -> None:
-    """Every prompt must fit the context of the cluster's model (bad input, not a crash)."""
-    limit = min(max_context(s) for s in cluster)
-    for q in workload.queries:
-        for c in q.plan.calls():
-            if c.input_tokens + 1 > limit:
-                raise ConfigError(
-                    f"query {q.id}: {c.stage!r} prompt of {c.input_tokens} tokens exceeds the "
-                    f"model context of {limit} tokens")
-
-
 def simulate(
     cluster: Sequence[InstanceSpec],
     workload: Workload,
@@ -70,16 +62,21 @@ def simulate(
     cost_models: Mapping[str, CostModel] | None = None,
     deadlines: Sequence[float | None] | None = None,
     dispatch: DispatchPolicy | None = None,
+    jobs: Mapping[str, Callable[..., Any]] | None = None,
 ) -> SimResult:
     """cost_models: per instance name, the model both the engine and the core use instead
     of the roofline (replaying a live cluster with its fitted profiles); deadlines: per
     query, seconds after arrival (None: no deadline), instead of slo_scale × standalone;
-    dispatch: a ready-made dispatch policy object instead of `policy.dispatch`."""
+    dispatch: a ready-made dispatch policy object instead of `policy.dispatch`; jobs: the
+    `RunJob` registry (`flowserve.tune.alpha.JOBS` for online α tuning).
+
+    A query that cannot run (a prompt longer than every serving instance's context)
+    fails alone; the result counts it with its reason."""
     if standalone is None:
-        check_fits(workload, cluster)
         standalone = standalone_times(workload, cluster, cost_models)
     if dispatch is None:
         dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
+    attach_tuner(dispatch)
     predictor = OutputPredictor(workload.output_priors)
 
     def profile(spec: InstanceSpec) -> InstanceProfile:
@@ -88,10 +85,10 @@ def simulate(
         return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
 
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
-                         profile, predictor, record_calls=record_calls)
+                         profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
+                         passes=make_passes(policy.passes))
     engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.prefix_index is not None) for s in cluster]
-    mat = Materializer()
+                         report_evictions=core.keeps_prefix_index) for s in cluster]
 
     if deadlines is not None:
         assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))
@@ -99,16 +96,16 @@ def simulate(
     def queries() -> Any:
         for i, (spec, alone) in enumerate(zip(workload.queries, standalone, strict=True)):
             plan = spec.plan
-            program = program_for(plan, mat, workload.expectations.get(plan.workflow))
+            program = PlanWorkflow(plan, workload.expectations.get(plan.workflow))
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel
             else:
                 deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
-                                 spec.tenant, spec.priority), alone)
+                                 spec.tenant, spec.priority), alone, plan_oracle(plan))
 
-    tick = getattr(dispatch, "tick_s", None)
-    result = Simulator(core, engines, queries(), tick_s=tick, on_query_done=on_query_done).run()
+    result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
+                       jobs=jobs).run()
     result.policy_stats = dict(getattr(dispatch, "stats", {}))
     return result

@@ -14,11 +14,15 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from flowserve.core import CallRecord, SchedulerCore
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.core.state import CallRecord
+from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.sim.engine import Capacity, SimEngine
+from flowserve.sim.tokenizer import SimTokenizer
 from flowserve.types import (
     CancelCall,
     Command,
@@ -35,6 +39,8 @@ from flowserve.types import (
     RunOp,
     SendCall,
     Tick,
+    Tokenize,
+    Tokenized,
 )
 
 ARRIVAL, ENGINE, OP, TICK = range(4)
@@ -44,7 +50,7 @@ ARRIVAL, ENGINE, OP, TICK = range(4)
 class SimQuery:
     query: Query
     standalone_s: float  # latency alone on the fastest instance (the SLO's unit)
-    attrs: dict = field(default_factory=dict)
+    oracle: Oracle = NO_ORACLE  # true output lengths and tool outcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +100,12 @@ class Simulator:
         queries: Iterable[SimQuery],
         tick_s: float | None = None,
         on_query_done: Callable[[QueryOutcome], None] | None = None,
+        jobs: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
+        """jobs: the `RunJob` registry, job name → function (e.g. "alpha_sweep")."""
         self.core = core
+        self._jobs = dict(jobs or {})
+        self._tokenizer = SimTokenizer()
         self.engines = {e.name: e for e in engines}
         self._queries: Iterator[SimQuery] = iter(queries)
         self._tick_s = tick_s
@@ -167,15 +177,15 @@ class Simulator:
         assert self._open == 0, f"{self._open} queries never ended"
         makespan = self.now
         core = self.core
+        status = {s.name: s for s in core.instance_status()}
         return SimResult(
             queries=self.outcomes,
             calls=list(core.call_log or []),
             instances=[
                 InstanceOutcome(
-                    e.name, core.instances[e.name].spec.gpu, e.busy_time,
-                    core.instances[e.name].dispatched, core.instances[e.name].completed,
-                    e.stats["prefilled"], e.stats["cached"], e.stats["preemptions"],
-                    e.stats["evicted"])
+                    e.name, status[e.name].spec.gpu, e.busy_time, status[e.name].dispatched,
+                    status[e.name].completed, e.stats["prefilled"], e.stats["cached"],
+                    e.stats["preemptions"], e.stats["evicted"])
                 for e in self.engines.values()
             ],
             policy_changes=self.policy_changes,
@@ -213,14 +223,20 @@ class Simulator:
     def _execute(self, cmd: Command, t: float, pending: deque[Event],
                  touched: dict[SimEngine, None]) -> None:
         if isinstance(cmd, SendCall):
+            call = cmd.call
             eng = self.engines[cmd.instance]
-            pending.extend(eng.submit(cmd.call, t))
+            pending.extend(eng.submit(call, t, self._sim_queries[call.query_id].oracle.output_tokens(call.node)))
             touched[eng] = None
         elif isinstance(cmd, RunOp):
             op = cmd.op
-            self._push(t + op.sim_duration, OP,
-                       OpFinished(t + op.sim_duration, op.id,
-                                  error="sql error" if op.sim_error else None))
+            outcome = self._sim_queries[op.query_id].oracle.tool(op.node)
+            if outcome is None:  # a tool the oracle does not model: instant, no output
+                pending.append(OpFinished(t, op.id))
+            else:
+                done = t + outcome.duration_s
+                self._push(done, OP, OpFinished(done, op.id, outcome.error, outcome.value, outcome.output_tokens))
+        elif isinstance(cmd, Tokenize):
+            pending.append(Tokenized(t, cmd.call_id, self._tokenizer.encode(cmd.prompt, cmd.model)))
         elif isinstance(cmd, CancelCall):
             eng = self.engines[cmd.instance]
             eng.abort(cmd.call_id, t)
@@ -231,8 +247,12 @@ class Simulator:
             self.policy_changes.append(cmd)
         elif isinstance(cmd, RunJob):
             # CPU work outside the served system: it takes no virtual time here
+            fn = self._jobs.get(cmd.name)
+            if fn is None:
+                pending.append(JobFinished(t, cmd.job_id, error=f"no job {cmd.name!r} registered with the simulator"))
+                return
             try:
-                pending.append(JobFinished(t, cmd.job_id, cmd.fn(*cmd.args)))
+                pending.append(JobFinished(t, cmd.job_id, fn(*cmd.args)))
             except Exception as e:  # a failed job is reported, never lost
                 pending.append(JobFinished(t, cmd.job_id, error=f"{type(e).__name__}: {e}"))
 

@@ -12,41 +12,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from scipy import stats
-
 from flowserve.errors import ConfigError
+from flowserve.policies import queue_factory
 from flowserve.policies.hexgen import DEFAULT_BETA
-from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
+from flowserve.tune.job import ALPHA_SWEEP, COARSE, FINE_STEP, SweepJob, SweepResult
 from flowserve.types import InstanceSpec
-from flowserve.workloads.base import Workload
-
-COARSE = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-FINE_STEP = 0.1
-
-
-@dataclass(frozen=True)
-class SweepJob:
-    workload: Workload
-    cluster: tuple[InstanceSpec, ...]
-    cost_models: Mapping[str, CostModel] | None = None  # None: the catalog rooflines
-    deadlines: tuple[float | None, ...] | None = None  # per query, seconds after arrival
-    queue: str = "urgency"
-    queue_params: Mapping[str, Any] = field(default_factory=dict)
-    beta: float = DEFAULT_BETA
-    coarse: tuple[float, ...] = COARSE
-    fine_step: float = FINE_STEP
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    alpha: float
-    mean_latency: Mapping[float, float]  # every α simulated, in the order simulated
-    queries: int
-    calls: int
+from flowserve.workloads.trace import read_trace
 
 
 def mean_latency(job: SweepJob, alpha: float, standalone: Sequence[float] | None = None) -> float:
@@ -98,17 +72,12 @@ def best_alpha(results: Mapping[float, float]) -> float:
 def tune_trace(cluster: Sequence[InstanceSpec], trace: str, queue: str = "urgency",
                beta: float | None = None, slo_scale: float | None = None) -> tuple[SweepResult, float]:
     """`flowserve tune alpha`: sweep a recorded JSONL trace; returns the result and its wall time."""
-    from flowserve.policies import queue_factory
-    from flowserve.sim.run import check_fits
-    from flowserve.workloads.trace import read_trace
-
     queue_factory(queue)  # a clear error for an unknown name, before any work
     if slo_scale is not None and not slo_scale > 0:
         raise ConfigError(f"--slo-scale must be positive, got {slo_scale}")
     if beta is not None and not beta > 0:
         raise ConfigError(f"--beta must be positive, got {beta}")
     wl = read_trace(trace)
-    check_fits(wl, cluster)
     deadlines = None
     if slo_scale is not None:
         deadlines = tuple(slo_scale * s for s in standalone_times(wl, cluster))
@@ -118,13 +87,4 @@ def tune_trace(cluster: Sequence[InstanceSpec], trace: str, queue: str = "urgenc
     return result, time.perf_counter() - t0
 
 
-def latency_regressed(new: Sequence[float], ref: Sequence[float], p_value: float = 0.01) -> tuple[bool, float]:
-    """One-sided Welch t-test, H1: mean(new) > mean(ref). Returns (p < p_value, p).
-
-    Fewer than two samples on a side, or no variance at all, is no evidence (p = 1)."""
-    if len(new) < 2 or len(ref) < 2 or (min(new) == max(new) and min(ref) == max(ref)):
-        return False, 1.0
-    p = float(stats.ttest_ind(new, ref, equal_var=False, alternative="greater").pvalue)
-    if math.isnan(p):
-        return False, 1.0
-    return p < p_value, p
+JOBS: dict[str, Callable[..., Any]] = {ALPHA_SWEEP: sweep_alpha}  # the RunJob registry drivers use

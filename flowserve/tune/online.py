@@ -4,7 +4,7 @@ Windows of `window_s` seconds close on `Tick` events (the policy asks for one ev
 `window_s`; a window closes at the first Tick at least window_s/2 after it opened, so
 the first window, opened by the first event, ends at the first Tick). The first window runs with α = 0
 while its trace is recorded; at its close the tuner asks the driver to run the sweep
-(`RunJob(sweep_alpha, SweepJob)`: replay the window in the simulator, with the
+(`RunJob("alpha_sweep", (SweepJob,))`: replay the window in the simulator, with the
 cluster's own instance specs and cost models from the view) and adopts the answer on
 `JobFinished`, announcing it with `PolicyChanged`. At each later close it compares the
 latencies of the queries that completed in this window with the previous window's by a
@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flowserve.core.view import ClusterView
+from flowserve.tune.job import ALPHA_SWEEP, SweepJob, latency_regressed
 from flowserve.tune.recorder import TraceRecorder
 from flowserve.types import Command, Event, JobFinished, PolicyChanged, RunJob, Tick
-from flowserve.view import ClusterView
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,6 @@ class OnlineAlphaTuner:
         if not self._tuned:
             reason = "initial"
         elif self._prev is not None:
-            from flowserve.tune.alpha import latency_regressed
-
             regressed, p = latency_regressed(latencies, self._prev, self.p_value)
             self.tests.append((now, p))
             if regressed:
@@ -87,8 +86,6 @@ class OnlineAlphaTuner:
         return commands
 
     def _request(self, reason: str, start: float, end: float, view: ClusterView, policy: Any) -> list[Command]:
-        from flowserve.tune.alpha import SweepJob, sweep_alpha
-
         trace = self.recorder.replay_trace(start, end, view)
         up = [inst for inst in view.instances.values() if inst.up]
         if trace is None or not up:
@@ -99,7 +96,7 @@ class OnlineAlphaTuner:
         ev = TuneEvent(end, reason, (start, end), len(trace.workload.queries), trace.unfinished)
         self._job = (next(self._ids), ev)
         self.requests.append(ev)
-        return [RunJob(self._job[0], sweep_alpha, (job,))]
+        return [RunJob(self._job[0], ALPHA_SWEEP, (job,))]
 
     def _adopt(self, event: JobFinished, policy: Any) -> tuple[Sequence[Command], float | None]:
         assert self._job is not None
@@ -115,3 +112,10 @@ class OnlineAlphaTuner:
         info.update(alpha=result.alpha, previous=policy.alpha,
                     mean_latency={str(a): v for a, v in result.mean_latency.items()})
         return [PolicyChanged(event.time, "hexgen_wb", info)], result.alpha
+
+
+def attach_tuner(dispatch: Any) -> None:
+    """Drivers call this on their dispatch policy: a policy configured for online α
+    tuning gets its tuner (policies never import the simulator the tuner replays in)."""
+    if getattr(dispatch, "alpha_tuning", False) and getattr(dispatch, "tuner", None) is None:
+        dispatch.attach_tuner(OnlineAlphaTuner(dispatch.window_s, dispatch.p_value))

@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowserve.core.state import QueryState
+from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment, Step
 from flowserve.tune.segments import BlockIds, prompt_segments
 from flowserve.types import CallFailed, CallFinished, Event, InstanceDown, OpFinished, QueryArrived
-from flowserve.view import ClusterView, QueryState
 from flowserve.workloads.base import QuerySpec, Workload
 from flowserve.workloads.trace import expectations_for
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from flowserve.graph.plan import Plan
-from flowserve.graph.program import Expectation
+from flowserve.graph.replay import Expectation
 
 
 @dataclass(frozen=True, slots=True)

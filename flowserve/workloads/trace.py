@@ -13,7 +13,7 @@ from typing import Any
 
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, QueryPlan, Segment
-from flowserve.graph.program import Expectation
+from flowserve.graph.replay import Expectation
 from flowserve.workloads import text2sql
 from flowserve.workloads.base import QuerySpec, Workload
 

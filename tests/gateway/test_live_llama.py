@@ -156,7 +156,7 @@ def test_an_instance_killed_mid_run_loses_no_query(start_llama_server, tiny_mode
 
         with ThreadPoolExecutor(len(prompts)) as pool:
             futures = [pool.submit(ask, p) for p in prompts]
-            victim = gw.driver.core.instances["llama0"]
+            victim = gw.driver.core.calls.instances["llama0"]
             asyncio.run_coroutine_threadsafe(gw.driver.until(lambda: len(victim.running) > 0),
                                              gw.driver_loop).result(60)
             servers[0].stop(timeout=0)  # SIGTERM mid-generation

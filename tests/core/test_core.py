@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowserve.graph.nodes import LLMNode, OpNode
+from flowserve.graph.prompt import Toks
 from flowserve.types import (
     CallFailed,
     CallFinished,
@@ -52,7 +53,7 @@ def test_dependencies_respected_and_graph_expands_at_run_time():
     assert [s.call.node for s in d.sent[3:]] == ["D", "E1", "E2", "F"]
     end = d.ended[q.id]
     assert isinstance(end, QueryDone) and end.latency == end.time - q.arrival
-    assert q.id not in core.queries and not core.calls
+    assert q.id not in core.queries and not core.calls.tracked
 
 
 def test_cycle_and_unknown_dependency_fail_the_query_with_the_reason():
@@ -89,17 +90,17 @@ def test_release_respects_max_inflight_in_fcfs_order():
     for q in qs:
         d.arrive(q)
     assert [s.call.query_id for s in d.sent] == [qs[0].id, qs[1].id]
-    assert len(core.instances["a"].queue) == 3
+    assert len(core.calls.instances["a"].queue) == 3
     d.finish(d.sent[1].call.id)
     assert [s.call.query_id for s in d.sent] == [q.id for q in qs[:3]]
     d.run_all()
     assert [s.call.query_id for s in d.sent] == [q.id for q in qs]
     assert all(isinstance(d.ended[q.id], QueryDone) for q in qs)
-    assert core.instances["a"].outstanding == 0 or abs(core.instances["a"].outstanding) < 1e-9
+    assert core.calls.instances["a"].outstanding == 0 or abs(core.calls.instances["a"].outstanding) < 1e-9
 
 
 def test_engine_capacity_gates_release():
-    spec = InstanceSpec("s", "A100-80G", "llama-3.1-8b", 1, backend="sim")
+    spec = InstanceSpec("s", "A100-80G", "llama-3.1-8b", 1, backend="sim", reports_capacity=True)
     core = make_core([spec])
     d = ScriptedDriver(core)
     d.feed(InstanceCapacity(0.0, "s", free_seqs=0, headroom_tokens=100, kv_free_tokens=10**6))
@@ -140,7 +141,7 @@ def test_failed_call_is_redispatched_then_query_fails_with_reason():
     assert isinstance(end, QueryFailed) and "HTTP 503" in end.reason and "3 attempt" in end.reason
     # the sibling call was cancelled, nothing is left anywhere
     assert any(isinstance(c, CancelCall) for c in d.commands)
-    assert not core.calls and all(not i.running and not len(i.queue) for i in core.instances.values())
+    assert not core.calls.tracked and all(not i.running and not len(i.queue) for i in core.calls.instances.values())
 
 
 def test_non_retryable_failure_fails_at_once():
@@ -162,11 +163,11 @@ def test_instance_down_moves_its_calls_and_ignores_late_results():
     on_a = [s for s in d.sent if s.instance == "a"]
     cmds = d.feed(InstanceDown(1.0, "a", "circuit open"))
     assert any(isinstance(c, CancelCall) and c.instance == "a" for c in cmds)
-    assert len(core.instances["a"].queue) == 0 and not core.instances["a"].running
+    assert len(core.calls.instances["a"].queue) == 0 and not core.calls.instances["a"].running
     # a late result from the lost instance is ignored
     stale = on_a[0].call.id
     assert core.handle(CallFinished(1.5, stale, "a", 5)) == []
-    assert stale in core.calls  # still tracked: it runs on b now
+    assert stale in core.calls.tracked  # still tracked: it runs on b now
     d.run_all()
     assert all(isinstance(d.ended[q.id], QueryDone) for q in qs)
     assert all(s.instance == "b" for s in d.sent[len(d.sent) - 3:])
@@ -180,7 +181,7 @@ def test_instance_down_moves_its_calls_and_ignores_late_results():
 def test_no_instance_for_model_fails_the_query():
     core = make_core([live_spec("a", model="mistral-7b")])
     d = ScriptedDriver(core)
-    q = query(ScriptProgram([LLMNode("A", "s", (1, 2, 3), 5, model="llama-3.1-8b")]))
+    q = query(ScriptProgram([LLMNode("A", "s", (Toks((1, 2, 3)),), 5, model="llama-3.1-8b")]))
     d.arrive(q)
     assert "no instance is up that serves llama-3.1-8b" in d.ended[q.id].reason
 
@@ -231,8 +232,8 @@ def test_no_query_is_ever_lost(seed):
             name = down.pop()
             d.feed(InstanceUp(d.t, live_spec(name, 2)))
     assert set(d.ended) == set(arrived)
-    assert not core.queries and not core.calls
-    for inst in core.instances.values():
+    assert not core.queries and not core.calls.tracked
+    for inst in core.calls.instances.values():
         assert not inst.running and not len(inst.queue)
         assert abs(inst.outstanding) < 1e-6
 
@@ -242,5 +243,6 @@ def test_send_call_carries_predicted_output_not_truth():
     d = ScriptedDriver(core)
     d.arrive(query(ScriptProgram([llm("A", out=999)])))
     call = d.sent[0].call
-    assert call.sim_output == 999 and call.predicted_output == 128  # the predictor's default
+    # the truth lives in the driver's oracle, never in what policies see
+    assert call.predicted_output == 128 and not hasattr(call, "sim_output")  # the predictor's default
     assert isinstance(d.sent[0], SendCall)

@@ -12,6 +12,7 @@ from flowserve.graph.nodes import CallEstimate, NodeResult
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
 from flowserve.policies.hexgen import HexgenWB, UrgencyQueue, call_budget, hexgen_score, remaining_costs, urgency
 from flowserve.policies.queue import FCFS
+from flowserve.tune.online import attach_tuner
 
 # --------------------------------------------------------------------------- Eq. 4
 
@@ -83,7 +84,9 @@ def test_policies_are_registered_and_validate_their_parameters():
     p = make_dispatch("hexgen_wb", {"alpha": "0.3", "beta": "250"})
     assert (p.alpha, p.beta, p.tuner) == (0.3, 250.0, None)
     tuned = make_dispatch("hexgen_wb", {"alpha_tuning": "on", "window_s": "50"})
-    assert tuned.alpha == 0.0 and tuned.tick_s == 50.0 and tuned.tuner is not None
+    assert tuned.alpha == 0.0 and tuned.tick_s == 50.0 and tuned.tuner is None
+    attach_tuner(tuned)  # the driver hands the tuner over: policies never import the simulator
+    assert tuned.tuner is not None
     assert isinstance(queue_factory("urgency")(), UrgencyQueue)
     with pytest.raises(ConfigError, match="alpha must be in"):
         make_dispatch("hexgen_wb", {"alpha": 1.5})

@@ -63,12 +63,17 @@ def test_bad_input_exits_2_with_a_message(tmp_path, yaml_text, args, message):
     assert "Traceback" not in r.output
 
 
-def test_prompt_longer_than_the_context_exits_2(tmp_path):
+def test_prompts_longer_than_the_context_fail_their_queries_and_are_counted(tmp_path):
     c = tmp_path / "c.yaml"
     c.write_text("instances:\n  - {name: x, gpu: A100-80G, model: llama-2-7b}\n")  # 4k context
-    r = run("simulate", "--cluster", str(c), "--set", "workload.queries=5")
-    assert r.exit_code == 2
-    assert "exceeds the model context of 4096 tokens" in r.output
+    out = tmp_path / "r.json"
+    r = run("simulate", "--cluster", str(c), "--set", "workload.queries=5", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    # text2sql candidates (~10k tokens) never fit 4k: each query fails alone, with its reason
+    assert data["failed"] == 5 and data["completed"] == 0
+    (reason,) = data["failure_reasons"]
+    assert "exceeds the model's context of N tokens" in reason and data["failure_reasons"][reason] == 5
 
 
 def test_cyclic_workflow_exits_2(tmp_path):

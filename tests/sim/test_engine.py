@@ -14,7 +14,7 @@ COST = cost_model_for("A100-80G", "llama-3.1-8b", 1)
 
 
 def call(i, prompt, out):
-    return LLMCall(i, 0, f"n{i}", "s", "wf", tuple(prompt), out, out, sim_output=out)
+    return LLMCall(i, 0, f"n{i}", "s", "wf", tuple(prompt), out, out)  # produces `out` tokens
 
 
 def unique_prompt(i, n):
@@ -70,7 +70,7 @@ def reference(params, submissions):
         t += COST.iteration_time(tokens, attended, len(decoding), ctx)
         for s in list(decoding):
             s["gen"] += 1
-            if s["gen"] >= s["c"].sim_output:
+            if s["gen"] >= s["c"].max_tokens:
                 decoding.remove(s)
                 done[s["c"].id] = t
         for s, n in chunks:
@@ -78,7 +78,7 @@ def reference(params, submissions):
             if s["left"] == 0:
                 prefilling.remove(s)
                 s["gen"] = 1
-                if s["gen"] >= s["c"].sim_output:
+                if s["gen"] >= s["c"].max_tokens:
                     done[s["c"].id] = t
                 else:
                     decoding.append(s)
@@ -137,7 +137,7 @@ def test_kv_never_exceeds_capacity_and_preemption_recomputes():
     fin = {e.call_id: e for e in events if isinstance(e, CallFinished)}
     assert len(fin) == 30
     for _, c in subs:
-        assert fin[c.id].output_tokens == c.sim_output
+        assert fin[c.id].output_tokens == c.max_tokens
     assert engine.stats["preemptions"] > 0
     assert sum(e.preemptions for e in fin.values()) == engine.stats["preemptions"]
     total_prompt = sum(c.input_tokens for _, c in subs)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from flowserve.core import SchedulerCore
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.core.state import CallState, QueryState
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
+from flowserve.graph.prompt import Toks
+from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.types import (
     CallFinished,
     InstanceSpec,
+    LLMCall,
     OpFinished,
     Query,
     QueryArrived,
@@ -33,21 +36,23 @@ def make_core(specs: Sequence[InstanceSpec], dispatch: str = "round_robin", queu
 
 
 def llm(key: str, n: int = 100, deps: tuple[str, ...] = (), out: int = 10, base: int = 0) -> LLMNode:
-    return LLMNode(key, key.rstrip("0123456789"), tuple(range(base, base + n)), out, deps, sim_output=out)
+    return LLMNode(key, key.rstrip("0123456789"), (Toks(tuple(range(base, base + n))),), out, deps)
 
 
-@dataclass
-class ScriptProgram:
-    """A workflow program from a function of (node, result) → new nodes."""
+class ScriptProgram(Workflow):
+    """A workflow from ready-made nodes: `first` at the start, `expand[key]` when `key` finishes."""
 
-    first: list[Node]
-    expand: dict[str, list[Node]] = field(default_factory=dict)
+    def __init__(self, first: list[Node], expand: dict[str, list[Node]] | None = None) -> None:
+        self.first = first
+        self.expand = dict(expand or {})
 
-    def start(self):
-        return self.first
+    def start(self, g: Graph) -> None:
+        for n in self.first:
+            g.add(n)
 
-    def on_done(self, node, result: NodeResult):
-        return self.expand.pop(node.key, [])
+    def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+        for n in self.expand.pop(key, []):
+            g.add(n)
 
     def expected_remaining(self):
         return [CallEstimate("x", 100)]
@@ -112,3 +117,8 @@ class ScriptedDriver:
 
 
 __all__ = ["LLMNode", "OpNode", "ScriptProgram", "ScriptedDriver", "live_spec", "llm", "make_core", "query"]
+
+
+
+def call_state(call: LLMCall, qs: QueryState | None = None, ready: float = 0.0) -> CallState:
+    return CallState.of(call, qs, ready)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from helpers import call_state
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.policies import DISPATCH_POLICIES, make_dispatch
 from flowserve.policies.prefix_affinity import PrefixAffinity, expected_finish
@@ -12,19 +15,17 @@ from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types import InstanceSpec, LLMCall
-from flowserve.view import CallState, ClusterView, InstanceState, QueryState
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b")
 
 
 def view_with(names: list[str]) -> tuple[ClusterView, list[InstanceState]]:
-    insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, FCFS(), False) for n in names]
+    insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, FCFS()) for n in names]
     return ClusterView({i.name: i for i in insts}, OutputPredictor(), {}, PrefixIndex()), insts
 
 
 def call(prompt: tuple[int, ...], out: int = 16) -> CallState:
-    c = LLMCall(1, 1, "n", "s", "w", prompt, out, out)
-    return CallState(c, QueryState.__new__(QueryState), 0.0)
+    return call_state(LLMCall(1, 1, "n", "s", "w", prompt, out, out))
 
 
 PREFIX = tuple(range(2000))

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from flowserve.apps.registry import SingleCall
-from flowserve.engines.backend import CallOutcome, CallPayload, EngineError, payload_of
+from flowserve.apps.single import SingleCall
+from flowserve.engines.backend import CallOutcome, EngineError, EngineRequest
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
@@ -27,7 +27,7 @@ def run(coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
 
 
 def sim_spec(name: str, **kw: Any) -> InstanceSpec:
-    return InstanceSpec(name, "A100-80G", MODEL, backend="sim", **kw)
+    return InstanceSpec(name, "A100-80G", MODEL, backend="sim", reports_capacity=True, **kw)
 
 
 def ext_spec(name: str, **kw: Any) -> InstanceSpec:
@@ -36,8 +36,8 @@ def ext_spec(name: str, **kw: Any) -> InstanceSpec:
 
 
 def single(prompt: tuple[int, ...] | list[int], max_tokens: int = 4, model: str | None = None,
-           payload: CallPayload | None = None) -> SingleCall:
-    return SingleCall("completion", tuple(prompt), max_tokens, model, payload or CallPayload())
+           params: dict[str, Any] | None = None) -> SingleCall:
+    return SingleCall("completion", tuple(prompt), max_tokens, model, params)
 
 
 class ScriptedBackend:
@@ -52,15 +52,17 @@ class ScriptedBackend:
         self.healthy = True
         self.gate: asyncio.Event | None = None
         self.calls: list[LLMCall] = []
+        self.requests: list[EngineRequest] = []
         self.cancelled: list[int] = []
         self.started = 0
         self.entered = asyncio.Event()  # set when a call reaches the engine
 
-    def begin(self, call: LLMCall) -> Awaitable[CallOutcome]:
-        return asyncio.ensure_future(self._run(call))
+    def begin(self, call: LLMCall, req: EngineRequest) -> Awaitable[CallOutcome]:
+        return asyncio.ensure_future(self._run(call, req))
 
-    async def _run(self, call: LLMCall) -> CallOutcome:
+    async def _run(self, call: LLMCall, req: EngineRequest) -> CallOutcome:
         self.calls.append(call)
+        self.requests.append(req)
         self.started += 1
         self.entered.set()
         if self.errors:
@@ -74,7 +76,7 @@ class ScriptedBackend:
             self.cancelled.append(call.id)
             raise
         text = self.answer(call)
-        sink = payload_of(call).sink
+        sink = req.sink
         if sink is not None:
             for word in text.split(" "):
                 sink.push(word + " ")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import call_state as tracked
 
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.core import SchedulerCore
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.core.state import CallState
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.policies.preble import PrebleE2, PrefixGroups, Routed
@@ -26,7 +28,6 @@ from flowserve.policies.preble_costs import (
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.instance import instance_profile
 from flowserve.types import CallFinished, EngineParams, InstanceSpec, LLMCall
-from flowserve.view import CallState
 
 A, B, C = "a", "b", "c"
 
@@ -48,8 +49,13 @@ def core_with(policy: PrebleE2, n: int = 3, queue: str = "fcfs") -> SchedulerCor
 
 
 def call_state(i: int, prompt: tuple[int, ...], out: int = 10) -> CallState:
-    call = LLMCall(i, i, "n", "s", "w", prompt, predicted_output=out, max_tokens=out)
-    return CallState(call, None, 0.0)  # type: ignore[arg-type]
+    return tracked(LLMCall(i, i, "n", "s", "w", prompt, predicted_output=out, max_tokens=out))
+
+
+def set_outstanding(core: SchedulerCore, work: dict[str, float]) -> None:
+    """Predicted work already promised to each instance (the core's account)."""
+    for name, w in work.items():
+        core.calls.instances[name].outstanding = w
 
 
 # --------------------------------------------------------------------------- formulas
@@ -139,13 +145,13 @@ def test_index_split_keeps_history_and_lru():
 def test_exploit_sends_to_the_key_portion_holder_least_loaded():
     policy = PrebleE2(rebalance=False)
     core = core_with(policy)
-    idx, view = core.prefix_index, core.view
+    idx, view = core.calls.prefix_index, core.view
     sys_, doc = (1, 100), (2, 1000)
     idx.add(toks(sys_), C, 0.0)  # everyone's system prompt: short
     idx.add(toks(sys_, doc), A, 0.0)  # the key portion (the 1000-token node) on a and b
     idx.add(toks(sys_, doc), B, 0.0)
-    cands = list(core.instances.values())
-    policy._pending = {A: 5.0, B: 1.0}
+    cands = list(core.calls.instances.values())
+    set_outstanding(core, {A: 5.0, B: 1.0})
     cs = call_state(1, toks(sys_, doc, (3, 50)))
     assert policy.choose(cs, cands, view).name == B
     assert policy.stats["exploit"] == 1
@@ -158,8 +164,8 @@ def test_exploit_sends_to_the_key_portion_holder_least_loaded():
 def test_explore_uses_l_plus_m_plus_r():
     policy = PrebleE2(rebalance=False, pd_balance=False)
     core = core_with(policy, 2)
-    idx, view = core.prefix_index, core.view
-    cands = list(core.instances.values())
+    idx, view = core.calls.prefix_index, core.view
+    cands = list(core.calls.instances.values())
     a, b = cands
     cap = a.kv_capacity
     # a caches a short prefix (R smaller there) but is loaded in the window (L);
@@ -176,17 +182,17 @@ def test_explore_uses_l_plus_m_plus_r():
     # without the load, a's smaller R wins
     policy2 = PrebleE2(rebalance=False, pd_balance=False)
     core2 = core_with(policy2, 2)
-    core2.prefix_index.add(toks((1, 300)), A, 0.0)
+    core2.calls.prefix_index.add(toks((1, 300)), A, 0.0)
     assert r_a < r_b
-    assert policy2.choose(call_state(1, prompt), list(core2.instances.values()), core2.view).name == A
+    assert policy2.choose(call_state(1, prompt), list(core2.calls.instances.values()), core2.view).name == A
     assert cap > 100_000
 
 
 def test_memory_cost_counts_evicted_nodes_times_their_requests():
     policy = PrebleE2()
     core = core_with(policy, 1)
-    idx, view = core.prefix_index, core.view
-    (a,) = core.instances.values()
+    idx, view = core.calls.prefix_index, core.view
+    (a,) = core.calls.instances.values()
     cap = a.kv_capacity
     old, hot = toks((1, 1000)), toks((2, cap - 1000))
     idx.add(old, A, 0.0)
@@ -206,23 +212,23 @@ def test_memory_cost_counts_evicted_nodes_times_their_requests():
 def test_rebalance_redirects_from_an_overloaded_holder():
     policy = PrebleE2(t_hbal=1.5)
     core = core_with(policy, 2)
-    idx, view = core.prefix_index, core.view
-    cands = list(core.instances.values())
+    idx, view = core.calls.prefix_index, core.view
+    cands = list(core.calls.instances.values())
     key = (1, 1800)
     idx.add(toks(key), A, 0.0)
     prompt = toks(key, (2, 200))
-    policy._pending = {A: 10.0, B: 0.0}  # a's queue far exceeds a copy of the prefix on b
+    set_outstanding(core, {A: 10.0, B: 0.0})  # a's queue far exceeds a copy of the prefix on b
     assert policy.choose(call_state(1, prompt), cands, view).name == B
     assert policy.stats["rebalanced"] == 1
-    policy._pending = {A: 0.05, B: 0.0}  # cheaper to wait than to copy 1800 tokens
+    set_outstanding(core, {A: 0.05, B: 0.0})  # cheaper to wait than to copy 1800 tokens
     assert policy.choose(call_state(2, prompt), cands, view).name == A
 
 
 def test_replication_when_ttft_doubles_within_the_window():
     policy = PrebleE2(window_s=10.0, rebalance=False)
     core = core_with(policy, 2)
-    idx, view = core.prefix_index, core.view
-    cands = list(core.instances.values())
+    idx, view = core.calls.prefix_index, core.view
+    cands = list(core.calls.instances.values())
     key = (1, 3000)
     idx.add(toks(key), A, 0.0)
     prompt = toks(key, (2, 100))
@@ -233,7 +239,7 @@ def test_replication_when_ttft_doubles_within_the_window():
         view.now = t + ttft
         policy.observe(CallFinished(t + ttft, i, A, 5, first_token=t + ttft), view)
     assert policy.stats["replicated"] == 1
-    policy._pending = {A: 1.0, B: 0.0}
+    set_outstanding(core, {A: 1.0, B: 0.0})
     view.now = 9.0
     assert policy.choose(call_state(99, prompt), cands, view).name == B  # the replica takes load
     view.now = 30.0  # the replica expired with the window; a holds it, b does not
@@ -244,10 +250,10 @@ def test_pd_balance_prefers_a_decode_dominated_instance():
     policy = PrebleE2(rebalance=False)
     core = core_with(policy, 2)
     view = core.view
-    cands = list(core.instances.values())
+    cands = list(core.calls.instances.values())
     b = cands[1]
     for k in range(3):  # b runs three decode units (fully cached, long outputs)
-        policy._routed[100 + k] = Routed(B, 0.0, 0.0, 1.0, True, None)
+        policy._routed[100 + k] = Routed(B, 0.0, 0.0, True, None)
         b.running[100 + k] = None  # type: ignore[assignment]
     policy._window(B, 0.0).routed.append((0.0, 0.01))
     policy._window(B, 0.0).prefill_s = 0.01  # b slightly busier by L
@@ -258,7 +264,7 @@ def test_pd_balance_prefers_a_decode_dominated_instance():
     core2 = core_with(off, 2)
     off._window(B, 0.0).routed.append((0.0, 0.01))
     off._window(B, 0.0).prefill_s = 0.01
-    assert off.choose(call_state(1, prompt, out=2), list(core2.instances.values()), core2.view).name == A
+    assert off.choose(call_state(1, prompt, out=2), list(core2.calls.instances.values()), core2.view).name == A
 
 
 def test_e2_parameters_are_validated():
@@ -275,8 +281,8 @@ def test_e2_parameters_are_validated():
 
 def test_prefix_groups_quota_and_fcfs_inside_groups():
     core = core_with(PrebleE2(), 1, queue="prefix_groups")
-    idx = core.prefix_index
-    (inst,) = core.instances.values()
+    idx = core.calls.prefix_index
+    (inst,) = core.calls.instances.values()
     q = inst.queue
     assert isinstance(q, PrefixGroups)
     idx.add(toks((1, 63)), A, 0.0)
@@ -319,7 +325,7 @@ def test_prefix_groups_quota_rotates_to_lower_groups():
 def test_prefix_groups_makes_the_core_keep_an_index_with_any_dispatch():
     core = SchedulerCore(specs(2), make_dispatch("round_robin"), queue_factory("prefix_groups"),
                          instance_profile)
-    assert core.prefix_index is not None
+    assert core.calls.prefix_index is not None
     with pytest.raises(ConfigError, match="prefix index"):
         PrefixGroups().bind(type("V", (), {"prefix_index": None})())  # type: ignore[arg-type]
 

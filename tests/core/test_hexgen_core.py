@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.core import SchedulerCore
+from flowserve.core.scheduler import SchedulerCore
 from flowserve.graph.plan import CallStep, Materializer, QueryPlan, Segment
-from flowserve.graph.program import StagedProgram
+from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import queue_factory
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.profiles.instance import instance_profile
@@ -23,7 +23,7 @@ def live(name: str, gpu: str) -> InstanceSpec:
 
 def one_call_query(qid: int, arrival: float, deadline: float | None, prompt: int = 2000) -> Query:
     plan = QueryPlan("wf", ((CallStep("s", (Segment(qid, prompt),), 50),),))
-    return Query(qid, arrival, "wf", StagedProgram(plan, MAT), deadline)
+    return Query(qid, arrival, "wf", PlanWorkflow(plan), deadline)
 
 
 def sends(commands):
@@ -45,7 +45,7 @@ def test_release_order_when_a_slot_frees(queue, second):
 def test_queued_work_leaves_t_queue_when_calls_finish():
     core = SchedulerCore([live("fast", "A100-80G"), live("slow", "A6000")], HexgenWB(alpha=0.0),
                          queue_factory("urgency"), instance_profile)
-    fast, slow = core.instances["fast"], core.instances["slow"]
+    fast, slow = core.calls.instances["fast"], core.calls.instances["slow"]
     out = core.handle(QueryArrived(0.0, one_call_query(1, 0.0, 100.0)))
     (s1,) = sends(out)
     assert s1.instance == "fast"  # both idle: the faster one

@@ -1,0 +1,39 @@
+"""The one-call workflow every OpenAI completion or chat request becomes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowserve.graph.nodes import CallEstimate, NodeResult
+from flowserve.graph.prompt import Toks
+from flowserve.graph.workflow import Graph, Workflow
+from flowserve.types import Tokens
+
+
+class SingleCall(Workflow):
+    """One LLM call: an OpenAI completion or chat request, already tokenized."""
+
+    name = "single"
+
+    def __init__(self, stage: str, prompt: Tokens, max_tokens: int, model: str | None,
+                 params: Mapping[str, Any] | None = None) -> None:
+        self.stage = stage
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.model = model
+        self.params = dict(params or {})
+        self._started = False
+
+    def start(self, g: Graph) -> None:
+        self._started = True
+        g.llm("call", (Toks(self.prompt),), max_tokens=self.max_tokens, stage=self.stage, model=self.model,
+              params=self.params)
+
+    def expected_remaining(self) -> list[CallEstimate]:
+        return [] if self._started else [CallEstimate(self.stage, len(self.prompt))]
+
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
+        r = results["call"]
+        return {"text": r.text or "", "output_tokens": r.output_tokens, "finish_reason": r.finish_reason or "length",
+                "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "instance": r.instance}

@@ -1,0 +1,1 @@
+"""The sans-IO scheduler core (see `flowserve.core.scheduler`)."""

@@ -1,0 +1,189 @@
+"""State the core keeps per call, query and instance.
+
+Only the core mutates it; policies read it through `ClusterView`, drivers through the
+core's query API (`SchedulerCore.instance_status`, ...). Predicted costs use the
+instance's cost model and the output predictor, never a simulator's ground truth.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from flowserve.graph.nodes import CallEstimate, LLMNode
+from flowserve.graph.prompt import Toks
+from flowserve.graph.runtime import QueryRun
+from flowserve.profiles.cost_model import CostModel
+from flowserve.types import InstanceSpec, LLMCall, Query
+
+if TYPE_CHECKING:
+    from flowserve.policies.base import QueuePolicy
+
+HISTORY_LEN = 512
+UNLIMITED = 1 << 62
+
+
+class CallState:
+    """One LLM call while the core tracks it: ready (in the pool or being tokenized),
+    queued at an instance, or running there.
+
+    `call` (the request with its token ids) exists once the prompt is tokenized; a call
+    waiting in the late-binding pool is only its node, so a query with 10⁵ waiting
+    calls holds no token lists.
+    """
+
+    __slots__ = ("attempts", "call", "costs", "enqueued", "excluded", "id", "input_tokens", "instance", "node",
+                 "predicted_output", "query", "queued", "ready", "released", "seq", "t_comp")
+
+    def __init__(self, call_id: int, node: LLMNode, query: QueryState, ready: float, input_tokens: int,
+                 predicted_output: int, seq: int) -> None:
+        self.id = call_id
+        self.node = node
+        self.query = query
+        self.ready = ready  # when its node became ready
+        self.seq = seq  # ready order (pool FIFO)
+        self.input_tokens = input_tokens  # estimated until tokenized, then exact
+        self.predicted_output = predicted_output
+        self.call: LLMCall | None = None
+        self.instance: str | None = None
+        self.enqueued = ready  # when it entered its instance's queue
+        self.released: float | None = None  # when it was sent to the engine
+        self.queued = False  # waiting in its instance's queue
+        self.t_comp = 0.0  # predicted compute seconds on its instance
+        self.costs: dict[tuple, float] = {}  # per (hardware profile, cached tokens)
+        self.attempts = 0
+        self.excluded: set[str] = set()  # instances that failed this call
+
+    @property
+    def stage(self) -> str:
+        return self.node.stage
+
+    @classmethod
+    def of(cls, call: LLMCall, query: QueryState | None = None, ready: float = 0.0) -> CallState:
+        """A tokenized call as the core holds it (policy tests and router benchmarks)."""
+        node = LLMNode(call.node, call.stage, (Toks(call.prompt),), call.max_tokens, model=call.model)
+        cs = cls(call.id, node, query if query is not None else QueryState.__new__(QueryState), ready,
+                 call.input_tokens, call.predicted_output, call.id)
+        cs.call = call
+        return cs
+
+
+class QueryState:
+    """One query while it runs."""
+
+    __slots__ = ("calls_done", "failed", "inflight", "progressed", "query", "run")
+
+    def __init__(self, query: Query, run: QueryRun) -> None:
+        self.query = query
+        self.run = run
+        self.inflight: dict[int, CallState] = {}
+        self.calls_done = 0
+        self.failed = False
+        # When the workflow last progressed (a node finished; arrival before that):
+        # deadline budgets of the remaining calls are re-split from here (Hexgen Eq. 5).
+        self.progressed = query.arrival
+
+    @property
+    def id(self) -> int:
+        return self.query.id
+
+    def expected_remaining(self) -> Sequence[CallEstimate]:
+        return self.run.workflow.expected_remaining()
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedCall:
+    """A finished call, as kept in an instance's recent history."""
+
+    call_id: int
+    workflow: str
+    stage: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    enqueued: float
+    released: float
+    finished: float
+    first_token: float | None
+    predicted_s: float
+
+
+class InstanceState:
+    """One engine instance as the core sees it."""
+
+    def __init__(self, spec: InstanceSpec, cost: CostModel, queue: QueuePolicy) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.cost = cost
+        self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
+        self.queue = queue
+        self.running: dict[int, CallState] = {}
+        self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls
+        self.up = True
+        # Engine-reported admission state (spec.reports_capacity); optimistic otherwise.
+        self.free_seqs = spec.engine.max_num_seqs if spec.reports_capacity else UNLIMITED
+        self.headroom = spec.engine.token_budget if spec.reports_capacity else UNLIMITED
+        self.kv_free = UNLIMITED
+        self.kv_capacity: int | None = None  # KV cache tokens (from the instance's profile)
+        self.max_context: int | None = None
+        self.history: deque[FinishedCall] = deque(maxlen=HISTORY_LEN)
+        self.dispatched = 0
+        self.completed = 0
+
+    @property
+    def slots_free(self) -> int:
+        """Calls this instance can start now: engine admission and max_inflight."""
+        free = self.free_seqs
+        if self.spec.max_inflight is not None:
+            free = min(free, self.spec.max_inflight - len(self.running))
+        return free
+
+    @property
+    def has_room(self) -> bool:
+        """Could start a call now, with nothing of its own waiting (late binding binds here)."""
+        return self.up and self.slots_free > 0 and self.headroom > 0 and not len(self.queue)
+
+    def serves(self, model: str | None) -> bool:
+        return model is None or self.spec.model.lower() == model.lower()
+
+    def __repr__(self) -> str:
+        return (f"InstanceState({self.name}, queued={len(self.queue)}, "
+                f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """Everything measured about one finished call (for metrics)."""
+
+    call_id: int
+    query_id: int
+    workflow: str
+    stage: str
+    instance: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    ready: float
+    enqueued: float
+    released: float
+    started: float | None
+    first_token: float | None
+    finished: float
+    preemptions: int
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStatus:
+    """An instance as drivers see it (the core's query API)."""
+
+    name: str
+    spec: InstanceSpec
+    up: bool
+    queued: int
+    running: int
+    outstanding_s: float
+    dispatched: int
+    completed: int

@@ -1,0 +1,56 @@
+"""The read-only view policies get of the cluster, and the one cost estimate they share.
+
+`t_comp` is the predicted compute time of a call on an instance (Hexgen Eq. 2), aware
+of the prompt prefix the router's index believes the instance caches: every policy and
+the core's outstanding-work account (Hexgen's t_queue, Eq. 3) use this function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.state import CallState, InstanceState, QueryState
+from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.predictor import OutputPredictor
+
+
+def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+    """Eq. 2 with a cached prefix: prefill of the uncached prompt + decode of the predicted
+    output (at least one prompt token is always computed, as engines do)."""
+    return cost.call_time(input_tokens, output_tokens, min(cached_tokens, max(input_tokens - 1, 0)))
+
+
+class ClusterView:
+    """What policies may read: instances, predicted costs, prefix index, queries."""
+
+    def __init__(self, instances: Mapping[str, InstanceState], predictor: OutputPredictor,
+                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None) -> None:
+        self.instances = instances
+        self.predictor = predictor
+        self.queries = queries
+        self.prefix_index = prefix_index
+        self.now = 0.0
+        self.epoch = 0  # bumps at every dispatch decision: per-call memos of index matches
+        self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)
+
+    def cached_tokens(self, cs: CallState, inst: InstanceState) -> int:
+        """Prompt tokens the router's index believes `inst` caches (0 without an index)."""
+        if self.prefix_index is None or cs.call is None:
+            return 0
+        memo = self._hits
+        if memo is None or memo[0] != self.epoch or memo[1] != cs.id:
+            memo = self._hits = (self.epoch, cs.id, self.prefix_index.match_by_instance(cs.call.prompt)[1])
+        return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
+
+    def t_comp(self, cs: CallState, inst: InstanceState) -> float:
+        """Predicted compute seconds of the call on the instance (see the module docstring)."""
+        cached = self.cached_tokens(cs, inst)
+        key = (inst.profile, cached)
+        cost = cs.costs.get(key)
+        if cost is None:
+            cost = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, cached)
+        return cost
+
+    def up_instances(self, model: str | None = None) -> list[InstanceState]:
+        return [i for i in self.instances.values() if i.up and i.serves(model)]

@@ -1,0 +1,134 @@
+"""Tokenization in the gateway: the router must see the token ids the engine will see.
+
+* Synchronously, as the core's `PromptTokenizer`, where no IO is needed: token-id
+  parts; segments of replayed workloads (`TokenMaterializer`, or the simulator's markers
+  when only simulated engines serve the model); text when the model's tokenizer is local
+  (`gateway.tokenizers: {model: tokenizer.json}`, or the word tokenizer of simulated
+  engines).
+* Otherwise asynchronously, for the core's `Tokenize` commands and the gateway's own
+  requests: the up engines' `/tokenize` (healthy circuits first; one engine down does not
+  fail requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from flowserve.core.state import InstanceStatus
+from flowserve.engines.backend import EngineError
+from flowserve.engines.client import LocalTokenizer
+from flowserve.engines.tokenizer import Tokenizer, TokenMaterializer, WordTokenizer
+from flowserve.graph.plan import Materializer
+from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
+from flowserve.types import Tokens
+
+
+class GatewayTokens:
+    def __init__(self, status: Callable[[], list[InstanceStatus]], engine_tokenizer: Callable[[str], Tokenizer | None],
+                 circuit: Callable[[str], str], local: Mapping[str, str],
+                 segments: TokenMaterializer | None = None) -> None:
+        """status: the core's instances; engine_tokenizer: an instance's engine tokenizer
+        (None for simulated engines); local: model → tokenizer.json; segments: how replayed
+        segments become real token ids (None: only simulated engines may receive them)."""
+        self._status = status
+        self._engine_tokenizer = engine_tokenizer
+        self._circuit = circuit
+        self._local = {m.lower(): LocalTokenizer(Path(p)) for m, p in local.items()}
+        self._words = WordTokenizer()
+        self._markers = Materializer()
+        self.segments = segments
+
+    # ------------------------------------------------------------------ synchronous
+
+    def _serving(self, model: str | None) -> list[InstanceStatus]:
+        return [s for s in self._status() if s.up and (model is None or s.spec.model.lower() == model.lower())]
+
+    def _local_text(self, model: str | None) -> Callable[[str], list[int]] | None:
+        serving = self._serving(model)
+        if model is None and serving:
+            model = serving[0].spec.model
+        if model is not None and model.lower() in self._local:
+            return self._local[model.lower()].encode_sync
+        if serving and all(s.spec.backend == "sim" for s in serving):
+            return self._words.encode_sync
+        return None
+
+    def _segment_ids(self, model: str | None) -> Callable[[Segment], Tokens] | None:
+        if self.segments is not None:
+            return self.segments.segment
+        serving = self._serving(model)
+        if serving and all(s.spec.backend == "sim" for s in serving):
+            return self._markers.segment
+        return None
+
+    def encode(self, prompt: Prompt, model: str | None) -> Tokens | None:
+        """The core's `PromptTokenizer`: None when only an engine can tokenize the prompt."""
+        out: list[int] = []
+        text = seg = None
+        for p in prompt:
+            if isinstance(p, Toks):
+                out.extend(p.ids)
+            elif isinstance(p, Segment):
+                seg = seg or self._segment_ids(model)
+                if seg is None:
+                    return None
+                out.extend(seg(p))
+            elif isinstance(p, Lit):
+                text = text or self._local_text(model)
+                if text is None:
+                    return None
+                out.extend(text(p.text))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ through the engines
+
+    def tokenizers(self, model: str | None) -> list[Tokenizer]:
+        """Who can tokenize for `model`: the up instances' engines (healthy circuits
+        first), else the word tokenizer of simulated engines."""
+        found = []
+        for s in self._serving(model):
+            tok = self._engine_tokenizer(s.name)
+            if tok is not None:
+                found.append((self._circuit(s.name) != "closed", tok))
+        found.sort(key=lambda x: x[0])
+        return [tok for _, tok in found] or [self._words]
+
+    async def _ask(self, model: str | None, fn: Callable[[Tokenizer], Any]) -> Any:
+        """The first tokenizer that answers: one engine down must not fail requests."""
+        error: Exception | None = None
+        for tok in self.tokenizers(model):
+            try:
+                return await fn(tok)
+            except EngineError as e:
+                if not e.retryable:
+                    raise
+                error = e
+        assert error is not None
+        raise error
+
+    async def text(self, text: str, model: str | None) -> list[int]:
+        local = self._local_text(model)
+        if local is not None:
+            return local(text)
+        return await self._ask(model, lambda tok: tok.encode(text))
+
+    async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
+        return await self._ask(model, lambda tok: tok.render_chat(messages))
+
+    async def prompt(self, prompt: Prompt, model: str | None) -> Tokens:
+        """Any prompt, asking the engines where needed (raises EngineError)."""
+        out: list[int] = []
+        for p in prompt:
+            if isinstance(p, Toks):
+                out.extend(p.ids)
+            elif isinstance(p, Lit):
+                out.extend(await self.text(p.text, model))
+            elif isinstance(p, Segment):
+                seg = self._segment_ids(model)
+                if seg is None:
+                    raise EngineError("a modelled prompt segment reached a real engine without a replay "
+                                      "vocabulary (TokenMaterializer)", retryable=False)
+                out.extend(seg(p))
+        return tuple(out)

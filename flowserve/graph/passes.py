@@ -1,0 +1,51 @@
+"""Graph passes: pure functions that rewrite each batch of nodes a query reveals.
+
+The runtime runs the configured passes, in order, on every batch a workflow hook adds
+(at the start and at run time), before the batch is checked and issued. A pass sees
+the new nodes and the graph so far (read-only) and returns the nodes to add instead:
+it may split, merge, annotate or re-wire them, never touch nodes already issued.
+Passes are registered by name and chosen by a config string (`--passes a,b`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from flowserve.errors import ConfigError
+from flowserve.graph.nodes import Node, NodeResult
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a pass may read besides the batch: the graph so far and its results."""
+
+    nodes: Mapping[str, Node]
+    results: Mapping[str, NodeResult]
+
+
+GraphPass = Callable[[Sequence[Node], PassContext], Sequence[Node]]
+
+PASSES: dict[str, GraphPass] = {}
+
+
+def register(name: str) -> Callable[[GraphPass], GraphPass]:
+    def add(fn: GraphPass) -> GraphPass:
+        assert name not in PASSES, name
+        PASSES[name] = fn
+        return fn
+    return add
+
+
+def make_passes(spec: str | Sequence[str] | None) -> tuple[GraphPass, ...]:
+    """'none', 'all', or a comma-separated list of registered pass names (in order)."""
+    if spec is None:
+        return ()
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    names = [n for n in names if n and n != "none"]
+    if names == ["all"]:
+        names = list(PASSES)
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ConfigError(f"unknown graph pass(es) {unknown}; known: {', '.join(PASSES) or 'none'}")
+    return tuple(PASSES[n] for n in names)

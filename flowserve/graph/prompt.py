@@ -1,0 +1,114 @@
+"""Prompts of the workflow IR: sequences of parts that either driver can turn into tokens.
+
+A workflow builds each LLM prompt from parts, so the same workflow code runs on real
+text in the gateway and on modelled token lengths in the simulator:
+
+* `Lit(text)` — literal text (instructions, a question, a schema);
+* `Segment(id, length)` — a modelled run of `length` distinct tokens (simulated or
+  replayed prompts; equal ids are equal tokens, so sharing structure is explicit);
+* `Out(step)` — the output of another step of the same query; the runtime replaces it
+  with that step's result once the step finished (its text live, a segment of its
+  output length in the simulator);
+* `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt).
+
+Drivers tokenize the resolved parts: the gateway with the model's tokenizer, the
+simulator with a deterministic word hash and segment markers (`flowserve.sim.tokenizer`).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from flowserve.types import Tokens
+
+MAX_SEGMENT = 1 << 18  # tokens in one segment
+OUTPUT_SEGMENT_BASE = 1 << 52  # ids of modelled outputs, above any workload's segment ids
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    id: int
+    length: int
+
+    def __post_init__(self) -> None:
+        assert 0 < self.length <= MAX_SEGMENT, self.length
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    step: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toks:
+    ids: Tokens
+
+
+Part = Lit | Segment | Out | Toks
+Prompt = tuple[Part, ...]
+
+
+def as_prompt(*items: Any) -> Prompt:
+    """Parts from strings, parts, prompts, step handles (their output) and lists of these."""
+    out: list[Part] = []
+    for item in items:
+        if isinstance(item, str):
+            if item:
+                out.append(Lit(item))
+        elif isinstance(item, Lit | Segment | Out | Toks):
+            out.append(item)
+        elif hasattr(item, "out") and isinstance(item.out, Out):  # a step handle
+            out.append(item.out)
+        elif isinstance(item, Iterable):
+            out.extend(as_prompt(*item))
+        else:
+            raise TypeError(f"cannot use {type(item).__name__} as a prompt part")
+    return tuple(out)
+
+
+def refs(parts: Prompt) -> tuple[str, ...]:
+    """The steps whose outputs the prompt reads."""
+    return tuple(p.step for p in parts if isinstance(p, Out))
+
+
+def estimate_tokens(parts: Prompt) -> int:
+    """Tokens of a prompt before tokenization: exact for segments and ids, ~4 characters
+    a token for text (what deadline budgets need before a driver tokenized it)."""
+    n = 0
+    for p in parts:
+        if isinstance(p, Segment):
+            n += p.length
+        elif isinstance(p, Toks):
+            n += len(p.ids)
+        elif isinstance(p, Lit):
+            n += len(p.text) // 4 + 1
+    return n
+
+
+def output_segment_id(query_id: int, step: str) -> int:
+    """The segment id of a step's modelled output: distinct per (query, step), stable
+    across runs (crc32, not Python's salted hash)."""
+    return OUTPUT_SEGMENT_BASE + (query_id << 24) + (zlib.crc32(step.encode()) & 0xFFFFFF)
+
+
+def value_parts(value: Any) -> Prompt:
+    """A tool's result as prompt text: parts as they are, strings verbatim, lists of
+    strings one per paragraph, anything else as JSON."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (Lit(value),) if value else ()
+    if isinstance(value, tuple) and all(isinstance(v, Lit | Segment | Toks) for v in value):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return (Lit("\n\n".join(value)),) if value else ()
+    return (Lit(json.dumps(value, default=str, ensure_ascii=False)),)

@@ -1,0 +1,152 @@
+"""The one workflow API: a workflow is written once and runs in the simulator and the gateway.
+
+A `Workflow` is a per-query object (its constructor takes the query's inputs and
+configuration) with two hooks that build the query's graph through a `Graph`:
+
+    class Answer(Workflow):
+        def __init__(self, question: str) -> None:
+            self.question = question
+
+        def start(self, g: Graph) -> None:
+            plan = g.llm("plan", ["Plan the search for: ", self.question], max_tokens=64)
+            hits = g.tool("search", "web_search", query=plan.out)    # reads plan's output
+            g.llm("answer", ["Answer ", self.question, " from:\n", hits], max_tokens=256)
+
+        def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+            ...  # grow the graph: another round, more candidates, a branch
+
+Dependencies come from the data a step reads (`plan.out`, a step handle inside a
+prompt) or are declared with `a >> b`. Everything a hook adds is one batch: the
+runtime runs the graph passes on it, checks it (unknown dependencies, duplicates,
+cycles) and issues each step when its dependencies finished. Hooks never do IO: LLM
+calls and tools are run by the driver (real engines and tools in the gateway; modelled
+lengths, durations and errors in the simulator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from flowserve.errors import WorkflowError
+from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
+from flowserve.graph.prompt import Out, as_prompt, refs
+
+
+class Workflow:
+    """Base class of workflows (see the module docstring)."""
+
+    name: ClassVar[str] = "workflow"
+
+    def start(self, g: Graph) -> None:
+        raise NotImplementedError
+
+    def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+        """A step finished (result.error is set when a tool failed)."""
+
+    def expected_remaining(self) -> Sequence[CallEstimate]:
+        """LLM calls still to come that are not in the graph yet (deadline budgets)."""
+        return ()
+
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
+        """The query's answer once every step finished."""
+        return {}
+
+
+@dataclass(eq=False)
+class _Draft:
+    key: str
+    stage: str
+    deps: list[str]
+    fields: dict[str, Any]
+    llm: bool
+
+
+@dataclass(eq=False)
+class Step:
+    """A handle on a step of the current batch (or an earlier one)."""
+
+    graph: Graph
+    key: str
+    out: Out = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.out = Out(self.key)
+
+    def __rshift__(self, other: Step | Iterable[Step]) -> Step | Iterable[Step]:
+        for s in [other] if isinstance(other, Step) else other:
+            self.graph.depend(s.key, self.key)
+        return other
+
+    def __rrshift__(self, other: Iterable[Step]) -> Step:
+        for s in other:
+            self.graph.depend(self.key, s.key)
+        return self
+
+
+class Graph:
+    """Builds a query's graph from inside a workflow's hooks; read results with `result`."""
+
+    def __init__(self, results: Mapping[str, NodeResult]) -> None:
+        self._results = results
+        self._drafts: dict[str, _Draft] = {}
+
+    def llm(self, key: str, prompt: Any, *, max_tokens: int, stage: str | None = None,
+            after: Iterable[Step | str] = (), model: str | None = None,
+            params: Mapping[str, Any] | None = None, splittable: bool = False) -> Step:
+        parts = as_prompt(prompt)
+        if not parts:
+            raise WorkflowError(f"step {key!r}: empty prompt")
+        if max_tokens < 1:
+            raise WorkflowError(f"step {key!r}: max_tokens must be ≥ 1, got {max_tokens}")
+        return self._add(key, stage, after, refs(parts), True,
+                         {"prompt": parts, "max_tokens": max_tokens, "model": model,
+                          "params": dict(params or {}), "splittable": splittable})
+
+    def tool(self, key: str, op: str, *, stage: str | None = None, after: Iterable[Step | str] = (),
+             batchable: bool = False, **args: Any) -> Step:
+        args = {k: (v.out if isinstance(v, Step) else v) for k, v in args.items()}
+        reads = tuple(v.step for v in args.values() if isinstance(v, Out))
+        return self._add(key, stage or op, after, reads, False, {"op": op, "args": args, "batchable": batchable})
+
+    def add(self, node: Node) -> Step:
+        """A ready-made node (replayed graphs, passes' output), dependencies as given."""
+        fields = {f: getattr(node, f) for f in node.__dataclass_fields__ if f not in ("key", "stage", "deps")}
+        if isinstance(node, LLMNode):
+            fields["prompt"] = as_prompt(node.prompt)  # a clear error for anything but parts
+        return self._add(node.key, node.stage, node.deps, node.refs, isinstance(node, LLMNode), fields)
+
+    def result(self, key: str) -> NodeResult | None:
+        return self._results.get(key)
+
+    def depend(self, key: str, on: str) -> None:
+        """`key` runs after `on`; only steps of the current batch take new dependencies."""
+        draft = self._drafts.get(key)
+        if draft is None:
+            raise WorkflowError(f"step {key!r} was issued in an earlier batch; add dependencies "
+                                f"when the step is created")
+        if on not in draft.deps:
+            draft.deps.append(on)
+
+    def _add(self, key: str, stage: str | None, after: Iterable[Step | str], reads: tuple[str, ...],
+             llm: bool, fields: dict[str, Any]) -> Step:
+        if not isinstance(key, str) or not key:
+            raise WorkflowError(f"step keys are non-empty strings, got {key!r}")
+        if key in self._drafts:
+            raise WorkflowError(f"duplicate workflow node(s) [{key!r}]")
+        deps = [a.key if isinstance(a, Step) else str(a) for a in after]
+        deps += [r for r in reads if r not in deps]
+        self._drafts[key] = _Draft(key, stage or key, deps, fields, llm)
+        return Step(self, key)
+
+    def take(self) -> list[Node]:
+        """The batch built so far, as frozen nodes (the builder is empty afterwards)."""
+        nodes: list[Node] = []
+        for d in self._drafts.values():
+            if d.llm:
+                nodes.append(LLMNode(d.key, d.stage, deps=tuple(d.deps), **d.fields))
+            else:
+                nodes.append(OpNode(d.key, d.stage, deps=tuple(d.deps), **d.fields))
+        self._drafts = {}
+        return nodes
