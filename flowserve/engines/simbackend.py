@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequest
 from flowserve.profiles.cost_model import CostModel
-from flowserve.sim.engine import Capacity, SimEngine
+from flowserve.sim.engine import SimEngine
+from flowserve.sim.sequence import Capacity
 from flowserve.types import CallFailed, CallFinished, InstanceCapacity, InstanceSpec, LLMCall, PrefixEvicted
 
 WAKE_SLACK = 1e-6  # virtual seconds: a timer that fires a hair early still advances

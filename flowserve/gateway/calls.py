@@ -76,6 +76,24 @@ class CallRunner:
             seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
             self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
 
+    def add(self, spec: InstanceSpec) -> InstanceSpec:
+        """Open (or replace) an instance's backend; its circuit starts closed."""
+        if spec.name in self.backends and self.specs.get(spec.name) != spec:
+            self.close_instance(spec.name)
+        if spec.name not in self.backends:
+            self.open_instance(spec)
+        self.removed.discard(spec.name)
+        self.breakers[spec.name].record_success()
+        return spec
+
+    def check_removable(self, name: str) -> None:
+        if name not in self.specs or name in self.removed:
+            raise KeyError(name)
+
+    def remove(self, name: str) -> None:
+        self.removed.add(name)
+        self.close_instance(name)
+
     def close_instance(self, name: str) -> None:
         self.caches.pop(name, None)
         backend = self.backends.pop(name, None)

@@ -32,24 +32,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.engines.backend import Backend, EngineError, TokenSink
-from flowserve.engines.openai_backend import OpenAIBackend
-from flowserve.engines.scaled_cost import ScaledCost
-from flowserve.engines.simbackend import SimBackend
+from flowserve.core.state import InstanceStatus
+from flowserve.engines.backend import Backend, TokenSink
 from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.gateway.admission import Admission
+from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected, call_reports
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tokens import GatewayTokens
-from flowserve.gateway.tools import ToolError, ToolRunner
+from flowserve.gateway.tools import ToolRunner
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.passes import make_passes
 from flowserve.graph.workflow import Workflow
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tune.alpha import JOBS
 from flowserve.tune.online import attach_tuner
@@ -80,7 +78,7 @@ from flowserve.types import (
 log = logging.getLogger("flowserve.gateway")
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 
-BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]
+BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]  # default: `backends.default_backend`
 
 
 @dataclass(frozen=True)
@@ -90,15 +88,6 @@ class _Control:
 
 
 _STOP = object()
-
-
-def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
-    """The core's cost model of an instance, in driver seconds: a simulated engine runs
-    `time_scale` times faster than the hardware it models."""
-    prof = instance_profile(spec)
-    if spec.backend == "sim" and time_scale != 1.0:
-        return InstanceProfile(ScaledCost(prof.cost, 1.0 / time_scale), prof.max_context, prof.kv_capacity)
-    return prof
 
 
 class LiveDriver:
@@ -228,41 +217,31 @@ class LiveDriver:
 
     async def add_instance(self, spec: InstanceSpec) -> None:
         """Add (or replace) an instance at run time: InstanceUp to the core."""
-        def apply(now: float) -> None:
-            r = self.runner
-            if spec.name in r.backends and r.specs.get(spec.name) != spec:
-                r.close_instance(spec.name)
-            if spec.name not in r.backends:
-                r.open_instance(spec)
-            r.removed.discard(spec.name)
-            r.breakers[spec.name].record_success()
-            self._feed(InstanceUp(now, spec))
-        await self._control(apply)
+        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec))))
 
     async def remove_instance(self, name: str) -> None:
-        """Take an instance out at run time: InstanceDown; the core moves its calls."""
+        """Take an instance out at run time (KeyError if unknown): InstanceDown; the core
+        moves its calls."""
         def apply(now: float) -> None:
-            r = self.runner
-            if name not in r.specs or name in r.removed:
-                raise KeyError(name)
-            r.removed.add(name)
+            self.runner.check_removable(name)
             self._feed(InstanceDown(now, name, "removed by the administrator"))
-            r.close_instance(name)
+            self.runner.remove(name)
         await self._control(apply)
 
     def instances(self) -> list[dict[str, Any]]:
         return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
                  "url": s.spec.url, "up": s.up, "circuit": self.runner.circuit_state(s.name), "queued": s.queued,
                  "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,
-                 "completed": s.completed}
-                for s in self.core.instance_status() if s.name not in self.runner.removed]
+                 "completed": s.completed} for s in self._status()]
+
+    def _status(self) -> list[InstanceStatus]:
+        return [s for s in self.core.instance_status() if s.name not in self.runner.removed]
 
     def models(self) -> list[str]:
-        return sorted({s.spec.model for s in self.core.instance_status() if s.up and s.name not in self.runner.removed})
+        return sorted({s.spec.model for s in self._status() if s.up})
 
     def serves(self, model: str) -> bool:
-        return any(s.spec.model.lower() == model.lower() for s in self.core.instance_status()
-                   if s.name not in self.runner.removed)
+        return any(s.spec.model.lower() == model.lower() for s in self._status())
 
     def max_context(self, model: str | None) -> int | None:
         return self.core.max_context(model)
@@ -379,7 +358,9 @@ class LiveDriver:
             if h is not None:
                 self._resolve(h, "failed", cmd.reason, now, False if h.slo_s is not None else None)
         elif isinstance(cmd, PolicyChanged):
-            self._policy_changed(cmd)
+            self.policy_log.append(cmd)
+            log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
+            self.metrics.policy_changed(cmd)
         elif isinstance(cmd, RunJob):
             self.jobs.run(cmd)
         else:
@@ -412,35 +393,12 @@ class LiveDriver:
     # ------------------------------------------------------------------ ops, tokens, jobs, ticks
 
     async def _op_task(self, op: ToolOp) -> None:
-        error, result = None, None
         h = self._open.get(op.query_id)
         replayed = h.oracle.tool(op.node) if h is not None and h.oracle is not None else None
-        try:
-            result = await self.tools.run(op, replayed)
-        except ToolError as e:
-            error = str(e)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # an executor bug still ends the op, with the reason
-            log.exception("tool op %s failed", op.op)
-            error = f"{type(e).__name__}: {e}"
-        self._put(OpFinished(self.clock(), op.id, error, result))
+        self._put(await self.tools.finish(op, replayed, self.clock))
 
     async def _tokenize_task(self, cmd: Tokenize) -> None:
-        try:
-            tokens = await self.tokens.prompt(cmd.prompt, cmd.model)
-        except EngineError as e:
-            self._put(Tokenized(self.clock(), cmd.call_id, error=str(e)))
-        else:
-            self._put(Tokenized(self.clock(), cmd.call_id, tokens))
-
-    def _policy_changed(self, cmd: PolicyChanged) -> None:
-        self.policy_log.append(cmd)
-        log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
-        self.metrics.policy_changes.labels(cmd.policy).inc()
-        for key, value in cmd.params.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                self.metrics.policy_param.labels(cmd.policy, key).set(float(value))
+        self._put(await self.tokens.tokenized(cmd, self.clock))
 
     def _tick(self, every: float) -> None:
         self._put(Tick(self.clock()))
@@ -451,14 +409,6 @@ class LiveDriver:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
-    s = driver.settings
-    if spec.backend == "sim":
-        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,
-                          driver.clock, report_evictions=driver.core.keeps_prefix_index)
-    return OpenAIBackend(spec, s)
 
 
 __all__ = ["LiveDriver", "QueryHandle", "QueryResult", "Rejected"]

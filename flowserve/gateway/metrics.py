@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flowserve.core.state import InstanceStatus
+from flowserve.types import PolicyChanged
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250)
 CIRCUIT = {"closed": 0, "open": 1, "half_open": 2}
@@ -84,6 +85,12 @@ class GatewayMetrics:
         self.policy_param = Gauge("flowserve_policy_param", "Current numeric policy parameters",
                                   ["policy", "param"], registry=r)
         self.jobs = Counter("flowserve_jobs", "Background jobs (RunJob) by outcome", ["outcome"], registry=r)
+
+    def policy_changed(self, cmd: PolicyChanged) -> None:
+        self.policy_changes.labels(cmd.policy).inc()
+        for key, value in cmd.params.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self.policy_param.labels(cmd.policy, key).set(float(value))
 
     def attach(self, collector: Any) -> None:
         self.registry.register(collector)

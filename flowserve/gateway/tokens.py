@@ -22,7 +22,7 @@ from flowserve.engines.client import LocalTokenizer
 from flowserve.engines.tokenizer import Tokenizer, TokenMaterializer, WordTokenizer
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
-from flowserve.types import Tokens
+from flowserve.types import Tokenize, Tokenized, Tokens
 
 
 class GatewayTokens:
@@ -132,3 +132,10 @@ class GatewayTokens:
                                       "vocabulary (TokenMaterializer)", retryable=False)
                 out.extend(seg(p))
         return tuple(out)
+
+    async def tokenized(self, cmd: Tokenize, clock: Callable[[], float]) -> Tokenized:
+        """The answer to the core's `Tokenize` (an engine that cannot tokenize: the error)."""
+        try:
+            return Tokenized(clock(), cmd.call_id, await self.prompt(cmd.prompt, cmd.model))
+        except EngineError as e:
+            return Tokenized(clock(), cmd.call_id, error=str(e))

@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.graph.oracle import ToolOutcome
-from flowserve.types import ToolOp
+from flowserve.types import OpFinished, ToolOp
 
 MAX_ROWS = 20
 
@@ -48,6 +50,9 @@ def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) 
             "truncated": len(rows) > max_rows}
 
 
+log = logging.getLogger("flowserve.gateway")
+
+
 class ToolRunner:
     def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
         self._scale = time_scale
@@ -66,3 +71,16 @@ class ToolRunner:
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
             return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
         raise ToolError(f"no executor for tool op {op.op!r}")
+
+    async def finish(self, op: ToolOp, replayed: ToolOutcome | None, clock: Callable[[], float]) -> OpFinished:
+        """Run the op; its result or error as the event for the core (a bug in an executor
+        still ends the op, with the reason)."""
+        try:
+            return OpFinished(clock(), op.id, result=await self.run(op, replayed))
+        except ToolError as e:
+            return OpFinished(clock(), op.id, error=str(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("tool op %s failed", op.op)
+            return OpFinished(clock(), op.id, error=f"{type(e).__name__}: {e}")

@@ -21,7 +21,8 @@ from typing import Any
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallRecord
 from flowserve.graph.oracle import NO_ORACLE, Oracle
-from flowserve.sim.engine import Capacity, SimEngine
+from flowserve.sim.engine import SimEngine
+from flowserve.sim.sequence import Capacity
 from flowserve.sim.tokenizer import SimTokenizer
 from flowserve.types import (
     CancelCall,

@@ -1,0 +1,55 @@
+"""What every `flowserve` command shares: the apps, consoles, the bad-input rule (exit 2
+with one line naming the problem) and progress bars."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from flowserve.errors import FlowserveError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Serve and simulate LLM applications on heterogeneous clusters.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
+app.add_typer(bench_app, name="bench")
+engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
+app.add_typer(engines_app, name="engines")
+tune_app = typer.Typer(no_args_is_help=True, help="Tune policy parameters by simulation.")
+app.add_typer(tune_app, name="tune")
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except FlowserveError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err_console, transient=True,
+                    disable=not sys.stderr.isatty())
+
+
+def parse_scales(text: str) -> list[float]:
+    from flowserve.errors import ConfigError
+
+    try:
+        scales = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--slo-scales: expected comma-separated numbers, got {text!r}") from None
+    if not scales or any(s <= 0 for s in scales):
+        raise ConfigError(f"--slo-scales: need positive numbers, got {text!r}")
+    return scales
+
+
+DEFAULT_SCALES = "1,1.5,2,3,4,5,6,8,10,12,15,20,25,30,40,50"

@@ -1,0 +1,166 @@
+"""Real engines and serving: `engines build|tiny-model`, `profile`, `serve`, `validate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flowserve.cli.common import (
+    app,
+    console,
+    engines_app,
+    err_console,
+    progress_bar,
+    user_errors,
+)
+
+
+@engines_app.command("build")
+def engines_build(
+    version: Annotated[str | None, typer.Option(help="llama-cpp-python sdist version (default: pinned)")] = None,
+) -> None:
+    """Build llama-server from the llama-cpp-python sdist (cached) and print its path."""
+    with user_errors():
+        from flowserve.engines.llamacpp import DEFAULT_VERSION, ensure_llama_server
+
+        path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
+        console.print(str(path), highlight=False, soft_wrap=True)
+
+
+@engines_app.command("tiny-model")
+def engines_tiny_model(
+    out: Annotated[Path, typer.Option(help="GGUF file to write (tokenizer.json goes next to it)")] = Path(
+        "out/tiny-llama.gguf"),
+    seed: Annotated[int, typer.Option(help="seed of the vocabulary corpus and the weights")] = 0,
+    layers: Annotated[int, typer.Option(help="transformer blocks")] = 4,
+    embd: Annotated[int, typer.Option(help="embedding width")] = 128,
+) -> None:
+    """Write the tiny random-weight Llama used by tests and benchmarks."""
+    with user_errors():
+        from flowserve.engines.tinymodel import TinyLlamaConfig, write_tiny_llama
+
+        model = write_tiny_llama(out, TinyLlamaConfig(seed=seed, n_layer=layers, n_embd=embd))
+        console.print(f"{model.gguf} ({model.gguf.stat().st_size / 1e6:.1f} MB, vocabulary {model.vocab_size}); "
+                      f"tokenizer: {model.tokenizer_json}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def profile(
+    url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible engine (no /v1)")],
+    model: Annotated[str, typer.Option(help="model name (sent as `model`, written in the profile)")],
+    out: Annotated[Path | None, typer.Option(help="profile YAML to write [default: out/profiles/MODEL.yaml]")] = None,
+    engine: Annotated[str, typer.Option(help="auto, llamacpp, vllm, sglang or openai")] = "auto",
+    api_key: Annotated[str | None, typer.Option(help="bearer token for the engine")] = None,
+    slots: Annotated[int | None, typer.Option(help="concurrent sequences (default: reported by the engine)")] = None,
+    max_context: Annotated[int | None, typer.Option(help="tokens per sequence (default: reported)")] = None,
+    kv_capacity: Annotated[int | None, typer.Option(help="KV cache tokens (default: the context)")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="vocabulary size (default: reported)")] = None,
+    token_budget: Annotated[int, typer.Option(help="tokens per engine iteration (llama-server -b)")] = 2048,
+    repeats: Annotated[int, typer.Option(help="runs per measured point (median)")] = 3,
+    quick: Annotated[bool, typer.Option(help="few points, seconds (smoke tests)")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the measurements as JSON")] = None,
+) -> None:
+    """Measure an engine (prefill, decode, cached prefix), fit the cost model, write a profile."""
+    with user_errors():
+        import asyncio
+
+        from flowserve.calibrate.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
+        from flowserve.engines.client import EngineClient
+        from flowserve.errors import ConfigError
+
+        if engine not in ("auto", "llamacpp", "vllm", "sglang", "openai"):
+            raise ConfigError(f"--engine: expected auto, llamacpp, vllm, sglang or openai, got {engine!r}")
+        if min(repeats, token_budget) < 1:
+            raise ConfigError("--repeats and --token-budget must be positive")
+
+        async def run() -> Any:
+            kind = await detect_engine(url) if engine == "auto" else engine
+            async with EngineClient(url, model=model, engine=kind, api_key=api_key) as client:  # type: ignore[arg-type]
+                facts = await engine_facts(client, slots, max_context, kv_capacity, vocab_size)
+                settings = (ProfileSettings.quick(token_budget=token_budget) if quick
+                            else ProfileSettings(repeats=repeats, token_budget=token_budget))
+                with progress_bar() as bar:
+                    task = bar.add_task("profiling", total=None)
+                    return await profile_engine(client, model, settings, facts,
+                                                lambda msg: bar.update(task, description=msg))
+
+        fitted, report = asyncio.run(run())
+        path = out or Path("out/profiles") / f"{model}.yaml"
+        fitted.save(path)
+        q = fitted.quality
+        assert q is not None
+        assumed = " (assumes --kv-unified; else pass --kv-capacity)" if kv_capacity is None else ""
+        console.print(f"{fitted.device}: {fitted.slots} slots, context {fitted.max_context}, "
+                      f"KV {fitted.kv_capacity_tokens} tokens{assumed}; {q.samples} points in {report.wall_s:.1f} s",
+                      highlight=False)
+        console.print("fit error (mean abs %): " + ", ".join(f"{k} {v:.1f}" for k, v in q.by_kind)
+                      + f"; overall {q.mean_abs_pct_error:.1f} (max {q.max_abs_pct_error:.1f}), R² {q.r2:.3f}",
+                      highlight=False)
+        console.print("cached-prefix speed-up: " + ", ".join(
+            f"{p} tokens {s:.1f}×" for p, s in report.cache_speedups.items()), highlight=False)
+        console.print(f"profile: {path}", highlight=False, soft_wrap=True)
+        if json_out:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(report.to_dict(fitted), indent=2))
+            console.print(f"json: {json_out}", highlight=False)
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Option(help="serving YAML: the cluster (instances with backend sim|openai "
+                                              "and url), api_keys, and an optional gateway: section")],
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to bind")] = 8000,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
+    with user_errors():
+        from flowserve.gateway.server import serve as run_server
+        from flowserve.gateway.settings import load_serve_config
+
+        run_server(load_serve_config(config), host, port, log_level)
+
+
+@app.command()
+def validate(
+    url: Annotated[str, typer.Option(help="base URL of the OpenAI-compatible engine (no /v1)")],
+    profile: Annotated[Path, typer.Option(help="the engine's fitted profile (flowserve profile)")],
+    workload: Annotated[str, typer.Option(help="workload YAML, built-in name or recorded .jsonl trace")],
+    dispatch: Annotated[str, typer.Option(help="dispatch policy (same in both runs)")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="queue policy (same in both runs)")] = "fcfs",
+    seed: Annotated[int, typer.Option(help="salt of the replayed token ids (a fresh value avoids the "
+                                           "engine's cache of an earlier run)")] = 0,
+    vocab_size: Annotated[int | None, typer.Option(help="engine vocabulary (default: reported)")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="section.name=value; sections: workload, dispatch, queue")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report as JSON")] = None,
+) -> None:
+    """Replay a workload on a real engine and in the simulator; report the latency error."""
+    with user_errors():
+        import asyncio
+
+        from flowserve.bench.report import write_json
+        from flowserve.calibrate.validate import validate_engine
+        from flowserve.config import parse_sets
+        from flowserve.sim.run import PolicySpec
+        from flowserve.workloads import load_workload
+
+        sets = parse_sets(set_)
+        wl = load_workload(workload, sets.get("workload"))
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        report = asyncio.run(validate_engine(url, str(profile), wl, policy, seed, vocab_size))
+        err, hit = report["latency_error_pct"], report["token_hit_rate"]
+        console.print(f"{report['compared']} of {report['queries']} queries compared "
+                      f"({len(report['failed_live'])} failed live)", highlight=False)
+        if err["mean"] is not None:
+            console.print(f"latency error: mean {err['mean']:.1f}%, p50 {err['p50']:.1f}%, p90 {err['p90']:.1f}% "
+                          f"(goal: mean < 10%); mean latency live {report['mean_latency_s']['live']:.3f} s, "
+                          f"sim {report['mean_latency_s']['sim']:.3f} s", highlight=False)
+        console.print(f"token hit rate: live {hit['live']:.3f}, sim {hit['sim']:.3f} "
+                      f"(difference {hit['diff_points']:+.1f} points)", highlight=False)
+        if json_out:
+            write_json(json_out, report)
+            console.print(f"json: {json_out}")

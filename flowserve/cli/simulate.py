@@ -1,0 +1,128 @@
+"""`flowserve simulate`, `demo`, `calibrate` and `tune alpha`: the simulator's commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowserve.cli.common import (
+    DEFAULT_SCALES,
+    app,
+    console,
+    parse_scales,
+    progress_bar,
+    tune_app,
+    user_errors,
+)
+
+
+@app.command()
+def simulate(
+    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name (hetero-1, hetero-2, ...)")] = "hetero-1",
+    workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
+    dispatch: Annotated[str, typer.Option(help="dispatch policy name")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="queue policy name")] = "fcfs",
+    slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
+    seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
+    record_trace: Annotated[Path | None, typer.Option(help="write the simulated queries as a JSONL trace")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
+) -> None:
+    """Simulate one policy pair on a cluster and workload."""
+    with user_errors():
+        from flowserve.bench.experiment import evaluate
+        from flowserve.bench.report import plot_attainment, policy_table, write_json
+        from flowserve.config import load_cluster, parse_sets
+        from flowserve.sim.run import PolicySpec
+        from flowserve.workloads import load_workload
+        from flowserve.workloads.trace import write_trace
+
+        sets = parse_sets(set_)
+        scales = parse_scales(slo_scales)
+        specs = load_cluster(cluster, sets.get("engine"))
+        wl_over = dict(sets.get("workload", {}))
+        if seed is not None:
+            wl_over["seed"] = seed
+        wl = load_workload(workload, wl_over)
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        with progress_bar() as bar:
+            task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
+            summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
+        summary["cluster"] = cluster
+        console.print(policy_table({policy.label: summary}), highlight=False)
+        console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s")
+        if json_out:
+            write_json(json_out, summary)
+            console.print(f"summary: {json_out}")
+        if record_trace:
+            write_trace(record_trace, wl.queries)
+            console.print(f"trace: {record_trace}")
+        if plot:
+            lat = {policy.label: [q.latency for q in runs[max(runs)].queries]}
+            plot_attainment({policy.label: summary}, plot, f"{wl.name} on {cluster}", lat)
+            console.print(f"plot: {plot}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/demo"),
+    queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
+    rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
+) -> None:
+    """Text-to-SQL on Hetero-1 under every available policy combination."""
+    with user_errors():
+        from flowserve.bench.demo import run_demo
+
+        run_demo(out, queries, rate, console, progress_bar)
+
+
+@tune_app.command("alpha")
+def tune_alpha(
+    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
+    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")] = "hetero-1",
+    queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
+    beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,
+    slo_scale: Annotated[float | None, typer.Option(
+        help="deadlines = scale × standalone latency (default: no deadlines)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the sweep as JSON")] = None,
+) -> None:
+    """Offline α sweep of hexgen_wb on a recorded trace (Hexgen §4.3)."""
+    with user_errors():
+        from flowserve.bench.report import markdown_table, write_json
+        from flowserve.config import load_cluster
+        from flowserve.tune.alpha import tune_trace
+
+        specs = load_cluster(cluster)
+        result, wall = tune_trace(specs, str(trace), queue, beta, slo_scale)
+        rows = [[f"{a:.1f}", lat, "←" if a == result.alpha else ""]
+                for a, lat in sorted(result.mean_latency.items())]
+        console.print(markdown_table(["α", "mean latency s", "best"], rows), highlight=False)
+        console.print(f"best α = {result.alpha:.1f} ({result.queries} queries, {result.calls} calls, "
+                      f"{len(result.mean_latency)} simulations in {wall:.2f} s)")
+        if json_out:
+            write_json(json_out, {"trace": str(trace), "cluster": cluster, "queue": queue,
+                                  "alpha": result.alpha, "wall_s": wall,
+                                  "mean_latency": {str(a): v for a, v in result.mean_latency.items()}})
+            console.print(f"json: {json_out}")
+
+
+@app.command()
+def calibrate(
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
+    queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
+) -> None:
+    """Compare the synthetic text2sql generator with the real CHESS traces."""
+    with user_errors():
+        from flowserve.calibrate.traces import calibration_report
+
+        report, table = calibration_report(queries)
+        console.print(table, highlight=False)
+        if json_out:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(report, indent=2))
+            console.print(f"json: {json_out}")
