@@ -26,6 +26,18 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("binding")
+def bench_binding(
+    quick: Annotated[bool, typer.Option("--quick", help="small runs")] = False,
+    out: Annotated[Path, typer.Option(help="folder for the JSON")] = Path("out/bench-binding"),
+) -> None:
+    """Late vs ready-time binding of the same policies on Hexgen's and Preble's workloads."""
+    with user_errors():
+        from flowserve.bench.binding import run_binding_bench
+
+        run_binding_bench(out, quick, console)
+
+
 @bench_app.command("preble")
 def bench_preble(
     quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
