@@ -9,7 +9,7 @@ by all) is explicit, cheap to materialise and serialisable into trace files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,23 @@ class DagPlan:
         return [n.item for n in self.nodes if isinstance(n.item, CallStep)]
 
 
-Plan = QueryPlan | DagPlan
+@dataclass(frozen=True, slots=True)
+class AppPlan:
+    """A query of an application written as a `Workflow` (Teola's apps): `build` makes
+    its workflow object, `oracle` holds its modelled outputs and tool outcomes, and
+    `critical` is its module chain's path (what a standalone latency estimate sums)."""
+
+    workflow: str
+    build: Callable[[], Any]
+    oracle: Any
+    critical: tuple[CallStep | OpStep, ...] = ()
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def calls(self) -> list[CallStep]:
+        return [c for c in self.critical if isinstance(c, CallStep)]
+
+
+Plan = QueryPlan | DagPlan | AppPlan
 
 
 class Materializer:
@@ -110,4 +126,6 @@ def standalone_latency(plan: Plan, cost: CostModel) -> float:
             start = max((finish[d] for d in node.deps), default=0.0)
             finish[node.key] = start + item_time(node.item, cost)
         return max(finish.values(), default=0.0)
+    if isinstance(plan, AppPlan):
+        return sum(item_time(item, cost) for item in plan.critical)
     return sum(max(item_time(item, cost) for item in step) for step in plan.steps)

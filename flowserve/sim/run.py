@@ -8,11 +8,12 @@ from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.graph.passes import make_passes
-from flowserve.graph.plan import standalone_latency
+from flowserve.graph.plan import AppPlan, standalone_latency
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
+from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
@@ -46,7 +47,8 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
     if cost_models is not None:
         costs = list({id(c): c for c in (cost_models[s.name] for s in cluster)}.values())
     else:
-        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values())
+        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s)
+                      for s in cluster if s.kind == "llm"}.values())
     return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
 
 
@@ -88,7 +90,8 @@ def simulate(
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
                          passes=make_passes(policy.passes))
     engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.keeps_prefix_index) for s in cluster]
+                         report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:
         assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))
@@ -96,16 +99,19 @@ def simulate(
     def queries() -> Any:
         for i, (spec, alone) in enumerate(zip(workload.queries, standalone, strict=True)):
             plan = spec.plan
-            program = PlanWorkflow(plan, workload.expectations.get(plan.workflow))
+            if isinstance(plan, AppPlan):
+                program, oracle = plan.build(), plan.oracle
+            else:
+                program, oracle = PlanWorkflow(plan, workload.expectations.get(plan.workflow)), plan_oracle(plan)
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel
             else:
                 deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
-                                 spec.tenant, spec.priority), alone, plan_oracle(plan))
+                                 spec.tenant, spec.priority), alone, oracle)
 
     result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
-                       jobs=jobs).run()
+                       jobs=jobs, op_profiles=op_profiles).run()
     result.policy_stats = dict(getattr(dispatch, "stats", {}))
     return result

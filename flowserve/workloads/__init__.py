@@ -12,6 +12,7 @@ from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.teola import TeolaConfig
 from flowserve.workloads.trace import read_trace
 
 
@@ -160,6 +161,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
@@ -170,6 +172,8 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
        for name in text2sql.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    # Teola's apps (on the built-in `teola` cluster)
+    **{kind: {"kind": kind, "rate": 2.0, "queries": 200} for kind in ("search_gen", "naive_rag", "advanced_rag")},
 }
 
 
