@@ -87,6 +87,10 @@ class OpBook:
                 out[op] = min(sizes)
         return out
 
+    @staticmethod
+    def ops_of(kind: str) -> list[str]:
+        return [op for op, k in OP_KINDS.items() if k == kind]
+
     def runs(self, node: OpNode) -> bool:
         """Whether this op runs on an engine instance (else the driver runs it as a tool)."""
         return node.batchable and node.op in OP_KINDS

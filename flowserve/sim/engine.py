@@ -76,12 +76,10 @@ class SimEngine:
 
     def submit(self, call: LLMCall, now: float, output_tokens: int | None = None, marks: tuple[int, ...] = ()
                ) -> list[CallFinished | CallFailed | PrefixEvicted]:
-        """Start a call that produces `output_tokens` tokens (the oracle's truth; without
-        one, the predicted length), at most its max_tokens; `marks`: the token counts at
-        which parts of its output complete (a CallProgress each)."""
+        """Start a call that produces `output_tokens` tokens (the oracle's truth; without one,
+        the predicted length), at most its max_tokens; a CallProgress at each of `marks`."""
         self._now = now
-        if marks:
-            self.marks.add(call.id, marks)
+        self.marks.add(call.id, marks)
         target = call.predicted_output if output_tokens is None else output_tokens
         seq = Seq(call, next(self._order), target)
         seq.need = seq.prompt_len - self._match(seq, now) + 1

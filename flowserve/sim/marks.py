@@ -20,6 +20,8 @@ class OutputMarks:
         self._heap: list[tuple[int, int, int, int, Seq]] = []  # (due iteration, order, index, iter_base, seq)
 
     def add(self, call_id: int, marks: tuple[int, ...]) -> None:
+        if not marks:
+            return
         assert list(marks) == sorted(marks) and marks[0] >= 1, marks
         self._marks[call_id] = tuple(marks)
         self._sent[call_id] = 0

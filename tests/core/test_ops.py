@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from helpers import make_core
+
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.profiles.ops import OpProfile
 from flowserve.types import InstanceSpec, OpFinished, Query, QueryArrived, QueryFailed, RunBatch, RunOp
-from helpers import make_core
 
 LLM = InstanceSpec("llm", "A100-80G", "llama-3.1-8b", 1, max_inflight=4, backend="openai")
 
 
 def emb_spec(max_units: int = 512) -> InstanceSpec:
-    return InstanceSpec("emb", "", "embedding", kind="embedding", op_profile=OpProfile(0.01, 0.001, max_units=max_units))
+    prof = OpProfile(0.01, 0.001, max_units=max_units)
+    return InstanceSpec("emb", "", "embedding", kind="embedding", op_profile=prof)
 
 
 class Embed(Workflow):
