@@ -112,3 +112,23 @@ def bench_live(
 
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
                        overhead_requests, {p.strip() for p in parts.split(",")})
+
+
+@bench_app.command("teola")
+def bench_teola(
+    app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
+    = None,
+    queries: Annotated[int, typer.Option(help="queries per app")] = 200,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate)")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
+) -> None:
+    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation."""
+    with user_errors():
+        from flowserve.bench.teola import APPS, run_teola_bench
+        from flowserve.errors import ConfigError
+
+        for a in app_ or ():
+            if a not in APPS:
+                raise ConfigError(f"--app: unknown {a!r}; known: {', '.join(APPS)}")
+        run_teola_bench(out, app_ or APPS, queries, rate, seed, lambda s: console.print(s, highlight=False))

@@ -14,6 +14,7 @@ from flowserve.graph.replay import PlanWorkflow, plan_oracle
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
+from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
@@ -47,8 +48,10 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
     if cost_models is not None:
         costs = list({id(c): c for c in (cost_models[s.name] for s in cluster)}.values())
     else:
-        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values())
-    kinds = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): s for s in cluster}.values())
+        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s)
+                      for s in cluster if s.kind == "llm"}.values())
+    kinds = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): s for s in cluster if s.kind == "llm"}.values())
+    others = [s for s in cluster if s.kind != "llm"]  # embedding, search, ... instances
     out = []
     for q in workload.queries:
         if not isinstance(q.plan, AppQuery):
@@ -56,16 +59,16 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
         elif q.plan.standalone_s is not None:
             out.append(q.plan.standalone_s)
         else:
-            out.append(min(app_alone(q, spec, workload, cost_models) for spec in kinds))
+            out.append(min(app_alone(q, [spec, *others], workload, cost_models) for spec in kinds))
     return out
 
 
-def app_alone(q: QuerySpec, spec: InstanceSpec, workload: Workload,
+def app_alone(q: QuerySpec, cluster: Sequence[InstanceSpec], workload: Workload,
               cost_models: Mapping[str, CostModel] | None) -> float:
-    """An app query's latency alone on one instance of `spec`'s kind, cold cache
-    (inf when it cannot run there)."""
+    """An app query's latency alone on one LLM instance (and the non-LLM instances), cold
+    cache (inf when it cannot run there)."""
     alone = Workload(workload.name, (replace(q, arrival=0.0),), workload.expectations, workload.output_priors)
-    res = simulate([spec], alone, PolicySpec(), standalone=[1.0], record_calls=False, cost_models=cost_models)
+    res = simulate(cluster, alone, PolicySpec(), standalone=[1.0], record_calls=False, cost_models=cost_models)
     [out] = res.queries
     return math.inf if out.failed else out.latency
 
@@ -108,7 +111,8 @@ def simulate(
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
                          passes=make_passes(policy.passes))
     engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.keeps_prefix_index) for s in cluster]
+                         report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:
         assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))
@@ -129,6 +133,6 @@ def simulate(
                                  spec.tenant, spec.priority), alone, oracle)
 
     result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
-                       jobs=jobs).run()
+                       jobs=jobs, op_profiles=op_profiles).run()
     result.policy_stats = dict(getattr(dispatch, "stats", {}))
     return result
