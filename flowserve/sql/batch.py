@@ -22,17 +22,21 @@ class LLMBatch(Workflow):
     name = "llm_sql"
 
     def __init__(self, prompts: Sequence[str], max_tokens: Sequence[int], stage: str = "llm_sql",
-                 model: str | None = None, params: Mapping[str, Any] | None = None) -> None:
+                 model: str | None = None, params: Mapping[str, Any] | None = None,
+                 after: Sequence[int | None] | None = None) -> None:
         assert len(prompts) == len(max_tokens)
         self.prompts = list(prompts)
         self.max_tokens = list(max_tokens)
         self.stage = stage
         self.model = model
         self.params = dict(params or {"temperature": 0.0})
+        self.after = list(after or [None] * len(self.prompts))  # a warm-up step each step waits for
 
     def start(self, g: Graph) -> None:
         for i, (p, m) in enumerate(zip(self.prompts, self.max_tokens, strict=True)):
-            g.llm(step_key(i), [p], max_tokens=m, stage=self.stage, model=self.model, params=self.params)
+            j = self.after[i]
+            g.llm(step_key(i), [p], max_tokens=m, stage=self.stage, model=self.model, params=self.params,
+                  after=() if j is None else (step_key(j),))
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
         answers = []

@@ -110,6 +110,7 @@ class Connection:
         ex.ops = st.ops
         ex.memo.clear()
         ex.stats = Stats()
+        ex.planned = []
         try:
             for pf in st.prefetch:
                 rows = [tuple(r[0]) for r in self._fetch(pf.sql)]
@@ -123,6 +124,21 @@ class Connection:
                   "errors": list(s.errors), "operators": list(s.operators), "optimize": list(self.opts.names)}
         report.update(self.backend.report())
         return Result(table, report)
+
+    def explain(self, query: str) -> list[dict[str, Any]]:
+        """Each LLM operator's plan and estimates; no engine is called (answers are modelled)."""
+        from flowserve.sql.explain import explain_ops
+        from flowserve.sql.sim_backend import SimClusterBackend
+
+        cluster = getattr(self.backend, "cluster", None) or PAPER_CLUSTER
+        real, self.backend = self.backend, SimClusterBackend(cluster, seed=self.seed)
+        ex = self._executor()
+        ex.backend = self.backend
+        try:
+            self.sql(query)
+            return explain_ops(ex.planned, cluster)
+        finally:
+            self.backend = ex.backend = real
 
     def _executor(self) -> Executor:
         if self.executor is None:

@@ -52,6 +52,7 @@ class Executor:
         self.memo: dict[Key, tuple[Any, str | None]] = {}
         self.ops: dict[int, LLMOp] = {}
         self.stats = Stats()
+        self.planned: list[PlannedOp] = []
         self._lock = threading.RLock()
 
     def _progress(self, calls: int, prompt: int, cached: int) -> None:
@@ -68,6 +69,7 @@ class Executor:
             op = self.ops[op_id]
             todo = [tuple(r) for r in rows if (op_id, tuple(r)) not in self.memo]
             planned = plan_op(op, todo, self.opts, self.ggr_cfg)
+            self.planned.append(planned)
             self.stats.solver_s += planned.solver_s
             self.stats.dedup_saved += planned.dedup_saved
             answers: list[Answer | None] = [None] * len(planned.requests)
@@ -76,7 +78,7 @@ class Executor:
             for k, req in enumerate(planned.requests):
                 key = cache_key(self.backend.model, req.prompt, {**PARAMS, "max_tokens": req.max_tokens})
                 keys.append(key)
-                text = self.cache.get(key) if self.cache is not None else None
+                text = self.cache.get(key) if self.cache is not None and not req.warm else None
                 if text is not None:
                     answers[k] = Answer(text)
                     self.stats.cache_hits += 1
@@ -87,11 +89,15 @@ class Executor:
                 assert len(got) == len(send), (len(got), len(send))
                 for k, a in zip(send, got, strict=True):
                     answers[k] = a
-                    if self.cache is not None and a.error is None and a.text is not None:
+                    if self.cache is not None and a.error is None and a.text is not None and \
+                            not planned.requests[k].warm:
                         self.cache.put(keys[k], a.text)
             values: list[tuple[Any, str | None]] = []
-            for a in answers:
+            for a, req in zip(answers, planned.requests, strict=True):
                 assert a is not None
+                if req.warm:
+                    values.append((None, None))
+                    continue
                 if a.error is not None or a.text is None:
                     values.append((None, a.error or "no answer"))
                     continue

@@ -54,17 +54,21 @@ class GatewayBackend:
     async def _batch(self, requests: Sequence[Request], progress: Progress) -> list[Answer]:
         sem = asyncio.Semaphore(self.concurrency)
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        done = [asyncio.Event() for _ in requests]
         async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
-            async def one(req: Request) -> Answer:
+            async def one(k: int, req: Request) -> Answer:
+                if req.after is not None:  # its prefix warm-up goes first
+                    await done[req.after].wait()
                 async with sem:
                     a = await self._call(client, req)
                 self._calls += 1
                 self._prompt += a.prompt_tokens
                 self._cached += a.cached_tokens
                 progress(1, a.prompt_tokens, a.cached_tokens)
+                done[k].set()
                 return a
             # tasks are created in send order, so the semaphore admits them in that order
-            return list(await asyncio.gather(*[one(r) for r in requests]))
+            return list(await asyncio.gather(*[one(k, r) for k, r in enumerate(requests)]))
 
     async def _call(self, client: httpx.AsyncClient, req: Request) -> Answer:
         body = {"model": self.model, "prompt": req.prompt, "max_tokens": req.max_tokens, **self.params}

@@ -56,7 +56,8 @@ class LiveClusterBackend:
         return answers
 
     async def _batch(self, requests: list[Request], stage: str) -> list[Answer | None]:
-        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model)
+        after = [r.after for r in requests] if len(requests) > 1 else None
+        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model, after=after)
         res = await self.driver.run("llm_sql", wf, model=self.model)
         if res.status != "completed":
             if len(requests) == 1:

@@ -14,19 +14,20 @@ class Optimizations:
     ggr: bool = False  # per-group column orders (greedy group recursion)
     sort: bool = False  # rows sorted on the chosen field order
     predicates: bool = False  # cheap predicates first, LLM projections after filters and LIMIT
+    warmup: bool = False  # a group's first call runs before the rest of its group (prefix in cache first)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))
 
 
-ALL = Optimizations(True, True, True, True, True)
+ALL = Optimizations(True, True, True, True, True, True)
 NONE = Optimizations()
 NAMES = tuple(f.name for f in fields(Optimizations))
 
 
 def parse_optimize(spec: str | Optimizations | None) -> Optimizations:
-    """`none`, `all` or a comma list of names (dedup, reorder, ggr, sort, predicates)."""
+    """`none`, `all` or a comma list of names (dedup, reorder, ggr, sort, predicates, warmup)."""
     if isinstance(spec, Optimizations):
         return spec
     text = (spec or "none").strip().lower()

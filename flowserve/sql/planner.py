@@ -47,6 +47,8 @@ class Request:
     prompt: str
     parts: tuple[tuple[str, int], ...]  # (part key, tokens) in layout order: the prefix structure
     max_tokens: int
+    after: int | None = None  # a request of the same batch that must finish first (its warm-up)
+    warm: bool = False  # a prefix-only warm-up call: its answer is not used
 
     @property
     def tokens(self) -> int:
@@ -119,7 +121,39 @@ def plan_op(op: LLMOp, rows: Sequence[Sequence[Any]], opts: Optimizations,
         orders[tuple(labels[c] for c in order)] += 1
     d: Dedup = dedup(prompts) if opts.dedup else no_dedup(len(prompts))
     requests = [Request(prompts[k], parts_of[k], op.max_tokens) for k in d.first]
+    moved = list(range(len(requests)))
+    if opts.warmup:
+        requests, moved = warm_up(requests, op.template.instruction)
     row_request: list[int | None] = [None] * len(rows)
     for pos, (i, _) in enumerate(arrangement):
-        row_request[i] = d.index[pos]
+        row_request[i] = moved[d.index[pos]]
     return PlannedOp(op, requests, row_request, errors, orders, solver_s, d.saved)
+
+
+def warm_up(requests: list[Request], instruction: str, min_shared: int = 16) -> tuple[list[Request], list[int]]:
+    """Before each group of 2+ requests sharing instruction + first field (≥ min_shared
+    tokens), a prefix-only call (1 output token) that the group's requests wait for:
+    an engine admits a sorted group in one iteration and, without in-flight prefix
+    sharing (vLLM), computes the shared prefix once per call; warmed, it is cached once.
+    SGLang's `fork` warms a shared prefix the same way. Returns the requests and, per
+    original request, its new position."""
+    heads: dict[tuple[str, ...], list[int]] = {}
+    for k, r in enumerate(requests):
+        heads.setdefault(tuple(key for key, _ in r.parts[:2]), []).append(k)
+    warm_of: dict[int, Request] = {}
+    for members in heads.values():
+        r = requests[members[0]]
+        if len(members) >= 2 and sum(t for _, t in r.parts[:2]) >= min_shared:
+            first_field = r.prompt[len(instruction) + 1:].split("\n", 1)[0]
+            warm_of[members[0]] = Request(f"{instruction}\n{first_field}\n", r.parts[:2], 1, None, True)
+    out: list[Request] = []
+    moved: list[int] = []
+    group_warm: dict[tuple[str, ...], int] = {}
+    for k, r in enumerate(requests):
+        head = tuple(key for key, _ in r.parts[:2])
+        if k in warm_of:
+            group_warm[head] = len(out)
+            out.append(warm_of[k])
+        moved.append(len(out))
+        out.append(Request(r.prompt, r.parts, r.max_tokens, group_warm.get(head)))
+    return out, moved

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from flowserve.graph.plan import CallStep, QueryPlan, Segment
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sql.backend import Answer, Progress
 from flowserve.sql.modelled import modelled_answer
@@ -36,7 +36,8 @@ class SimClusterBackend:
         self.policy = policy or PolicySpec("round_robin", "fcfs", dispatch_params={"binding": "late"})
         self.seed = seed
         self._ids = SegmentIds(first_unique=1)
-        self._steps: list[tuple[CallStep, ...]] = []
+        self._nodes: list[DagNode] = []
+        self._barrier: tuple[str, ...] = ()
         self._report: dict[str, Any] | None = None
 
     def _segments(self, req: Request) -> tuple[Segment, ...]:
@@ -44,20 +45,24 @@ class SimClusterBackend:
 
     def run(self, requests: Sequence[Request], stage: str, output: OutputSpec, progress: Progress) -> list[Answer]:
         answers = []
-        step = []
-        for req in requests:
+        b = len(self._nodes)
+        keys = []
+        for k, req in enumerate(requests):
             text, out_toks = modelled_answer(req.prompt, output, self.seed, req.max_tokens)
-            step.append(CallStep(stage, self._segments(req), max(1, out_toks)))
+            deps = self._barrier if req.after is None else (f"b{b}.{req.after}",)
+            keys.append(f"b{b}.{k}")
+            self._nodes.append(DagNode(keys[-1], CallStep(stage, self._segments(req), max(1, out_toks)), deps))
             answers.append(Answer(text, None, req.tokens, 0))
-        if step:
-            self._steps.append(tuple(step))
+        if keys:  # the next operator starts when this batch is done (a zero-time barrier)
+            self._nodes.append(DagNode(f"barrier{b}", OpStep("barrier", "barrier", 0.0), tuple(keys)))
+            self._barrier = (f"barrier{b}",)
         self._report = None
         progress(len(requests), sum(r.tokens for r in requests), 0)
         return answers
 
     @property
-    def plan(self) -> QueryPlan:
-        return QueryPlan("llm_sql", tuple(self._steps))
+    def plan(self) -> DagPlan:
+        return DagPlan("llm_sql", tuple(self._nodes))
 
     def report(self) -> dict[str, Any]:
         if self._report is None:
@@ -68,8 +73,8 @@ class SimClusterBackend:
         pass
 
 
-def simulate_plan(cluster: Sequence[InstanceSpec], plan: QueryPlan, policy: PolicySpec) -> dict[str, Any]:
-    if not plan.steps:
+def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: PolicySpec) -> dict[str, Any]:
+    if not plan.nodes:
         return {"latency_s": 0.0, "calls": 0, "token_hit_rate": 0.0, "prompt_tokens": 0, "cached_tokens": 0}
     res = simulate(cluster, Workload("llm_sql", (QuerySpec(0, 0.0, plan),)), policy)
     (q,) = res.queries
