@@ -22,9 +22,11 @@ def _progress_line(stats: Any) -> None:
 def sql_command(
     statement: Annotated[str, typer.Argument(help="the statement, or Q1..Q5 for the paper's queries")],
     table: Annotated[list[str] | None, typer.Option("--table", help="name=path.csv|parquet (repeatable)")] = None,
-    cluster: Annotated[str | None, typer.Option(help="cluster YAML or built-in name (paper-l4: Llama-3-8B on one L4)")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        help="cluster YAML or built-in name (paper-l4: Llama-3-8B on one L4)")] = None,
     gateway: Annotated[str | None, typer.Option(help="URL of a running gateway (OpenAI API)")] = None,
-    optimize: Annotated[str, typer.Option(help="none | all | list of dedup,reorder,ggr,sort,predicates,warmup")] = "all",
+    optimize: Annotated[str, typer.Option(
+        help="none | all | list of dedup,reorder,ggr,sort,predicates,warmup")] = "all",
     on_error: Annotated[str, typer.Option(help="null (NULL + llm_error column) | fail")] = "null",
     cache: Annotated[str | None, typer.Option(help="result cache file (SQLite), reused across statements")] = None,
     seed: Annotated[int, typer.Option(help="seed of simulated answers")] = 0,

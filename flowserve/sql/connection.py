@@ -24,7 +24,7 @@ from flowserve.sql.backend import Backend
 from flowserve.sql.cache import ResultCache
 from flowserve.sql.errors import SQLInputError
 from flowserve.sql.executor import Executor, Stats
-from flowserve.sql.ggr import GGRConfig
+from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations, parse_optimize
 from flowserve.sql.statement import analyse
 from flowserve.sql.tables import register_table
@@ -78,7 +78,7 @@ class Result:
 class Connection:
     def __init__(self, backend: Backend, optimize: str | Optimizations = "all", on_error: str = "null",
                  cache: bool | str | None = None, seed: int = 0, max_tokens: int | None = None,
-                 ggr: GGRConfig = GGRConfig(), on_progress: Callable[[Stats], None] | None = None) -> None:
+                 ggr: GGRConfig = DEFAULT_GGR, on_progress: Callable[[Stats], None] | None = None) -> None:
         if on_error not in ("null", "fail"):
             raise SQLInputError(f"on_error must be 'null' or 'fail', got {on_error!r}")
         self.backend = backend

@@ -12,7 +12,7 @@ from typing import Any
 from flowserve.sql.backend import Answer, Backend
 from flowserve.sql.cache import ResultCache, cache_key
 from flowserve.sql.errors import OutputError, StatementFailed
-from flowserve.sql.ggr import GGRConfig
+from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations
 from flowserve.sql.planner import LLMOp, PlannedOp, plan_op
 
@@ -39,7 +39,7 @@ class Stats:
 
 class Executor:
     def __init__(self, backend: Backend, opts: Optimizations, on_error: str = "null",
-                 cache: ResultCache | None = None, seed: int = 0, ggr_cfg: GGRConfig = GGRConfig(),
+                 cache: ResultCache | None = None, seed: int = 0, ggr_cfg: GGRConfig = DEFAULT_GGR,
                  on_progress: Callable[[Stats], None] | None = None) -> None:
         assert on_error in ("null", "fail"), on_error
         self.backend = backend

@@ -29,6 +29,9 @@ class GGRConfig:
     split_rows: int = 20_000  # tables larger than this are solved in chunks
 
 
+DEFAULT_GGR = GGRConfig()
+
+
 def ggr_value_score(length: int, count: int) -> int:
     """HitCount(v) = len(v)² · (count(v) − 1) (GGR, Alg. 1: prefix tokens a group saves, squared
     length favouring long shared values)."""
@@ -58,7 +61,7 @@ def near_unique_columns(rows: Rows, cols: Sequence[int], threshold: float) -> tu
     return tuple(c for c in cols if len({r[c] for r in rows}) >= threshold * n)
 
 
-def ggr(rows: Rows, n_cols: int, cfg: GGRConfig = GGRConfig()) -> Arrangement:
+def ggr(rows: Rows, n_cols: int, cfg: GGRConfig = DEFAULT_GGR) -> Arrangement:
     """Send order and per-row column order of `rows` (each row a tuple of n_cols strings)."""
     cols = tuple(range(n_cols))
     if not rows:

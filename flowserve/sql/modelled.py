@@ -36,7 +36,7 @@ def modelled_answer(prompt: str, spec: OutputSpec, seed: int, max_tokens: int) -
 def _json_value(prop: object, h: int) -> object:
     if not isinstance(prop, dict):
         return None
-    if "enum" in prop and prop["enum"]:
+    if prop.get("enum"):
         return prop["enum"][h % len(prop["enum"])]
     return {"string": "modelled", "number": float(h % 6), "integer": h % 6,
-            "boolean": bool(h % 2), "array": [], "object": {}}.get(prop.get("type", "string"), None)
+            "boolean": bool(h % 2), "array": [], "object": {}}.get(prop.get("type", "string"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from flowserve.sim.tokenizer import word_ids
 from flowserve.sql.dedup import Dedup, dedup, no_dedup
-from flowserve.sql.ggr import GGRConfig, ggr
+from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig, ggr
 from flowserve.sql.options import Optimizations
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.reorder import fixed_order, sort_rows
@@ -86,7 +86,7 @@ def _row_error(values: Sequence[Any], labels: Sequence[str], max_cell: int) -> s
 
 
 def plan_op(op: LLMOp, rows: Sequence[Sequence[Any]], opts: Optimizations,
-            ggr_cfg: GGRConfig = GGRConfig(), max_cell: int = MAX_CELL_BYTES) -> PlannedOp:
+            ggr_cfg: GGRConfig = DEFAULT_GGR, max_cell: int = MAX_CELL_BYTES) -> PlannedOp:
     labels = op.template.labels
     n_cols = len(labels)
     errors = [_row_error(r, labels, max_cell) for r in rows]

@@ -37,7 +37,8 @@ def register(con: duckdb.DuckDBPyConnection, executor: Executor) -> None:
         return fn
 
     for name, (db_type, arrow_type) in _TYPES.items():
-        con.create_function(name, make(name, arrow_type, False), arg_types, db_type, type="arrow", null_handling="special",
+        con.create_function(name, make(name, arrow_type, False), arg_types, db_type, type="arrow",
+                            null_handling="special",
                             side_effects=False)
     con.create_function(ERROR_UDF, make(ERROR_UDF, pa.string(), True), arg_types, VARCHAR, type="arrow",
                         null_handling="special")

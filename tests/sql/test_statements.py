@@ -82,7 +82,7 @@ def test_bad_input_gets_clear_errors(tmp_path: Path) -> None:
         c.sql("SELECT LLM(review, review) FROM m")
     bad = tmp_path / "bad.csv"
     bad.write_bytes(b"a,b\n1,caf\xe9\n")
-    with pytest.raises(SQLInputError, match="not UTF-8.*line 2"):
+    with pytest.raises(SQLInputError, match=r"not UTF-8.*line 2"):
         c.register("bad", bad)
 
 
