@@ -165,7 +165,23 @@ class MixedConfig(PrebleConfig):
         return Workload(mixed.name, mixed.queries[: self.queries], output_priors=mixed.output_priors)
 
 
+class LLMSQLConfig(Strict):
+    """One SQL statement with LLM calls = one query (`flowserve.workloads.llm_sql`)."""
+
+    kind: Literal["llm_sql"]
+    table: str
+    query: str
+    optimize: str = "all"
+    seed: int = 0
+
+    def build(self) -> Workload:
+        from flowserve.workloads.llm_sql import llm_sql_workload
+
+        return llm_sql_workload(self.table, self.query, self.optimize, self.seed)
+
+
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
+    "llm_sql": LLMSQLConfig,
     "text2sql": Text2SQLConfig,
     "chess_trace": ChessTraceConfig,
     "agent_trace": AgentTraceConfig,
