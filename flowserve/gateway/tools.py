@@ -1,7 +1,8 @@
 """Tool executors: what the live driver runs for a `RunOp` (the core only names the op).
 
-* `sql` — one read-only statement on a SQLite file, in a worker thread, with a time
-  limit; the database's error message comes back as the op's error;
+* `sql` — one read-only statement on a SQLite or DuckDB file in the SQL sandbox
+  (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
+  error message (or what the sandbox refused) comes back as the op's error;
 * a replayed workload's tool steps (any op the query's oracle knows): wait the recorded
   duration (scaled like simulated engines) and report the recorded error.
 """
@@ -10,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-import time
 from collections.abc import Callable
 from typing import Any
 
 from flowserve.graph.oracle import ToolOutcome
+from flowserve.sqlexec import SandboxLimits, SQLError, run_query
 from flowserve.types import OpFinished, ToolOp
 
 MAX_ROWS = 20
@@ -26,28 +26,12 @@ class ToolError(Exception):
 
 
 def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """Execute one statement read-only; raises ToolError with SQLite's message."""
-    deadline = time.monotonic() + time_limit_s
+    """Execute one read-only statement in the SQL sandbox (`flowserve.sqlexec`); raises
+    ToolError with the database's message or what the sandbox refused."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    except sqlite3.Error as e:
-        raise ToolError(f"cannot open database: {e}") from None
-    try:
-        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        cur = con.execute(sql)
-        rows = cur.fetchmany(max_rows + 1)
-        columns = [d[0] for d in cur.description or ()]
-    except sqlite3.Warning as e:
+        return run_query(path, sql, SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows))
+    except SQLError as e:
         raise ToolError(str(e)) from None
-    except sqlite3.Error as e:
-        msg = str(e)
-        if msg == "interrupted":
-            msg = f"query exceeded the time limit of {time_limit_s:g} s"
-        raise ToolError(msg) from None
-    finally:
-        con.close()
-    return {"columns": columns, "rows": [list(r) for r in rows[:max_rows]],
-            "truncated": len(rows) > max_rows}
 
 
 log = logging.getLogger("flowserve.gateway")

@@ -103,7 +103,7 @@ def test_run_sql_executes_read_only_and_reports_sqlite_errors(tmp_path) -> None:
     assert run_sql(str(db), "SELECT client_id FROM client", 5.0, max_rows=3)["truncated"] is True
     with pytest.raises(ToolError, match="no such table: clients"):
         run_sql(str(db), "SELECT * FROM clients", 5.0)
-    with pytest.raises(ToolError, match="readonly"):
+    with pytest.raises(ToolError, match=r"refused by the read-only sandbox: DELETE \(client\)"):
         run_sql(str(db), "DELETE FROM client", 5.0)
     with pytest.raises(ToolError, match="time limit"):
         run_sql(str(db), "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
