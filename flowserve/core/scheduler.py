@@ -243,7 +243,7 @@ class SchedulerCore:
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
             instance=inst.name,
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
-            first_token=ev.first_token, finished=ev.time))
+            first_token=ev.first_token, finished=ev.time, ready=cs.ready))
 
     def _on_op_finished(self, ev: OpFinished) -> None:
         entry = self._ops.pop(ev.op_id, None)

@@ -3,6 +3,7 @@
 * `sql` — one read-only statement on a SQLite or DuckDB file in the SQL sandbox
   (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
   error message (or what the sandbox refused) comes back as the op's error;
+* a workflow's own ops (`register`: the Text-to-SQL agent's retrievers);
 * a replayed workload's tool steps (any op the query's oracle knows): wait the recorded
   duration (scaled like simulated engines) and report the recorded error.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from flowserve.errors import ConfigError
 from flowserve.graph.oracle import ToolOutcome
 from flowserve.sqlexec import SandboxLimits, SQLError, run_query
 from flowserve.types import OpFinished, ToolOp
@@ -41,6 +43,15 @@ class ToolRunner:
     def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
         self._scale = time_scale
         self._sql_limit = sql_time_limit_s
+        self._executors: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+
+    def register(self, executors: Mapping[str, Callable[[Mapping[str, Any]], Any]]) -> None:
+        """Executors of a workflow's own tool ops (op name → function of the arguments, run
+        in a worker thread); a name registered twice is a configuration error."""
+        clash = sorted(set(executors) & (set(self._executors) | {"sql"}))
+        if clash:
+            raise ConfigError(f"tool op(s) {clash} registered twice")
+        self._executors.update(executors)
 
     async def run(self, op: ToolOp, replayed: ToolOutcome | None = None) -> Any:
         """The op's result; raises ToolError for an error the workflow should see."""
@@ -54,6 +65,9 @@ class ToolRunner:
             if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
             return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
+        fn = self._executors.get(op.op)
+        if fn is not None:
+            return await asyncio.to_thread(fn, args)
         raise ToolError(f"no executor for tool op {op.op!r}")
 
     async def finish(self, op: ToolOp, replayed: ToolOutcome | None, clock: Callable[[], float]) -> OpFinished:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.apps.sqlite_demo import create_demo_db
+from flowserve.apps.text2sql.bank import create_demo_db
 from flowserve.apps.text2sql import extract_sql, read_schema
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.engines.cache_estimate import CacheEstimate

@@ -20,7 +20,7 @@ CHINOOK = Path("/work/shared/data/sqlite/chinook.sqlite")
 
 @pytest.fixture(scope="module")
 def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from flowserve.apps.sqlite_demo import create_demo_db
+    from flowserve.apps.text2sql.bank import create_demo_db
 
     return create_demo_db(tmp_path_factory.mktemp("sbx") / "bank.sqlite")
 
