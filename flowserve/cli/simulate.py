@@ -38,6 +38,7 @@ def simulate(
         from flowserve.bench.experiment import evaluate
         from flowserve.bench.report import plot_attainment, policy_table, write_json
         from flowserve.config import load_cluster, parse_sets
+        from flowserve.profiles.instance import max_context
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
         from flowserve.workloads.trace import write_trace
@@ -48,7 +49,9 @@ def simulate(
         wl_over = dict(sets.get("workload", {}))
         if seed is not None:
             wl_over["seed"] = seed
-        wl = load_workload(workload, wl_over)
+        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs))
+        for note in wl.notes:
+            console.print(note, highlight=False)
         policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
         with progress_bar() as bar:
             task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
@@ -115,12 +118,15 @@ def tune_alpha(
 def calibrate(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
+    trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
+                                              "(a file in the published format, or a built-in name)")] = None,
 ) -> None:
-    """Compare the synthetic text2sql generator with the real CHESS traces."""
+    """Compare the synthetic text2sql generator with the real CHESS traces, or print the
+    statistics of any agent trace (--trace)."""
     with user_errors():
-        from flowserve.calibrate.traces import calibration_report
+        from flowserve.calibrate.traces import calibration_report, trace_statistics
 
-        report, table = calibration_report(queries)
+        report, table = trace_statistics(trace) if trace else calibration_report(queries)
         console.print(table, highlight=False)
         if json_out:
             json_out.parent.mkdir(parents=True, exist_ok=True)

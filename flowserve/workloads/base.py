@@ -25,6 +25,7 @@ class Workload:
     queries: tuple[QuerySpec, ...]
     expectations: Mapping[str, Expectation] = field(default_factory=dict)
     output_priors: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the generator decided for the user (printed by the CLI)
 
     @property
     def calls(self) -> int:
