@@ -50,6 +50,38 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
     return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
 
 
+def _assemble(cluster: Sequence[InstanceSpec], policy: PolicySpec, predictor: OutputPredictor,
+              cost_models: Mapping[str, CostModel] | None = None,
+              dispatch: DispatchPolicy | None = None,
+              record_calls: bool = True) -> tuple[SchedulerCore, list[SimEngine], DispatchPolicy]:
+    """The core and the simulated engines of one run."""
+    if dispatch is None:
+        dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
+    attach_tuner(dispatch)
+
+    def profile(spec: InstanceSpec) -> InstanceProfile:
+        if cost_models is None:
+            return instance_profile(spec)
+        return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
+
+    core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
+                         profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
+                         passes=make_passes(policy.passes))
+    engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
+                         report_evictions=core.keeps_prefix_index) for s in cluster]
+    return core, engines, dispatch
+
+
+def simulate_workflows(cluster: Sequence[InstanceSpec], queries: Sequence[SimQuery], policy: PolicySpec,
+                       output_priors: Mapping[tuple[str, str], float] | None = None) -> SimResult:
+    """Simulate queries that are workflows of their own (e.g. the Text-to-SQL agent with a
+    modelled oracle) rather than a workload's plans."""
+    core, engines, dispatch = _assemble(cluster, policy, OutputPredictor(dict(output_priors or {})))
+    result = Simulator(core, engines, iter(queries), tick_s=core.tick_s).run()
+    result.policy_stats = dict(getattr(dispatch, "stats", {}))
+    return result
+
+
 def simulate(
     cluster: Sequence[InstanceSpec],
     workload: Workload,
@@ -74,21 +106,8 @@ def simulate(
     fails alone; the result counts it with its reason."""
     if standalone is None:
         standalone = standalone_times(workload, cluster, cost_models)
-    if dispatch is None:
-        dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
-    attach_tuner(dispatch)
-    predictor = OutputPredictor(workload.output_priors)
-
-    def profile(spec: InstanceSpec) -> InstanceProfile:
-        if cost_models is None:
-            return instance_profile(spec)
-        return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
-
-    core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
-                         profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
-                         passes=make_passes(policy.passes))
-    engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.keeps_prefix_index) for s in cluster]
+    core, engines, dispatch = _assemble(cluster, policy, OutputPredictor(workload.output_priors), cost_models,
+                                        dispatch, record_calls)
 
     if deadlines is not None:
         assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.apps.text2sql.bank import create_demo_db
 from flowserve.apps.text2sql import extract_sql, read_schema
+from flowserve.apps.text2sql.bank import create_demo_db
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.scaled_cost import ScaledCost

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from flowserve.apps.text2sql.prompts import TASKS
 
-Script = Callable[[str, str], str]
+Script = Callable[[str, str, dict[str, Any]], str]  # (stage, prompt text, request body) → answer
 
 
 def stage_of(prompt: str) -> str:
@@ -65,7 +65,7 @@ def make_app(engine: ScriptedEngine) -> FastAPI:
         if engine.delay_s:
             await asyncio.sleep(engine.delay_s)
         try:
-            answer = engine.script(stage, text)
+            answer = engine.script(stage, text, body)
         except Exception as e:  # the script's own bug: an engine error, visible in the test
             return JSONResponse({"error": {"message": f"script: {e}", "type": "server_error"}}, status_code=500)
         out = answer.encode()[: int(body.get("max_tokens", 16))].decode("utf-8", errors="ignore")

@@ -179,7 +179,8 @@ class ChessAgent(Workflow):
 
     def _tests_written(self, g: Graph, answer: str | None) -> None:
         ran = [i for i, c in enumerate(self.cands) if c.ran]
-        self.tests = [None] * self.cfg.unit_tests if answer is None else list(P.parse_unit_tests(answer, self.cfg.unit_tests))
+        n = self.cfg.unit_tests
+        self.tests = [None] * n if answer is None else list(P.parse_unit_tests(answer, n))
         if not self.tests:
             self.chosen = ran[0]
             return

@@ -69,18 +69,17 @@ def prepare(settings: Mapping[str, Any]) -> dict[str, Any]:
     notes = settings.get("descriptions") or {}
     if not isinstance(dbs, Mapping) or not isinstance(notes, Mapping):
         raise ConfigError("gateway.workflows.text2sql: databases and descriptions are mappings by database name")
+    defaults = AgentConfig()
+    numbers = {key: _int(settings[key], key, ConfigError) if key in settings else getattr(defaults, key)
+               for key in ("candidates", "max_rounds", "unit_tests", "max_tokens")}
     cleanup: list[str] = []
     catalogs: dict[str, Catalog] = {}
     for name, path in dbs.items():
         user = notes.get(name)
         catalogs[str(name)] = read_catalog(resolve_database(str(name), path, cleanup),
                                            user if isinstance(user, Mapping) else None)
-    out: dict[str, Any] = {"catalogs": catalogs, "_cleanup": cleanup,
-                           "indexes": {c.path: EntityIndex(c) for c in catalogs.values()}}
-    defaults = AgentConfig()
-    for key in ("candidates", "max_rounds", "unit_tests", "max_tokens"):
-        out[key] = _int(settings[key], key, ConfigError) if key in settings else getattr(defaults, key)
-    return out
+    return {"catalogs": catalogs, "_cleanup": cleanup, **numbers,
+            "indexes": {c.path: EntityIndex(c) for c in catalogs.values()}}
 
 
 def build(inputs: Mapping[str, Any], settings: Mapping[str, Any], model: str | None) -> ChessAgent:
