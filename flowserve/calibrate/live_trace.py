@@ -30,7 +30,10 @@ from flowserve.workloads.base import Workload
 
 def live_measurements(file: str) -> list[tuple[float, float]]:
     """(arrival_s, latency_s) per query, in file order; ConfigError when absent."""
-    trace = read_agent_trace(file)  # the format's own checks first
+    trace = read_agent_trace(file)  # the format's own checks first (and built-in names)
+    if not Path(file).is_file():  # a built-in trace: published lengths, no live measurements
+        raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); "
+                          "record a live run with `flowserve text2sql eval --trace`")
     data = json.loads(Path(file).read_text(encoding="utf-8"))
     out = []
     for i, item in enumerate(data):

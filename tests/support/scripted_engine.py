@@ -1,27 +1,25 @@
 """A scripted OpenAI-compatible engine over HTTP on 127.0.0.1, for the agent's tests.
 
 The tiny random model cannot write SQL, so the tests answer each stage's prompt in that
-stage's format from a script: `script(stage, prompt_text) -> answer`. The stage is read
+stage's format from a script: `script(stage, prompt_text, body) -> answer`. The stage is read
 from the prompt's `### Task:` line. Tokens are the prompt's UTF-8 bytes (`/tokenize`,
 `/detokenize`), so the gateway's token-id prompts decode back to the exact text.
-Runs uvicorn in a thread; `ScriptedEngine` is a context manager (fixtures start and stop it).
+Runs uvicorn in a thread (the gateway's `BackgroundServer`); `ScriptedEngine` is a
+context manager (fixtures start and stop it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from flowserve.apps.text2sql.prompts import TASKS
+from flowserve.gateway.server import BackgroundServer
 
 Script = Callable[[str, str, dict[str, Any]], str]  # (stage, prompt text, request body) → answer
 
@@ -95,27 +93,15 @@ class ScriptedEngine:
         self.model = model
         self.delay_s = delay_s
         self.seen: list[tuple[str, str]] = []
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(make_app(self), host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._server = BackgroundServer(make_app(self))
+        self.url = self._server.url
 
     def __enter__(self) -> ScriptedEngine:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:  # uvicorn sets it once the socket listens
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted engine did not start")
-            time.sleep(0.01)
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._server.stop()
 
     def stages(self) -> list[str]:
         return [s for s, _ in self.seen]
