@@ -67,3 +67,61 @@ def eval_(
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(summary, indent=2))
             console.print(f"json: {json_out}", highlight=False)
+
+
+@text2sql_app.command("simulate")
+def simulate_(
+    db: Annotated[str, typer.Option(help="the database: a SQLite or DuckDB file, `chinook` or `builtin`")],
+    questions: Annotated[str, typer.Option(help="JSON lines with a `question` each, or `chinook`")],
+    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")],
+    rate: Annotated[float, typer.Option(min=1e-6, max=1e6, help="queries per second (Poisson)")] = 1.0,
+    seed: Annotated[int, typer.Option(min=0, help="seed of arrivals and modelled outcomes")] = 0,
+    dispatch: Annotated[str, typer.Option(help="dispatch policy")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="queue policy")] = "fcfs",
+    candidates: Annotated[int, typer.Option(min=1, max=16)] = 2,
+    max_rounds: Annotated[int, typer.Option(min=0, max=10)] = 3,
+    unit_tests: Annotated[int, typer.Option(min=0, max=10)] = 3,
+    error_prob: Annotated[float, typer.Option(min=0.0, max=1.0, help="P(an SQL execution fails)")] = 0.3,
+    lengths_from: Annotated[str | None, typer.Option(help="a recorded live run (eval --trace): its per-stage "
+                                                         "output means model the answers")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON")] = None,
+) -> None:
+    """Run the agent's own workflow in the simulator: real prompts (schema, questions),
+    modelled answer lengths, SQL errors and tool times."""
+    with user_errors():
+        import numpy as np
+
+        from flowserve.apps.text2sql.agent import AgentConfig
+        from flowserve.apps.text2sql.app import resolve_database
+        from flowserve.apps.text2sql.catalog import read_catalog
+        from flowserve.apps.text2sql.evaluate import load_questions
+        from flowserve.apps.text2sql.modelled import ModelledRun, agent_queries, simulate_agent
+        from flowserve.config import load_cluster
+
+        specs = load_cluster(cluster)
+        qs = [q.question for q in load_questions(questions)]
+        cleanup: list[str] = []
+        try:
+            catalog = read_catalog(resolve_database("sim", db, cleanup))
+        finally:
+            for d in cleanup:
+                shutil.rmtree(d, ignore_errors=True)
+        run = (ModelledRun.from_trace(lengths_from, exec_error_prob=error_prob) if lengths_from
+               else ModelledRun(exec_error_prob=error_prob))
+        sim = simulate_agent(specs, agent_queries(qs, db, catalog, AgentConfig(candidates, max_rounds, unit_tests),
+                                                  run, rate, seed), dispatch, queue)
+        done = [q for q in sim.queries if q.failed is None]
+        lat = [q.latency for q in done]
+        stages: dict[str, int] = {}
+        for c in sim.calls:
+            stages[c.stage] = stages.get(c.stage, 0) + 1
+        report = {"queries": len(sim.queries), "completed": len(done), "failed": len(sim.queries) - len(done),
+                  "latency_s": {"mean": float(np.mean(lat)) if lat else None,
+                                "p50": float(np.median(lat)) if lat else None,
+                                "p99": float(np.percentile(lat, 99)) if lat else None},
+                  "calls_per_query": {s: n / len(sim.queries) for s, n in sorted(stages.items())},
+                  "makespan_s": sim.makespan}
+        console.print_json(json.dumps(report))
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(report, indent=2))

@@ -91,3 +91,17 @@ def test_bad_input_exits_2_with_one_line(tmp_path) -> None:
         assert r.exit_code == 2 and msg in r.output, r.output
     r = runner.invoke(app, ["calibrate", "--trace", "chess-trace1", "--cluster", "hetero-1"])
     assert r.exit_code == 2 and "has no live measurements" in r.output
+
+
+def test_simulate_runs_the_agent_workflow_with_modelled_answers(tmp_path) -> None:
+    out = tmp_path / "sim.json"
+    args = ["text2sql", "simulate", "--db", "chinook", "--questions", "chinook", "--cluster", "hetero-1",
+            "--rate", "2", "--error-prob", "0", "--json", str(out)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    s = json.loads(out.read_text())
+    assert s["completed"] == s["queries"] >= 40
+    assert s["calls_per_query"] == {"evaluate": 3.0, "extract_keywords": 1.0, "generate_candidate": 2.0,
+                                    "generate_unit_test": 1.0, "select_schema": 1.0}
+    r = runner.invoke(app, [*args[:-2], "--lengths-from", str(tmp_path / "none.json")])
+    assert r.exit_code == 2 and "cannot read trace file" in r.output
