@@ -7,8 +7,9 @@ Configuration (`gateway.workflows.text2sql`):
     candidates: 2, max_rounds: 3, unit_tests: 3, max_tokens: 256
 
 `builtin` is the synthetic bank (`bank.py`), `chinook` the Chinook music store shipped
-with the package. Every database is checked, catalogued and value-indexed once, at
-start-up: a missing or unreadable file or one without tables is refused there.
+with the package. Every database is checked and catalogued at start-up (a missing or
+unreadable file or one without tables is refused there) and value-indexed once, on its
+first question.
 Request inputs: `question` (required), `database` (default: the first configured),
 `candidates` and `max_rounds` (capped by the configuration).
 """
@@ -25,7 +26,7 @@ from flowserve.apps.base import WorkflowDef
 from flowserve.apps.text2sql.agent import AgentConfig, ChessAgent
 from flowserve.apps.text2sql.bank import create_demo_db
 from flowserve.apps.text2sql.catalog import Catalog, read_catalog
-from flowserve.apps.text2sql.entities import EntityIndex, column_context, parse_keywords, render_entities
+from flowserve.apps.text2sql.entities import EntityIndexes, column_context, parse_keywords, render_entities
 from flowserve.errors import ConfigError, RequestError
 
 KNOWN = ("databases", "descriptions", "candidates", "max_rounds", "unit_tests", "max_tokens")
@@ -79,7 +80,7 @@ def prepare(settings: Mapping[str, Any]) -> dict[str, Any]:
         catalogs[str(name)] = read_catalog(resolve_database(str(name), path, cleanup),
                                            user if isinstance(user, Mapping) else None)
     return {"catalogs": catalogs, "_cleanup": cleanup, **numbers,
-            "indexes": {c.path: EntityIndex(c) for c in catalogs.values()}}
+            "indexes": EntityIndexes(catalogs.values())}
 
 
 def build(inputs: Mapping[str, Any], settings: Mapping[str, Any], model: str | None) -> ChessAgent:
@@ -105,7 +106,7 @@ def tools(settings: Mapping[str, Any]) -> dict[str, ToolFn]:
     """The agent's retrieval tools over the prepared catalogs and indexes (the `sql` tool
     is the gateway's own sandboxed executor)."""
     catalogs = {c.path: c for c in settings["catalogs"].values()}
-    indexes: Mapping[str, EntityIndex] = settings["indexes"]
+    indexes: EntityIndexes = settings["indexes"]
 
     def _db(args: Mapping[str, Any]) -> str:
         path = args.get("database")
@@ -115,7 +116,7 @@ def tools(settings: Mapping[str, Any]) -> dict[str, ToolFn]:
 
     def entity_lookup(args: Mapping[str, Any]) -> str:
         kws = parse_keywords(args.get("keywords") if isinstance(args.get("keywords"), str) else None)
-        return render_entities(indexes[_db(args)].lookup(kws))
+        return render_entities(indexes.get(_db(args)).lookup(kws))
 
     def context(args: Mapping[str, Any]) -> str:
         kws = parse_keywords(args.get("keywords") if isinstance(args.get("keywords"), str) else None)

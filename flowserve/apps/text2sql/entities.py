@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import threading
 from collections.abc import Iterable, Sequence
 
 from datasketch import MinHash, MinHashLSH
@@ -78,6 +79,26 @@ class EntityIndex:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+class EntityIndexes:
+    """One `EntityIndex` per database, built on first use (a worker thread of the tool
+    runner) under a lock, so start-up stays fast and each database is indexed once."""
+
+    def __init__(self, catalogs: Iterable[Catalog]) -> None:
+        self._catalogs = {c.path: c for c in catalogs}
+        self._built: dict[str, EntityIndex] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> EntityIndex:
+        with self._lock:
+            if path not in self._built:
+                self._built[path] = EntityIndex(self._catalogs[path])
+            return self._built[path]
+
+    def warm(self) -> None:
+        for path in self._catalogs:
+            self.get(path)
 
 
 def render_entities(matches: Sequence[tuple[str, str, str, float]]) -> str:
