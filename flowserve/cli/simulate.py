@@ -25,6 +25,8 @@ def simulate(
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
     dispatch: Annotated[str, typer.Option(help="dispatch policy name")] = "round_robin",
     queue: Annotated[str, typer.Option(help="queue policy name")] = "fcfs",
+    passes: Annotated[str, typer.Option(help="graph passes: none, all, or a list (prune,decompose,"
+                                             "prefill_split,pipeline)")] = "none",
     slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -38,6 +40,7 @@ def simulate(
         from flowserve.bench.experiment import evaluate
         from flowserve.bench.report import plot_attainment, policy_table, write_json
         from flowserve.config import load_cluster, parse_sets
+        from flowserve.graph.passes import make_passes
         from flowserve.profiles.instance import max_context
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
@@ -49,10 +52,11 @@ def simulate(
         wl_over = dict(sets.get("workload", {}))
         if seed is not None:
             wl_over["seed"] = seed
-        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs))
+        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs if s.kind == "llm"))
         for note in wl.notes:
             console.print(note, highlight=False)
-        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        make_passes(passes)  # a clear error before any work
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}), passes)
         with progress_bar() as bar:
             task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
             summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))

@@ -95,7 +95,7 @@ def simulate_(
         from flowserve.apps.text2sql.app import resolve_database
         from flowserve.apps.text2sql.catalog import read_catalog
         from flowserve.apps.text2sql.evaluate import load_questions
-        from flowserve.apps.text2sql.modelled import ModelledRun, agent_queries, simulate_agent
+        from flowserve.apps.text2sql.modelled import ModelledRun, agent_workload, simulate_agent
         from flowserve.config import load_cluster
 
         specs = load_cluster(cluster)
@@ -108,7 +108,7 @@ def simulate_(
                 shutil.rmtree(d, ignore_errors=True)
         run = (ModelledRun.from_trace(lengths_from, exec_error_prob=error_prob) if lengths_from
                else ModelledRun(exec_error_prob=error_prob))
-        sim = simulate_agent(specs, agent_queries(qs, db, catalog, AgentConfig(candidates, max_rounds, unit_tests),
+        sim = simulate_agent(specs, agent_workload(qs, db, catalog, AgentConfig(candidates, max_rounds, unit_tests),
                                                   run, rate, seed), dispatch, queue)
         done = [q for q in sim.queries if q.failed is None]
         lat = [q.latency for q in done]

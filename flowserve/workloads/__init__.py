@@ -13,6 +13,7 @@ from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import agent_trace, preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.teola import TeolaConfig
 from flowserve.workloads.trace import read_trace
 
 
@@ -176,6 +177,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
@@ -186,6 +188,8 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
        for name in agent_trace.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    # Teola's apps (on the built-in `teola` cluster)
+    **{kind: {"kind": kind, "rate": 2.0, "queries": 200} for kind in ("search_gen", "naive_rag", "advanced_rag")},
 }
 
 

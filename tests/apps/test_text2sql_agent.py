@@ -15,7 +15,7 @@ from text2sql_script import Text2SQLScript
 
 from flowserve.apps.text2sql import TEXT2SQL
 from flowserve.apps.text2sql.agent import AgentConfig
-from flowserve.apps.text2sql.modelled import ModelledRun, agent_queries, simulate_agent
+from flowserve.apps.text2sql.modelled import ModelledRun, agent_workload, simulate_agent
 from flowserve.errors import ConfigError, RequestError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import QueryResult
@@ -164,7 +164,7 @@ def test_the_same_workflow_runs_in_the_simulator_with_modelled_lengths(prepared,
     questions = [q.question for q in chinook_questions[:12]]
     cluster = [InstanceSpec(n, "A100-80G", MODEL) for n in ("a", "b")]
     # every execution succeeds: no revision, unit tests among the two candidates
-    ok = simulate_agent(cluster, agent_queries(questions, "chinook", catalog, AgentConfig(unit_tests=3),
+    ok = simulate_agent(cluster, agent_workload(questions, "chinook", catalog, AgentConfig(unit_tests=3),
                                                ModelledRun(exec_error_prob=0.0), rate=2.0, seed=1))
     assert len(ok.queries) == 12 and not [q for q in ok.queries if q.failed]
     stages = [c.stage for c in ok.calls]
@@ -172,7 +172,7 @@ def test_the_same_workflow_runs_in_the_simulator_with_modelled_lengths(prepared,
         "extract_keywords": 12, "select_schema": 12, "generate_candidate": 24, "generate_unit_test": 12,
         "evaluate": 36}
     # every execution fails: bounded revision rounds, then the query fails with its reason
-    bad = simulate_agent(cluster, agent_queries(questions[:3], "chinook", catalog, AgentConfig(max_rounds=2),
+    bad = simulate_agent(cluster, agent_workload(questions[:3], "chinook", catalog, AgentConfig(max_rounds=2),
                                                 ModelledRun(exec_error_prob=1.0), rate=2.0, seed=1))
     assert all(q.failed and "no candidate SQL ran within 2 revision round(s)" in q.failed for q in bad.queries)
     assert sum(c.stage == "revise" for c in bad.calls) == 3 * 2 * 2

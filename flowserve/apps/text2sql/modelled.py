@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +21,11 @@ import numpy as np
 from flowserve.apps.text2sql.agent import CAND, CTX, ENT, EVAL, EXEC, GUT, KW, REVISE, SEL, AgentConfig, ChessAgent
 from flowserve.apps.text2sql.catalog import Catalog
 from flowserve.graph.oracle import ToolOutcome
-from flowserve.sim.simulator import SimQuery, SimResult
-from flowserve.types import InstanceSpec, Query
+from flowserve.sim.simulator import SimResult
+from flowserve.types import InstanceSpec
 from flowserve.workloads.agent_trace import output_means, read_agent_trace
 from flowserve.workloads.arrivals import arrival_times
+from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 # Assumed output means (tokens) of this agent's stages with a capable model: keyword
 # lists, table lists, bare SQL, numbered tests, one verdict line per candidate.
@@ -93,19 +94,25 @@ class AgentOracle:
         return None
 
 
-def agent_queries(questions: Sequence[str], database: str, catalog: Catalog, config: AgentConfig,
-                  run: ModelledRun, rate: float, seed: int = 0, model: str | None = None) -> list[SimQuery]:
-    """One simulated query per question (cycled), Poisson arrivals at `rate`."""
+def agent_workload(questions: Sequence[str], database: str, catalog: Catalog, config: AgentConfig,
+                   run: ModelledRun, rate: float, seed: int = 0, model: str | None = None) -> Workload:
+    """One simulated query per question, Poisson arrivals at `rate`: each an `AppQuery`
+    (a fresh `ChessAgent` per run, its own oracle)."""
     assert questions, "no questions"
     times = arrival_times(np.random.default_rng(seed), len(questions), rate)
-    return [SimQuery(Query(i, float(t), ChessAgent.name, ChessAgent(q, database, catalog, config, model)),
-                     0.0, AgentOracle(run, seed, i))
-            for i, (q, t) in enumerate(zip(questions, times, strict=True))]
+
+    def make(q: str) -> Callable[[], ChessAgent]:
+        return lambda: ChessAgent(q, database, catalog, config, model)
+
+    specs = tuple(QuerySpec(i, float(t), AppQuery(ChessAgent.name, make(q), AgentOracle(run, seed, i),
+                                                  expected_calls=4 + 2 * config.candidates))
+                  for i, (q, t) in enumerate(zip(questions, times, strict=True)))
+    priors = {(ChessAgent.name, s): m for s, m in run.outputs.items()}
+    return Workload(f"text2sql-agent:{database}", specs, output_priors=priors)
 
 
-def simulate_agent(cluster: Sequence[InstanceSpec], queries: Sequence[SimQuery], dispatch: str = "round_robin",
+def simulate_agent(cluster: Sequence[InstanceSpec], workload: Workload, dispatch: str = "round_robin",
                    queue: str = "fcfs") -> SimResult:
-    from flowserve.sim.run import PolicySpec, simulate_workflows
+    from flowserve.sim.run import PolicySpec, simulate
 
-    priors = {(ChessAgent.name, s): m for s, m in DEFAULT_OUTPUTS.items()}
-    return simulate_workflows(cluster, queries, PolicySpec(dispatch, queue), priors)
+    return simulate(cluster, workload, PolicySpec(dispatch, queue))
