@@ -124,13 +124,28 @@ def calibrate(
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
     trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
                                               "(a file in the published format, or a built-in name)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="with --trace of a recorded live run: replay it on "
+                                                "this cluster (YAML or built-in name), compare with the live "
+                                                "run")] = None,
+    dispatch: Annotated[str, typer.Option(help="--cluster: dispatch policy of the replay")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="--cluster: queue policy of the replay")] = "fcfs",
 ) -> None:
-    """Compare the synthetic text2sql generator with the real CHESS traces, or print the
-    statistics of any agent trace (--trace)."""
+    """Compare the synthetic text2sql generator with the real CHESS traces, print the
+    statistics of any agent trace (--trace), or compare a recorded live run with its
+    replay in the simulator (--trace T --cluster C)."""
     with user_errors():
         from flowserve.calibrate.traces import calibration_report, trace_statistics
+        from flowserve.errors import ConfigError
 
-        report, table = trace_statistics(trace) if trace else calibration_report(queries)
+        if cluster is not None:
+            from flowserve.calibrate.live_trace import compare_replay
+            from flowserve.config import load_cluster
+
+            if trace is None:
+                raise ConfigError("--cluster compares a recorded live run: give it with --trace")
+            report, table = compare_replay(trace, load_cluster(cluster), dispatch, queue)
+        else:
+            report, table = trace_statistics(trace) if trace else calibration_report(queries)
         console.print(table, highlight=False)
         if json_out:
             json_out.parent.mkdir(parents=True, exist_ok=True)

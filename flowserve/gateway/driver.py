@@ -116,7 +116,7 @@ class LiveDriver:
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
-        self.tools = ToolRunner(s.time_scale)
+        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s)
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)

@@ -72,6 +72,7 @@ class NodeResult:
     cached_tokens: int = 0
     first_token: float | None = None
     finished: float | None = None
+    ready: float | None = None  # when the call became ready to run (its latency's start)
 
     def parts(self, query_id: int, key: str) -> Prompt:
         """How this result reads inside a later prompt (`Out(key)`)."""

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from flowserve.apps.text2sql import CAND, EXEC, REVISE, TEXT2SQL
+from flowserve.apps.text2sql import TEXT2SQL
+from flowserve.apps.text2sql.agent import CAND, EXEC, KW, REVISE, SEL
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.graph.oracle import TableOracle, ToolOutcome
 from flowserve.sim.run import PolicySpec, simulate
@@ -24,23 +25,23 @@ def t2s():
 
 def test_the_live_text2sql_workflow_runs_in_the_simulator_with_an_oracle(t2s):
     oracle = TableOracle(
-        outputs={"cand0": 60, "cand1": 80, "rev1": 40},
-        tools={"cand0.exec": ToolOutcome(0.05, error="no such column: amount"),
-               "cand1.exec": ToolOutcome(0.07, error="near SELEC: syntax error"),
-               "rev1.exec": ToolOutcome(0.02, value={"columns": ["n"], "rows": [[3]]})})
+        outputs={"keywords": 12, "schema": 6, "cand0": 60, "cand0.rev1": 40},
+        tools={"entities": ToolOutcome(0.01, output_tokens=30), "context": ToolOutcome(0.01, output_tokens=50),
+               "cand0.exec": ToolOutcome(0.05, error="no such column: amount"),
+               "cand0.rev1.exec": ToolOutcome(0.02, value={"columns": ["n"], "rows": [[3]]})})
     done: list = []
 
     def make():
-        wf = TEXT2SQL.build({"question": "How many accounts?"}, t2s, None)
+        wf = TEXT2SQL.build({"question": "How many accounts?", "candidates": 1}, t2s, None)
         done.append(wf)
         return wf
 
-    queries = tuple(QuerySpec(i, i * 2.0, AppQuery("text2sql", make, oracle, expected_calls=3))
+    queries = tuple(QuerySpec(i, i * 2.0, AppQuery("text2sql", make, oracle, expected_calls=4))
                     for i in range(3))
     res = simulate(BUILTIN_CLUSTERS["hetero-1"], Workload("t2s-app", queries), PolicySpec("least_load"))
     assert [q.failed for q in res.queries] == [None] * 3
     stages = [c.stage for c in res.calls if c.query_id == 0]
-    assert sorted(stages) == [CAND, CAND, REVISE]
+    assert sorted(stages) == sorted([KW, SEL, CAND, REVISE])
     # The oracle's output lengths reached the engines; the revise prompt read cand0's output.
     by_stage = {c.stage: c for c in res.calls if c.query_id == 0}
     assert by_stage[REVISE].output_tokens == 40
