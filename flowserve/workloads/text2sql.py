@@ -28,6 +28,8 @@ import numpy as np
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate
 from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment, Step
+from flowserve.limits import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, WHY_OUTPUT, WHY_PROMPT
+from flowserve.schema import read_text
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
@@ -273,10 +275,7 @@ def load_trace_file(file: str) -> tuple[list[list[tuple[str, int, int]]], str]:
     if file in BUILTIN_TRACE_FILES:
         text = (resources.files("flowserve") / "data" / "text2sql" / BUILTIN_TRACE_FILES[file]).read_text()
     else:
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read trace file {file!r}: {e.strerror}") from None
+        text = read_text(path)
     try:
         data = json.loads(text)
         queries = []
@@ -287,9 +286,15 @@ def load_trace_file(file: str) -> tuple[list[list[tuple[str, int, int]]], str]:
                 stage = CAND if step.startswith("generate_candidate") else TRACE_STEP.get(step)
                 if stage is None:
                     raise ConfigError(f"trace {file!r}: unknown step {step!r}")
-                calls.append((stage, int(s["input_length"]), int(s["output_length"])))
+                n_in, n_out = int(s["input_length"]), int(s["output_length"])
+                if not (1 <= n_in <= MAX_PROMPT_TOKENS and 1 <= n_out <= MAX_OUTPUT_TOKENS):
+                    raise ValueError(f"step {step!r}: lengths {n_in}/{n_out} outside 1..{MAX_PROMPT_TOKENS:,} "
+                                     f"(input; {WHY_PROMPT}) and 1..{MAX_OUTPUT_TOKENS:,} (output; {WHY_OUTPUT})")
+                calls.append((stage, n_in, n_out))
             queries.append(calls)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    except RecursionError:
+        raise ConfigError(f"trace {file!r}: JSON nested too deeply") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ConfigError(f"trace {file!r} is not a CHESS trace "
                           f"(list of {{Text2SQLRequest: [...]}}): {e}") from None
     if not queries:
