@@ -58,14 +58,15 @@ def validate(model: type[M], data: Any, source: str) -> M:
         raise ConfigError(_format(e, source)) from None
 
 
-def read_text(path: str | Path) -> str:
-    """A UTF-8 text file; anything else is a ConfigError naming the file."""
+def read_text(path: str | Path, what: str = "") -> str:
+    """A UTF-8 text file; anything else is a ConfigError naming the file (and `what` it is)."""
+    name = f"{what} {str(path)!r}" if what else repr(str(path))
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+        raise ConfigError(f"cannot read {name}: {e.strerror or e}") from None
     except ValueError as e:  # a NUL in the path
-        raise ConfigError(f"cannot read {str(path)!r}: {e}") from None
+        raise ConfigError(f"cannot read {name}: {e}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

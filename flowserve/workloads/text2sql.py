@@ -275,7 +275,7 @@ def load_trace_file(file: str) -> tuple[list[list[tuple[str, int, int]]], str]:
     if file in BUILTIN_TRACE_FILES:
         text = (resources.files("flowserve") / "data" / "text2sql" / BUILTIN_TRACE_FILES[file]).read_text()
     else:
-        text = read_text(path)
+        text = read_text(path, "trace file")
     try:
         data = json.loads(text)
         queries = []

@@ -97,7 +97,7 @@ def check_dag(nodes: tuple[DagNode, ...]) -> None:
 
 def read_trace(path: str | Path) -> Workload:
     specs = []
-    lines = read_text(path).splitlines()
+    lines = read_text(path, "trace").splitlines()
     if len(lines) > MAX_QUERIES:
         raise ConfigError(f"{path}: {len(lines):,} lines is above the limit of {MAX_QUERIES:,} queries "
                           f"({WHY_QUERIES})")
