@@ -35,6 +35,15 @@ def pytest_report_header(config: pytest.Config) -> str:
             f"llama-cpp-python sdist ({BUILD_NOTE}) into {binary_path().parent}")
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any test runs: say that the llama-server build is coming and how long it takes."""
+    needing = sum("llama_server_binary" in getattr(item, "fixturenames", ()) for item in session.items)
+    if needing and not llama_server_cached():
+        terminal_writer(session.config)(
+            f"[llama-server] {needing} tests need llama-server, which is not built yet: the first of them "
+            f"builds it from the llama-cpp-python sdist ({BUILD_NOTE}) into {binary_path().parent}")
+
+
 def terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Writes a line to the terminal now, past pytest's output capture."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
