@@ -34,6 +34,7 @@ from flowserve.profiles.cost_model import kv_capacity_tokens
 from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
+from flowserve.profiles.ops import op_profile
 from flowserve.schema import Strict, at_most, read_yaml, validate
 from flowserve.types import EngineParams, InstanceSpec
 
@@ -82,6 +83,9 @@ class InstanceConfig(Strict):
     block_size: BlockSize = 16
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     prefix_caching: bool = True
+    # a non-LLM engine (Teola's components) and its cost-profile fields (`flowserve.profiles.ops`)
+    kind: Literal["llm", "embedding", "reranker", "vector_db", "search"] = "llm"
+    op_profile: dict[str, Any] | None = None
     _profile: FittedCostModel | None = PrivateAttr(None)
 
     @field_validator("gpu")
@@ -106,6 +110,14 @@ class InstanceConfig(Strict):
     @model_validator(mode="after")
     def _complete(self) -> InstanceConfig:
         where = f"instance {self.name!r}"
+        if self.kind != "llm":
+            try:
+                op_profile(self.kind, self.op_profile)
+            except ConfigError as e:
+                raise ValueError(f"{where}: {e}") from None
+            return self
+        if self.op_profile is not None:
+            raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
         if self.profile is not None:
             try:
                 self._profile = load_profile(self.profile)
@@ -140,6 +152,12 @@ class InstanceConfig(Strict):
                              f"{self.block_size}; raise tp or use a larger GPU")
 
     def specs(self) -> list[InstanceSpec]:
+        if self.kind != "llm":
+            names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+            prof = op_profile(self.kind, self.op_profile)
+            return [InstanceSpec(n, self.gpu or "", self.model or self.kind, self.tp, self.max_inflight,
+                                 backend=self.backend, url=self.url, kind=self.kind, op_profile=prof)
+                    for n in names]
         prof, given = self._profile, self.model_fields_set
         seqs = prof.slots if prof and "max_num_seqs" not in given else self.max_num_seqs
         budget = prof.token_budget if prof and "token_budget" not in given else self.token_budget
@@ -178,7 +196,8 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
     """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
         data = {"instances": [
-            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} for s in BUILTIN_CLUSTERS[ref]
+            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
+            else {"name": s.name, "kind": s.kind} for s in BUILTIN_CLUSTERS[ref]
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():

@@ -31,6 +31,8 @@ def simulate(
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
     dispatch: Annotated[str, typer.Option(help=f"dispatch policy: {DISPATCH_NAMES}")] = "round_robin",
     queue: Annotated[str, typer.Option(help=f"queue policy: {QUEUE_NAMES}")] = "fcfs",
+    passes: Annotated[str, typer.Option(help="graph passes: none, all, or a list (prune,decompose,"
+                                             "prefill_split,pipeline)")] = "none",
     slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -44,6 +46,8 @@ def simulate(
         from flowserve.bench.experiment import evaluate
         from flowserve.bench.report import plot_attainment, policy_table, write_json
         from flowserve.config import load_cluster, parse_sets
+        from flowserve.graph.passes import make_passes
+        from flowserve.profiles.instance import max_context
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
         from flowserve.workloads.trace import write_trace
@@ -54,8 +58,11 @@ def simulate(
         wl_over = dict(sets.get("workload", {}))
         if seed is not None:
             wl_over["seed"] = seed
-        wl = load_workload(workload, wl_over)
-        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs if s.kind == "llm"))
+        for note in wl.notes:
+            console.print(note, highlight=False)
+        make_passes(passes)  # a clear error before any work
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}), passes)
         with progress_bar() as bar:
             task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
             summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
@@ -124,12 +131,15 @@ def tune_alpha(
 def calibrate(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
+    trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
+                                              "(a file in the published format, or a built-in name)")] = None,
 ) -> None:
-    """Compare the synthetic text2sql generator with the real CHESS traces."""
+    """Compare the synthetic text2sql generator with the real CHESS traces, or print the
+    statistics of any agent trace (--trace)."""
     with user_errors():
-        from flowserve.calibrate.traces import calibration_report
+        from flowserve.calibrate.traces import calibration_report, trace_statistics
 
-        report, table = calibration_report(queries)
+        report, table = trace_statistics(trace) if trace else calibration_report(queries)
         console.print(table, highlight=False)
         if json_out:
             json_out.parent.mkdir(parents=True, exist_ok=True)

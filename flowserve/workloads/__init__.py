@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -10,9 +11,10 @@ from pydantic import Field, model_validator
 from flowserve.errors import ConfigError
 from flowserve.limits import MAX_CANDIDATES, MAX_PROMPT_TOKENS, MAX_QUERIES, Candidates, Queries, Rounds, Seed
 from flowserve.schema import Strict, load_mapping, validate
-from flowserve.workloads import preble, text2sql
+from flowserve.workloads import agent_trace, preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.teola import TeolaConfig
 from flowserve.workloads.trace import read_trace
 
 # Gamma gaps have shape 1/cv²: a cv outside [0.01, 100] under- or overflows the draw.
@@ -58,6 +60,20 @@ class ChessTraceConfig(Arrivals):
         params = text2sql.Text2SQLParams(max_rounds=self.max_rounds)
         return text2sql.chess_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
                                     self.cv, params)
+
+
+class AgentTraceConfig(Arrivals):
+    """Any agent's trace in the published format; each step name becomes a stage."""
+
+    kind: Literal["agent_trace"]
+    file: str
+    queries: int | None = Field(None, gt=0)
+    parallel: list[str] = Field(default_factory=list)
+    shared_fraction: float = Field(0.5, ge=0, le=1)
+
+    def build(self) -> Workload:
+        return agent_trace.agent_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
+                                       self.cv, self.parallel, self.shared_fraction)
 
 
 class TraceConfig(Strict):
@@ -156,6 +172,7 @@ class MixedConfig(PrebleConfig):
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "text2sql": Text2SQLConfig,
     "chess_trace": ChessTraceConfig,
+    "agent_trace": AgentTraceConfig,
     "trace": TraceConfig,
     "dag": DagConfig,
     "tool_use": ToolUseConfig,
@@ -164,6 +181,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
@@ -171,9 +189,11 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     **{f"text2sql-{t}": {"kind": "text2sql", "trace": t, "rate": 0.5, "queries": 200}
        for t in ("financial", "formula1", "mixed")},
     **{name: {"kind": "chess_trace", "file": name, "rate": 0.5}
-       for name in text2sql.BUILTIN_TRACE_FILES},
+       for name in agent_trace.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    # Teola's apps (on the built-in `teola` cluster)
+    **{kind: {"kind": kind, "rate": 2.0, "queries": 200} for kind in ("search_gen", "naive_rag", "advanced_rag")},
 }
 
 
@@ -185,15 +205,33 @@ def workload_config(data: Mapping[str, Any], source: str) -> Any:
     return validate(WORKLOAD_KINDS[kind], dict(data), source)
 
 
-def load_workload(ref: str, overrides: Mapping[str, Any] | None = None) -> Workload:
-    """A built-in workload name, a workload YAML, or a recorded JSONL trace."""
+OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
+
+
+def load_workload(ref: str, overrides: Mapping[str, Any] | None = None,
+                  max_context: int | None = None) -> Workload:
+    """A built-in workload name, a workload YAML, or a recorded JSONL trace.
+
+    `max_context` (the cluster's smallest serving context) sizes the prompts of Preble's
+    generators (video_qa and long_doc_qa exceed 8k-32k contexts) unless the workload sets
+    `max_prompt` itself."""
     if ref.endswith(".jsonl"):
         data, source = {"kind": "trace", "file": ref}, ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")
     if overrides:
         data = {**data, **overrides}
-    return workload_config(data, source).build()
+    config = workload_config(data, source)
+    if not isinstance(config, PrebleConfig) or config.max_prompt is not None or max_context is None:
+        return config.build()
+    limit = max_context - OUTPUT_ROOM
+    if limit <= 100:
+        raise ConfigError(f"{source}: the cluster's smallest context ({max_context} tokens) leaves no room "
+                          f"for {config.kind} prompts")
+    wl = config.model_copy(update={"max_prompt": limit}).build()
+    note = (f"{config.kind}: prompts sized to the cluster's smallest context, {max_context} tokens "
+            f"(max_prompt {limit}; set workload.max_prompt to choose)")
+    return replace(wl, notes=(*wl.notes, note))
 
 
 __all__ = ["BUILTIN_WORKLOADS", "WORKLOAD_KINDS", "QuerySpec", "Workload", "load_workload"]

@@ -28,7 +28,7 @@ from flowserve.limits import (
 )
 from flowserve.schema import read_text
 from flowserve.workloads import text2sql
-from flowserve.workloads.base import QuerySpec, Workload
+from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 # Workflows whose expected-remaining-calls model is known, for replays of recorded traces.
 EXPECTATIONS: dict[str, Expectation] = {text2sql.WORKFLOW: text2sql.expected_remaining}
@@ -46,6 +46,9 @@ def _item(x: CallStep | OpStep) -> dict[str, Any]:
 
 
 def query_to_json(q: QuerySpec) -> dict[str, Any]:
+    if isinstance(q.plan, AppQuery):
+        raise ConfigError(f"query {q.id} is a {q.plan.workflow!r} app query: only generated and replayed "
+                          f"workloads can be recorded as a trace (apps record their live runs)")
     d: dict[str, Any] = {"id": q.id, "arrival": q.arrival, "tenant": q.tenant, "priority": q.priority,
                          "workflow": q.plan.workflow, "attrs": dict(q.plan.attrs)}
     if isinstance(q.plan, DagPlan):
