@@ -51,12 +51,13 @@ def test_help_lists_every_registered_policy():
             assert name in out, (args, name)
 
 
-def test_fifteen_series_look_different_and_group_by_dispatch():
+def test_every_policy_pair_looks_different_and_they_group_by_dispatch():
     labels = [f"{d}+{q}" for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
+    assert len(labels) >= 15
     styles = series_styles(labels)
     looks = {(mcolors.to_hex(s["color"]), s["ls"]) for s in styles.values()}
-    assert len(looks) == len(labels) == 15
-    assert len({mcolors.to_hex(s["color"]) for s in styles.values()}) == 15
+    assert len(looks) == len(labels)
+    assert len({mcolors.to_hex(s["color"]) for s in styles.values()}) == min(len(labels), 20)
     groups = panel_groups(labels)
     assert list(groups) == list(DISPATCH_POLICIES)
     assert all(len(v) == len(QUEUE_POLICIES) for v in groups.values())
