@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,21 +12,25 @@ import typer
 
 from flowserve.cli.common import (
     DEFAULT_SCALES,
+    DISPATCH_NAMES,
+    QUEUE_NAMES,
     app,
     console,
+    err_console,
     parse_scales,
     progress_bar,
     tune_app,
     user_errors,
 )
+from flowserve.errors import ConfigError
 
 
 @app.command()
 def simulate(
     cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name (hetero-1, hetero-2, ...)")] = "hetero-1",
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
-    dispatch: Annotated[str, typer.Option(help="dispatch policy name")] = "round_robin",
-    queue: Annotated[str, typer.Option(help="queue policy name")] = "fcfs",
+    dispatch: Annotated[str, typer.Option(help=f"dispatch policy: {DISPATCH_NAMES}")] = "round_robin",
+    queue: Annotated[str, typer.Option(help=f"queue policy: {QUEUE_NAMES}")] = "fcfs",
     passes: Annotated[str, typer.Option(help="graph passes: none, all, or a list (prune,decompose,"
                                              "prefill_split,pipeline)")] = "none",
     slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
@@ -83,9 +89,12 @@ def demo(
 ) -> None:
     """Text-to-SQL on Hetero-1 under every available policy combination."""
     with user_errors():
+        if queries < 1 or not math.isfinite(rate) or rate <= 0:
+            raise ConfigError("--queries and --rate must be positive (and finite)")
         from flowserve.bench.demo import run_demo
 
-        run_demo(out, queries, rate, console, progress_bar)
+        log = None if sys.stderr.isatty() else (lambda msg: err_console.print(msg, highlight=False))
+        run_demo(out, queries, rate, console, progress_bar, log)
 
 
 @tune_app.command("alpha")

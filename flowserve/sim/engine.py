@@ -80,7 +80,8 @@ class SimEngine:
         the predicted length), at most its max_tokens; a CallProgress at each of `marks`."""
         self._now = now
         self.marks.add(call.id, marks)
-        target = call.predicted_output if output_tokens is None else output_tokens
+        target = min(call.predicted_output if output_tokens is None else output_tokens,
+                     max(1, self.capacity_tokens - call.input_tokens))  # vLLM stops at max_model_len
         seq = Seq(call, next(self._order), target)
         seq.need = seq.prompt_len - self._match(seq, now) + 1
         if seq.prompt_len + 1 > self.capacity_tokens:

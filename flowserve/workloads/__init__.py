@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from flowserve.errors import ConfigError
+from flowserve.limits import MAX_CANDIDATES, MAX_PROMPT_TOKENS, MAX_QUERIES, Candidates, Queries, Rounds, Seed
 from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import agent_trace, preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
@@ -16,12 +17,15 @@ from flowserve.workloads.dag import DagConfig
 from flowserve.workloads.teola import TeolaConfig
 from flowserve.workloads.trace import read_trace
 
+# Gamma gaps have shape 1/cv²: a cv outside [0.01, 100] under- or overflows the draw.
+CV = Field(None, ge=0.01, le=100)
+
 
 class Arrivals(Strict):
     rate: float = Field(gt=0)
-    seed: int = 0
+    seed: Seed = 0
     arrival: Literal["poisson", "gamma"] = "poisson"
-    cv: float | None = Field(None, gt=0)
+    cv: float | None = CV
 
     @model_validator(mode="after")
     def _gamma_needs_cv(self) -> Arrivals:
@@ -33,9 +37,9 @@ class Arrivals(Strict):
 class Text2SQLConfig(Arrivals):
     kind: Literal["text2sql"]
     trace: Literal["financial", "formula1", "mixed"] = "mixed"
-    queries: int = Field(gt=0)
-    candidates: int = Field(2, ge=2)
-    max_rounds: int = Field(10, ge=0)
+    queries: Queries
+    candidates: Candidates = 2
+    max_rounds: Rounds = 10
     exec_mean_s: float = Field(0.3, gt=0)
     error_prob: float | None = Field(None, ge=0, lt=1)
 
@@ -49,8 +53,8 @@ class Text2SQLConfig(Arrivals):
 class ChessTraceConfig(Arrivals):
     kind: Literal["chess_trace"]
     file: str
-    queries: int | None = Field(None, gt=0)
-    max_rounds: int = Field(10, ge=0)
+    queries: Queries | None = None
+    max_rounds: Rounds = 10
 
     def build(self) -> Workload:
         params = text2sql.Text2SQLParams(max_rounds=self.max_rounds)
@@ -88,12 +92,12 @@ class PrebleConfig(Strict):
     Azure-like bursty process."""
 
     rate: float = Field(gt=0)
-    queries: int = Field(gt=0)
-    seed: int = 0
+    queries: Queries
+    seed: Seed = 0
     arrival: Literal["poisson", "gamma", "azure"] = "poisson"
-    cv: float | None = Field(None, gt=0)
-    max_prompt: int | None = Field(None, gt=100)
-    active: int = Field(8, ge=1)
+    cv: float | None = CV
+    max_prompt: int | None = Field(None, gt=100, le=MAX_PROMPT_TOKENS)
+    active: int = Field(8, ge=1, le=MAX_QUERIES)
 
     @model_validator(mode="after")
     def _gamma_needs_cv(self) -> PrebleConfig:
@@ -108,8 +112,8 @@ class PrebleConfig(Strict):
 
 class ToolUseConfig(PrebleConfig):
     kind: Literal["tool_use"]
-    tools: int = Field(100, ge=1)
-    zipf: float = Field(1.1, ge=0)
+    tools: int = Field(100, ge=1, le=MAX_QUERIES)
+    zipf: float = Field(1.1, ge=0, le=10)
 
     def build(self) -> Workload:
         return self._build("tool_use", tools=self.tools, zipf=self.zipf)
@@ -117,7 +121,7 @@ class ToolUseConfig(PrebleConfig):
 
 class EmbodiedAgentConfig(PrebleConfig):
     kind: Literal["embodied_agent"]
-    task_types: int = Field(6, ge=1)
+    task_types: int = Field(6, ge=1, le=MAX_QUERIES)
 
     def build(self) -> Workload:
         return self._build("embodied_agent", task_types=self.task_types)
@@ -125,7 +129,7 @@ class EmbodiedAgentConfig(PrebleConfig):
 
 class ProgrammingConfig(PrebleConfig):
     kind: Literal["programming"]
-    samples: int = Field(8, ge=1)
+    samples: int = Field(8, ge=1, le=MAX_CANDIDATES)
 
     def build(self) -> Workload:
         return self._build("programming", samples=self.samples)
@@ -211,7 +215,7 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
 
 def workload_config(data: Mapping[str, Any], source: str) -> Any:
     kind = data.get("kind")
-    if kind not in WORKLOAD_KINDS:
+    if not isinstance(kind, str) or kind not in WORKLOAD_KINDS:
         raise ConfigError(f"{source}: kind: unknown workload kind {kind!r}; "
                           f"known: {', '.join(WORKLOAD_KINDS)}")
     return validate(WORKLOAD_KINDS[kind], dict(data), source)
