@@ -72,11 +72,14 @@ def _parts(g: Graph, m: _Modules, source: Step, n: int, stage: str) -> list[Step
             for i in range(n)]
 
 
-def _index(g: Graph, m: _Modules, document: Text, n_chunks: int, size: int, overlap: int) -> Step:
-    """Indexing module: chunk, embed the chunks, ingest them (the vector index)."""
+def _index(g: Graph, m: _Modules, document: Text, n_chunks: int, size: int, overlap: int,
+           dim: int | None) -> Step:
+    """Indexing module: chunk, embed the chunks, ingest them (the vector index; `dim`:
+    the index's dimension, default the embeddings')."""
     chunks = m.add(g.tool("chunk", CHUNK, document=document, size=size, overlap=overlap))
     emb = m.add(g.tool("embed_docs", "embed", batchable=True, texts=chunks, units=n_chunks))
-    return m.add(g.tool("ingest", "vector_ingest", batchable=True, vectors=emb, units=n_chunks))
+    extra = {} if dim is None else {"dim": dim}
+    return m.add(g.tool("ingest", "vector_ingest", batchable=True, vectors=emb, units=n_chunks, **extra))
 
 
 class SearchGen(_App):
@@ -105,13 +108,15 @@ class NaiveRAG(_App):
     name = "naive_rag"
 
     def __init__(self, question: Text, document: Text, n_chunks: int, top_k: int = 3, chunk: int = 256,
-                 overlap: int = 30, max_tokens: int = 256, model: str | None = None) -> None:
+                 overlap: int = 30, max_tokens: int = 256, model: str | None = None,
+                 index_dim: int | None = None) -> None:
         self.question, self.document, self.n_chunks = question, document, n_chunks
         self.top_k, self.chunk, self.overlap, self.max_tokens, self.model = top_k, chunk, overlap, max_tokens, model
+        self.index_dim = index_dim
 
     def start(self, g: Graph) -> None:
         m = _Modules()
-        index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap)
+        index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap, self.index_dim)
         m.next()
         qv = m.add(g.tool("embed_query", "embed", batchable=True, chain=m.prev, texts=[self.question]))
         m.next()
@@ -127,8 +132,8 @@ class AdvancedRAG(_App):
 
     def __init__(self, question: Text, document: Text, n_chunks: int, n_queries: int = 3, per_query: int = 16,
                  top_k: int = 3, chunk: int = 256, overlap: int = 30, max_tokens: int = 256,
-                 query_tokens: int = 64, model: str | None = None) -> None:
-        self.question, self.document, self.n_chunks = question, document, n_chunks
+                 query_tokens: int = 64, model: str | None = None, index_dim: int | None = None) -> None:
+        self.question, self.document, self.n_chunks, self.index_dim = question, document, n_chunks, index_dim
         self.n, self.per_query, self.top_k, self.chunk, self.overlap = n_queries, per_query, top_k, chunk, overlap
         self.max_tokens, self.query_tokens, self.model = max_tokens, query_tokens, model
 
@@ -138,7 +143,7 @@ class AdvancedRAG(_App):
 
     def start(self, g: Graph) -> None:
         m = _Modules()
-        index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap)
+        index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap, self.index_dim)
         m.next()
         expand = m.add(g.llm("expand", [EXPAND.format(n=self.n), self.question], max_tokens=self.query_tokens * self.n,
                              splittable=True, chain=m.prev, model=self.model))
