@@ -122,6 +122,7 @@ class LiveDriver:
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
+        self._op_specs = {i.name: i for i in instances if i.kind != "llm"}  # non-LLM engines (their URLs)
         self._ids = itertools.count(1)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -143,8 +144,9 @@ class LiveDriver:
         self._inbox = asyncio.Queue()
         self._drained = asyncio.Event()
         self._progress = asyncio.Event()
-        for spec in self._initial:
-            self.runner.open_instance(spec)
+        for spec in self._initial:  # non-LLM engines run their ops on `self.tools`' executors
+            if spec.kind == "llm":
+                self.runner.open_instance(spec)
         self._loop_task = asyncio.create_task(self._run(), name="flowserve-driver")
         tick = self.core.tick_s
         if tick:
@@ -221,7 +223,10 @@ class LiveDriver:
 
     async def add_instance(self, spec: InstanceSpec) -> None:
         """Add (or replace) an instance at run time: InstanceUp to the core."""
-        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec))))
+        if spec.kind != "llm":
+            self._op_specs[spec.name] = spec
+        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec) if spec.kind == "llm"
+                                                              else spec)))
 
     async def remove_instance(self, name: str) -> None:
         """Take an instance out at run time (KeyError if unknown): InstanceDown; the core
@@ -345,7 +350,7 @@ class LiveDriver:
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
         elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op on its executor
-            spec = self.runner.specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
+            spec = self._op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
             for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
                 self._op_query[op.id] = op.query_id
                 self._spawn(self._op_task(op, spec))

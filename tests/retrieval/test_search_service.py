@@ -45,7 +45,7 @@ def test_bm25_finds_the_document_about_the_query(search_service: SearchServicePr
 def test_a_wrong_key_or_a_bad_query_is_refused_with_the_reason(search_service: SearchServiceProcess) -> None:
     with pytest.raises(RetrievalError, match="HTTP 401: missing or wrong X-Subscription-Token"):
         search(SearchConfig(search_service.url, "sk-wrong"), "volcano")
-    with pytest.raises(RetrievalError, match="HTTP 422: query parameter 'count' must be in 1..20"):
+    with pytest.raises(RetrievalError, match=r"HTTP 422: query parameter 'count' must be in 1\.\.20"):
         search(SearchConfig(search_service.url, SEARCH_KEY), "volcano", count=99)
     with pytest.raises(RetrievalError, match="the query is empty"):
         search(SearchConfig(search_service.url, SEARCH_KEY), "  ")
@@ -58,9 +58,9 @@ def test_a_service_that_is_down_fails_the_search_with_the_reason() -> None:
 
 
 def test_a_slow_service_times_out_with_the_reason(corpus_dir: Path) -> None:
-    with SearchServiceProcess([corpus_dir], delay_s=5.0) as slow:
-        with pytest.raises(RetrievalError, match="did not answer within 0.2 s"):
-            search(SearchConfig(slow.url, timeout_s=0.2), "volcano")
+    with SearchServiceProcess([corpus_dir], delay_s=5.0) as slow, \
+            pytest.raises(RetrievalError, match=r"did not answer within 0\.2 s"):
+        search(SearchConfig(slow.url, timeout_s=0.2), "volcano")
 
 
 def _engine() -> BM25Search:
