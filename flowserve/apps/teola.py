@@ -3,15 +3,21 @@
 * `SearchGen` — search-engine-augmented generation: the LLM writes `n_queries` search
   queries (one a line: a splittable output), each goes to the web-search engine, and
   the LLM answers from the results;
-* `NaiveRAG` — document QA: chunk the document (256 words, overlap 30), embed and
-  ingest the chunks, embed the question, search the top 3, answer;
+* `NaiveRAG` — document QA: chunk the document (256 tokens, overlap 30), embed and
+  ingest the chunks, embed the question, search the top 3, synthesise tree-summarize
+  style (Teola §7.1: "three initial requests, then a request that builds the answer"):
+  a draft answer per chunk, then one answer combining the drafts;
 * `AdvancedRAG` — the same indexing, then query expansion into 3 queries, 16 chunks
   each, rerank to the top 3, refine-mode synthesis (answer from the first chunk, then
   refine the answer with each next one).
 
-Steps are grouped into *modules* the way a framework (LlamaIndex) runs them: each
-module follows the whole previous module (`chain=` edges). With no passes that is the
-module-chain baseline; the `prune` pass keeps only the data edges. Texts are `str`
+Steps are grouped into *modules* the way a framework (LlamaIndex; Teola's LlamaDist
+baseline) runs them: each module follows the whole previous module (`chain=` edges) —
+indexing (chunk → embed every chunk → ingest) completes before the query side starts,
+query expansion completes before any retrieval, each expanded query's retrieval
+(embed + search, or one web search) is a module after the previous one's, rerank
+waits for every search and refine-mode synthesis for the whole rerank. With no passes
+that is the module-chain baseline; the `prune` pass keeps only the data edges. Texts are `str`
 live; in the simulator the question and document are `Segment`s and the oracle
 models every output. A failed step (a search service down or slow) fails the query
 with its reason.
@@ -35,6 +41,8 @@ EXPAND = ("You are a search assistant. Rewrite the user's question into {n} diff
           "with no numbering and no other text.\nQuestion: ")
 ANSWER = ("You are a helpful assistant. Answer the question using only the context below. "
           "Cite the passages you use; say so when the context does not contain the answer.\nQuestion: ")
+SUMMARIZE = ("You are a helpful assistant. Combine the candidate answers below, each written from one "
+             "retrieved passage, into one answer to the question.\nQuestion: ")
 REFINE = ("You are refining an existing answer. Using the new context below, improve the existing "
           "answer to the question if the context is useful, otherwise repeat it unchanged.\nQuestion: ")
 
@@ -97,9 +105,11 @@ class SearchGen(_App):
         m.next()
         queries = _parts(g, m, expand, self.n, "expand_part")
         m.next()
-        hits = [m.add(g.tool(f"search{i}", "web_search", batchable=True, chain=m.prev, query=q, k=self.results))
-                for i, q in enumerate(queries)]
-        m.next()
+        hits = []
+        for i, q in enumerate(queries):  # one retrieval module per expanded query, in turn
+            hits.append(m.add(g.tool(f"search{i}", "web_search", batchable=True, chain=m.prev, query=q,
+                                     k=self.results)))
+            m.next()
         g.llm("answer", [ANSWER, self.question, "\nSearch results:\n", *hits, "\nAnswer:"],
               max_tokens=self.max_tokens, chain=m.prev, model=self.model)
 
@@ -123,7 +133,15 @@ class NaiveRAG(_App):
         hits = m.add(g.tool("search", "vector_search", batchable=True, chain=m.prev, vector=qv, index=index,
                             k=self.top_k))
         m.next()
-        g.llm("answer", [ANSWER, self.question, "\nContext:\n", hits, "\nAnswer:"], max_tokens=self.max_tokens,
+        best = _parts(g, m, hits, self.top_k, "search_part")
+        m.next()
+        drafts = []
+        for j, ctx in enumerate(best):  # tree-summarize: one answer per chunk, in turn (LlamaIndex sync)
+            drafts.append(m.add(g.llm(f"draft{j}", [ANSWER, self.question, "\nContext:\n", ctx, "\nAnswer:"],
+                                      max_tokens=self.max_tokens, chain=m.prev, model=self.model)))
+            m.next()
+        sources = [x for j, d in enumerate(drafts) for x in (f"\nCandidate answer {j + 1}:\n", d)]
+        g.llm("answer", [SUMMARIZE, self.question, *sources, "\nAnswer:"], max_tokens=self.max_tokens,
               chain=m.prev, model=self.model)
 
 
@@ -150,12 +168,12 @@ class AdvancedRAG(_App):
         m.next()
         queries = _parts(g, m, expand, self.n, "expand_part")
         m.next()
-        vecs = [m.add(g.tool(f"embed_q{i}", "embed", batchable=True, chain=m.prev, texts=q))
-                for i, q in enumerate(queries)]
-        m.next()
-        hits = [m.add(g.tool(f"search{i}", "vector_search", batchable=True, chain=m.prev, vector=v, index=index,
-                             k=self.per_query)) for i, v in enumerate(vecs)]
-        m.next()
+        hits = []
+        for i, q in enumerate(queries):  # one retrieval module (embed, search) per expanded query, in turn
+            v = m.add(g.tool(f"embed_q{i}", "embed", batchable=True, chain=m.prev, texts=q))
+            hits.append(m.add(g.tool(f"search{i}", "vector_search", batchable=True, chain=m.prev, vector=v,
+                                     index=index, k=self.per_query)))
+            m.next()
         ranked = m.add(g.tool("rerank", "rerank", batchable=True, chain=m.prev, query=self.question,
                               units=self.n * self.per_query, top=self.top_k,
                               **{f"docs{i}": h for i, h in enumerate(hits)}))

@@ -61,19 +61,25 @@ async def _run(wf, inputs: dict, settings: dict, embedder: Embedder, search_url:
 
 
 @pytest.mark.parametrize("passes", ["none", "all"])
-def test_naive_rag_answers_from_the_retrieved_chunk(embedder: Embedder, passes: str) -> None:
+def test_naive_rag_answers_from_the_retrieved_chunks(embedder: Embedder, passes: str) -> None:
     r, llm = run(_run(NAIVE_RAG, {"question": "Which volcano is in Sicily?", "document": DOCUMENT},
-                      {"chunk": 24, "overlap": 4, "top_k": 1}, embedder, passes=passes, embed_batch=True))
+                      {"chunk": 24, "overlap": 4, "top_k": 2}, embedder, passes=passes, embed_batch=True))
     assert r.status == "completed", r.reason
     assert r.output["answer"] == "answer from answer"
-    call = next(c for c in llm.calls if c.node == "answer")
-    assert contains(call.prompt, word_ids(" Sicily")) and not contains(call.prompt, word_ids(" yeast"))
-    prefills = [c for c in llm.calls if c.node != "answer"]
+    by = {c.node: c for c in llm.calls}
+    # tree-summarize: a draft per retrieved chunk (the best one first), then the answer from the drafts
+    assert contains(by["draft0"].prompt, word_ids(" Sicily"))
+    assert not any(contains(by[k].prompt, word_ids(" yeast")) for k in ("draft0", "draft1"))
+    assert contains(by["answer"].prompt, word_ids(" from draft0")) and contains(by["answer"].prompt,
+                                                                                 word_ids(" from draft1"))
+    prefills = [c for c in llm.calls if c.node.endswith(".prefill")]
     if passes == "none":
         assert not prefills
-    else:  # the instruction and question were prefilled (1 token) while retrieval ran
-        (pre,) = prefills
-        assert pre.max_tokens == 1 and call.prompt[:len(pre.prompt)] == pre.prompt and len(pre.prompt) >= 16
+    else:  # instruction + question prefilled (1 token) while retrieval ran; the drafts share one
+        assert sorted(c.node for c in prefills) == ["answer.prefill", "draft0.prefill"]
+        for pre in prefills:
+            full = by[pre.node.removesuffix(".prefill")]
+            assert pre.max_tokens == 1 and full.prompt[:len(pre.prompt)] == pre.prompt and len(pre.prompt) >= 16
 
 
 def test_advanced_rag_expands_searches_reranks_and_refines(embedder: Embedder) -> None:

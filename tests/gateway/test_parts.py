@@ -4,6 +4,7 @@ CallProgress while the call runs, and a part's successor starts before the call 
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,7 +36,7 @@ def test_fuzz_streamed_parts_are_the_parts_of_the_complete_lines(text: str, cuts
     events: list[CallProgress] = []
     sink = PartSink(1, "a", lambda: 0.0, events.append)
     bounds = sorted({0, len(text), *(min(c, len(text)) for c in cuts)})
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         sink.push(text[a:b])
     done = text.rpartition("\n")[0]
     assert [e.text for e in events] == split_parts(done)
