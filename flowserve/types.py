@@ -40,6 +40,9 @@ class LLMCall:
     tenant: str = "default"
     priority: int = 0
     params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters, passed through
+    # decode pipelining: the driver reports each complete part (line) of the output as a
+    # CallProgress while the call still runs
+    streams_parts: bool = False
 
     @property
     def input_tokens(self) -> int:

@@ -23,6 +23,7 @@ from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types import InstanceSpec
 
@@ -58,6 +59,7 @@ class GatewaySettings(Strict):
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
     tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
     admin_keys: list[str] | None = None  # None: the api_keys
 
     @model_validator(mode="after")

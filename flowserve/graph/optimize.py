@@ -82,6 +82,9 @@ def decompose_stages(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:
             parts: list[Node] = []
             for j, s in enumerate(sizes):
                 args = dict(c.args)
+                # the slice of the op's items this micro-batch takes (the last takes the rest:
+                # live, the real item count may differ from the estimated units)
+                args.update(start=j * size, last=j == len(sizes) - 1)
                 deps = c.deps
                 if prev is not None:
                     args = {k: (Out(micro_key(prev, j)) if isinstance(v, Out) and v.step == prev else v)

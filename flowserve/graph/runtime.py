@@ -169,6 +169,10 @@ class QueryRun:
         r = self.results[step]
         return r.text if r.text is not None else r.value
 
+    def streams_parts(self, key: str) -> bool:
+        """Whether step `key` hands its output on part by part (decode pipelining)."""
+        return bool(self._streams.get(key))
+
     @property
     def streams(self) -> bool:
         """Whether some running step hands its output on part by part."""

@@ -48,6 +48,25 @@ def _per_unit(base_s: float, batch: int) -> float:
     return base_s * (1 - OVERHEAD_SHARE) / (OVERHEAD_SHARE * batch)
 
 
+def encoder_unit_s(params: float, tokens: int, peak_tflops: float, mfu: float) -> float:
+    """Seconds per sequence of a transformer encoder, compute-bound: t = 2·P·T / (peak·MFU)
+    (forward FLOPs ≈ 2 per parameter per token; attention is small at T ≤ 512)."""
+    return 2.0 * params * tokens / (peak_tflops * 1e12 * mfu)
+
+
+# Teola's testbed (§7): each non-LLM engine on one RTX 3090 (71 dense fp16 TFLOPs; BERT-
+# class inference at ~38 % MFU); bge-large-en-v1.5 (335 M) embeds 256-token chunks,
+# bge-reranker-large (560 M) scores (query + chunk ≈ 290 tokens) pairs; pgvector in
+# PostgreSQL inserts a row in ~1 ms and answers a top-k query in ~3 ms; Google Custom
+# Search answers in ~0.35 s. Fixed costs: request, tokenisation, kernel launches.
+RTX3090_TFLOPS, ENCODER_MFU = 71.0, 0.38
+PAPER_PROFILES: dict[str, OpProfile] = {
+    "embedding": OpProfile(0.015, encoder_unit_s(335e6, 256, RTX3090_TFLOPS, ENCODER_MFU), dim=1024),
+    "reranker": OpProfile(0.015, encoder_unit_s(560e6, 290, RTX3090_TFLOPS, ENCODER_MFU)),
+    "vector_db": OpProfile(0.005, 0.003, (("vector_ingest", 0.001),), dim=1024),
+    "search": OpProfile(0.35, 0.002, max_units=64, concurrency=8),
+}
+
 # Defaults by kind, shaped so the efficient batches are the sizes Teola's authors
 # profiled (embedding 128, vector search 64, rerank 64); a search API is dominated by
 # its round trip and serves many requests at once.
@@ -79,4 +98,4 @@ def op_profile(kind: str, overrides: dict[str, Any] | None = None) -> OpProfile:
         raise ConfigError(f"{kind} profile: invalid values {overrides}: {e}") from None
 
 
-__all__ = ["DEFAULT_PROFILES", "OpProfile", "op_profile"]
+__all__ = ["DEFAULT_PROFILES", "PAPER_PROFILES", "OpProfile", "encoder_unit_s", "op_profile"]

@@ -103,8 +103,13 @@ class TeolaConfig(Strict):
         critical.insert(0, OpStep("index", "embed", 0.05 + n_chunks * 0.001))
         if self.kind == "naive_rag":
             tools["search"] = ToolOutcome(0.0, output_tokens=self.top_k * chunk)
+            for j in range(self.top_k):
+                tools[part_key("search", j)] = ToolOutcome(0.0, output_tokens=chunk)
+                outputs[f"draft{j}"] = out = self._draw(rng, self.answer_tokens)
+                critical.append(CallStep(f"draft{j}", (Segment(ids.unique(), SYSTEM_TOKENS + q_len + chunk),), out))
             outputs["answer"] = self._draw(rng, self.answer_tokens)
-            critical.append(CallStep("answer", (Segment(ids.unique(), SYSTEM_TOKENS + q_len + self.top_k * chunk),),
+            drafts = sum(outputs[f"draft{j}"] for j in range(self.top_k))
+            critical.append(CallStep("answer", (Segment(ids.unique(), SYSTEM_TOKENS + q_len + drafts),),
                                      outputs["answer"]))
             return app_query(self.kind, lambda: NaiveRAG(question, doc, n_chunks, self.top_k, self.chunk, self.overlap,
                                                        4 * self.answer_tokens, self.model),
