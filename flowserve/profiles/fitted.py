@@ -179,7 +179,7 @@ class FittedCostModel(IterationCostModel):
         slots = None
         if p.slot_cache is not None:
             c = p.slot_cache
-            slots = SlotConfig(c.kv_unified, c.cache_ram_tokens, c.slot_prompt_similarity)
+            slots = SlotConfig(c.kv_unified, c.cache_ram_tokens, c.slot_prompt_similarity, c.cache_idle_slots)
         return cls(p.model, coef, p.max_context, p.kv_capacity_tokens, p.slots, p.token_budget, p.device, quality,
                    p.narrow_prefill_tokens, p.request_overhead_s, slots)
 
@@ -214,6 +214,7 @@ class _SlotCache(_Strict):
     kv_unified: bool = True
     cache_ram_tokens: int | None = Field(None, ge=0)
     slot_prompt_similarity: float = Field(DEFAULT_SIMILARITY, ge=0, le=1)
+    cache_idle_slots: bool = True
 
 
 class _ProfileFile(_Strict):

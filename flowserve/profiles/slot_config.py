@@ -8,7 +8,9 @@ fraction exceeds `--slot-prompt-similarity` (default 0.1); else to the least rec
 idle slot. `--kv-unified` lets the slots share all `-c` cells (idle slots are purged when
 a request needs room); without it each slot owns `-c / -np` cells. `--cache-ram MIB`
 (default 8192, 0 disables) keeps the states of slots about to be overwritten in host RAM
-and restores the best one into the slot a request lands in.
+and restores the best one into the slot a request lands in; with it, `--cache-idle-slots`
+(default on) also saves every idle slot whenever a request starts, and with `--kv-unified`
+clears them, so reuse then goes through the RAM cache.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class SlotConfig:
     # millions of tokens of a small model), 0 = --cache-ram 0
     cache_ram_tokens: int | None = None
     similarity: float = DEFAULT_SIMILARITY
+    cache_idle_slots: bool = True  # without a RAM cache llama-server turns it off
 
     def __post_init__(self) -> None:
         assert self.cache_ram_tokens is None or self.cache_ram_tokens >= 0
@@ -32,7 +35,7 @@ class SlotConfig:
 
     def to_dict(self) -> dict[str, object]:
         return {"kv_unified": self.kv_unified, "cache_ram_tokens": self.cache_ram_tokens,
-                "slot_prompt_similarity": self.similarity}
+                "slot_prompt_similarity": self.similarity, "cache_idle_slots": self.cache_idle_slots}
 
 
 def cache_ram_tokens(cache_ram_mib: int | None, kv_bytes_per_token: int | None, min_tokens: int) -> int | None:

@@ -10,7 +10,9 @@ the server's rules, read from tools/server/server-context.cpp and server-task.cp
   same document each paid for it, and a request that arrives while its prefix is still
   being computed on a busy slot computes it again;
 * with `--cache-ram`, the state of a slot about to lose its content is saved in a host
-  RAM cache (`RamCache`) and the best saved state is restored into the slot;
+  RAM cache (`RamCache`) and the best saved state is restored into the slot; with
+  `--cache-idle-slots` every idle slot is saved whenever a request starts, and cleared
+  too under `--kv-unified`;
 * with `--kv-unified` idle slots keep cells of the shared KV and are purged one by one
   (lowest id first) when a request needs room; without it each slot owns `-c / -np`.
 """
@@ -74,7 +76,7 @@ class RamState:
 
 class RamCache:
     """llama-server's server_prompt_cache: saved slot states, oldest first, at most
-    `limit` tokens (None: unbounded); at least one state is always kept."""
+    `limit` tokens (None: unbounded)."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
@@ -85,9 +87,11 @@ class RamCache:
         return sum(s.length for s in self.states)
 
     def save(self, tokens: Tokens, length: int) -> None:
-        """Keep a slot's state unless a saved one already contains it; drop saved states
-        it contains."""
+        """Keep a slot's state unless a saved one already contains it or it exceeds the
+        limit; drop saved states it contains."""
         if any(common_prefix(s.tokens, tokens) == len(tokens) for s in self.states):
+            return
+        if self.limit is not None and length > self.limit:
             return
         self.states = [s for s in self.states if common_prefix(s.tokens, tokens) < len(s.tokens)]
         self.states.append(RamState(tokens, length))
@@ -113,7 +117,7 @@ class RamCache:
     def update(self) -> list[RamState]:
         """Evict the oldest states beyond the limit; returns them."""
         dropped = []
-        while self.limit is not None and len(self.states) > 1 and self.tokens > self.limit:
+        while self.limit is not None and self.states and self.tokens > self.limit:
             dropped.append(self.states.pop(0))
         return dropped
 
@@ -166,9 +170,12 @@ class SlotEngine(SimEngine):
             if pick is None:
                 break
             slot, update_cache = pick
-            if update_cache and self.ram is not None and slot.tokens:
-                self.ram.save(slot.tokens, slot.length)
-                self.ram.load(slot, s.call.prompt)
+            if update_cache and self.ram is not None:
+                if slot.tokens:
+                    self.ram.save(slot.tokens, slot.length)
+                self.held -= slot.length
+                self.ram.load(slot, s.call.prompt)  # an empty slot takes any saved state that fits
+                self.held += slot.length
                 for st in self.ram.update():
                     self._report(st.tokens)
             cached = min(common_prefix(slot.tokens, s.call.prompt), s.prompt_len - 1)
@@ -193,6 +200,22 @@ class SlotEngine(SimEngine):
             if s.started is None:
                 s.started = now
             self.prefilling.append(s)
+            self._cache_idle_slots()
+
+    def _cache_idle_slots(self) -> None:
+        """--cache-idle-slots after a request starts: idle slots go to the RAM cache and,
+        sharing the KV, leave it."""
+        if self.ram is None or not self.config.cache_idle_slots:
+            return
+        for slot in self.slots:
+            if slot.busy or not slot.tokens:
+                continue
+            self.ram.save(slot.tokens, slot.length)
+            for st in self.ram.update():
+                self._report(st.tokens)
+            if self.config.kv_unified:
+                self.held -= slot.length
+                slot.tokens, slot.length = (), 0
 
     def _free(self, s: Seq) -> None:
         length = s.kv_now(self.dec_iter)

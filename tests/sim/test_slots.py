@@ -123,7 +123,7 @@ def test_lru_slot_overwritten_without_ram_cache_and_reported():
 
 
 def test_ram_cache_restores_an_overwritten_slot():
-    eng = engine()  # --cache-ram on, unbounded
+    eng = engine(cache_idle_slots=False)  # --cache-ram on, unbounded
     t = 0.0
     for i, doc in enumerate((A, B, C)):
         _, _, t = run_one(eng, call(i, q(doc, i)), t + 1)
@@ -177,3 +177,23 @@ def test_profile_yaml_round_trips_slot_cache(tmp_path):
     assert cache_ram_tokens(None, 2048, 8192) is None
     assert cache_ram_tokens(1, 2048, 100) == 512  # 1 MiB of 2 KiB cells
     assert cache_ram_tokens(1, 2048, 8192) == 8192  # never below the context
+
+
+def test_idle_slots_live_in_the_ram_cache_with_unified_kv():
+    """--cache-idle-slots (default with --cache-ram): each start saves and, with the
+    shared KV, clears the other idle slots; a later request is served from RAM."""
+    eng = engine()
+    t = 0.0
+    for i, doc in enumerate((A, B, C)):
+        _, _, t = run_one(eng, call(i, q(doc, i)), t + 1)
+    # B's start moved A (slot 1) to RAM, C's start moved B (slot 0); C stays in slot 1
+    assert [s.tokens[:100] for s in eng.ram.states] == [A, B]
+    assert [s.tokens[:100] for s in eng.slots] == [(), C] and eng.held == 114
+    fin, _, _ = run_one(eng, call(7, q(A, 7)), t + 1)
+    assert fin.cached_tokens == 100  # the empty LRU slot 0 restored A from RAM
+    assert [s.tokens[:100] for s in eng.ram.states] == [B, C]
+    # split KV: idle slots are saved but keep their cells
+    eng = engine(kv_unified=False)
+    for i, doc in enumerate((A, B)):
+        _, _, t = run_one(eng, call(i, q(doc, i)), t + 1)
+    assert [s.tokens[:100] for s in eng.slots] == [B, A] and [s.tokens[:100] for s in eng.ram.states] == [A]
