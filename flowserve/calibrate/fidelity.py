@@ -71,11 +71,11 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 async def repeated_validation(url: str, profile: Path, workload: Workload, policy: PolicySpec,
                               variants: Mapping[str, FittedCostModel], repeats: int = 3,
-                              salt: int = 0) -> dict[str, Any]:
+                              salt: int = 0, vocab_size: int | None = None) -> dict[str, Any]:
     """`repeats` validate runs (fresh token ids each) with the ablation; median and spread."""
     assert repeats >= 1
-    runs = [await validate_engine(url, profile, workload, policy, salt=salt + 1000 * r, variants=variants)
-            for r in range(repeats)]
+    runs = [await validate_engine(url, profile, workload, policy, salt=salt + 1000 * r, vocab_size=vocab_size,
+                                  variants=variants) for r in range(repeats)]
     per_variant = {name: [run["ablation"][name]["latency_error_pct"]["mean"] for run in runs]
                    for name in variants}
     return {

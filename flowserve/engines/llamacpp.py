@@ -39,6 +39,7 @@ from pathlib import Path
 import httpx
 
 from flowserve.errors import FlowserveError
+from flowserve.profiles.slot_config import SlotConfig, cache_ram_tokens
 
 DEFAULT_VERSION = "0.3.36"
 # -O1 instead of Release's -O3: the build takes ~25% less CPU (576 vs ~780 core-seconds
@@ -202,6 +203,7 @@ class LlamaServer:
         self.port = port
         self.alias = alias or self.model.stem
         self.ctx_size, self.parallel, self.threads, self.kv_unified = ctx_size, parallel, threads, kv_unified
+        self.cache_ram = cache_ram
         self._binary = binary
         self.cpus = cpus  # `taskset -c CPUS`: pinned threads measure steadier on a shared machine
         self._opts = [
@@ -231,6 +233,10 @@ class LlamaServer:
     def kv_capacity_tokens(self) -> int:
         """KV cells in all (`-c`), shared by the slots or split evenly among them."""
         return self.ctx_size
+
+    def slot_config(self) -> SlotConfig:
+        """Its slot rules, for the profile the simulator models it with."""
+        return SlotConfig(self.kv_unified, cache_ram_tokens(self.cache_ram, None, self.ctx_size))
 
     @property
     def pid(self) -> int | None:
