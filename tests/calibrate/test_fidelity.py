@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from flowserve.calibrate.fidelity import FULL, ablation_profiles, spread, split_cpus
+from flowserve.calibrate.fidelity import FULL, ablation_profiles, split_cpus, spread
 from flowserve.calibrate.profiler import EngineFacts, ProfileReport, mixed_features
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features
 from flowserve.profiles.slot_config import SlotConfig

@@ -1,4 +1,5 @@
 import json
+
 import gguf
 import pytest
 
