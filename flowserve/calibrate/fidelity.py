@@ -10,7 +10,8 @@ load average before and after each run.
 The ablation (`ablation_profiles`) replays nothing more: every run's live latencies are
 compared with the simulator under each step of the engine model, added one at a time
 (fit without mixed iterations and no per-request overhead, then overhead, then mixed
-iterations in the fit, then llama-server's slot model).
+iterations in the fit, then llama-server's slot model), plus one alternative: the fitted
+fixed prefill cost taken as per-request latency rather than engine time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from flowserve.sim.run import PolicySpec
 from flowserve.workloads.base import Workload
 
 FULL = "+ slot model (full)"
+PREFILL_AS_LATENCY = "full, c_prefill as request latency (alternative)"
 
 
 def ablation_profiles(fitted: FittedCostModel, report: ProfileReport) -> dict[str, FittedCostModel]:
@@ -42,6 +44,12 @@ def ablation_profiles(fitted: FittedCostModel, report: ProfileReport) -> dict[st
              "+ mixed iterations in the fit": with_mixed}
     if fitted.slot_config is not None:
         steps[FULL] = fitted
+    # an alternative, not a step: the fixed cost of a prefill as latency outside the engine
+    # (a server front end that handles requests while the engine iterates) instead of time
+    # every iteration with a prefill occupies the engine
+    c = fitted.coefficients
+    steps[PREFILL_AS_LATENCY] = dataclasses.replace(
+        fitted, coefficients=(c[0], 0.0, *c[2:]), request_overhead_s=fitted.request_overhead_s + c[1])
     return steps
 
 

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from flowserve.calibrate.fidelity import FULL, ablation_profiles, split_cpus, spread
+from flowserve.calibrate.fidelity import FULL, PREFILL_AS_LATENCY, ablation_profiles, split_cpus, spread
 from flowserve.calibrate.profiler import EngineFacts, ProfileReport, mixed_features
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features
 from flowserve.profiles.slot_config import SlotConfig
@@ -38,7 +38,9 @@ def test_ablation_steps_are_cumulative():
     report = ProfileReport(EngineFacts(2, 4096, 4096, 1000, "d"), samples, requests=[(64, 8, 0, 1.0)])
     steps = ablation_profiles(fitted, report)
     assert list(steps) == ["radix cache, pure shapes, no overhead", "+ request overhead",
-                           "+ mixed iterations in the fit", FULL]
+                           "+ mixed iterations in the fit", FULL, PREFILL_AS_LATENCY]
+    alt = steps[PREFILL_AS_LATENCY]
+    assert alt.coefficients[1] == 0 and alt.request_overhead_s == 0.004 + full_coef[1]
     base = steps["radix cache, pure shapes, no overhead"]
     assert np.allclose(base.coefficients, coef, rtol=1e-3)  # the pure shapes alone recover the truth
     assert base.request_overhead_s == 0 and base.slot_config is None
@@ -46,7 +48,7 @@ def test_ablation_steps_are_cumulative():
     assert steps["+ mixed iterations in the fit"].coefficients == full_coef
     assert steps["+ mixed iterations in the fit"].slot_config is None and steps[FULL] is fitted
     vllm = ablation_profiles(FittedCostModel("m", full_coef, 4096, 4096, 2), report)
-    assert FULL not in vllm
+    assert FULL not in vllm and PREFILL_AS_LATENCY in vllm
 
 
 def test_spread_and_cpu_split():
