@@ -59,6 +59,9 @@ def _report(name: str, fitted: FittedCostModel, out: dict[str, Any], console: Co
     console.print(f"{name}: profile fit error " + ", ".join(f"{k} {v:.1f}%" for k, v in q.by_kind)
                   + f"; request overhead {1e3 * fitted.request_overhead_s:.1f} ms", highlight=False)
     console.print(markdown_table(["engine model", "mean error % (median)", "min", "max"], rows), highlight=False)
+    f = out["speed_factor"]
+    console.print(f"engine slower than its profile by ×{f['median']:.2f} (runs ×{f['min']:.2f}–×{f['max']:.2f}, "
+                  "speed probes around each run)", highlight=False)
     e, load, hit = out["mean_error_pct"], out["load_average_1m"], out["token_hit_rate"]
     console.print(f"validate vs {name} over {out['repeats']} runs: latency error mean {e['median']:.1f}% "
                   f"(spread {e['min']:.1f}–{e['max']:.1f}%, goal < 10%); token hit rate live "

@@ -74,11 +74,12 @@ def summary(values: list[float]) -> dict[str, float | None]:
             "p90": float(np.percentile(arr, 90)), "max": float(arr.max())}
 
 
-def sim_errors(spec: InstanceSpec, workload: Workload, policy: PolicySpec,
-               live_lat: dict[int, float]) -> tuple[list[float], dict[int, float], float]:
-    """The workload simulated on the instance: per-query % errors against `live_lat`,
-    simulated latencies and the simulated token hit rate."""
-    sim_spec = dataclasses.replace(spec, backend="sim", url=None, reports_capacity=True)
+def sim_errors(spec: InstanceSpec, workload: Workload, policy: PolicySpec, live_lat: dict[int, float],
+               profile: FittedCostModel | None = None) -> tuple[list[float], dict[int, float], float]:
+    """The workload simulated on the instance (with `profile` instead of its own): per-query
+    % errors against `live_lat`, simulated latencies and the simulated token hit rate."""
+    sim_spec = dataclasses.replace(spec, backend="sim", url=None, reports_capacity=True,
+                                   profile=profile or spec.profile)
     sim = simulate([sim_spec], workload, policy)
     sim_lat = {q.id: q.latency for q in sim.queries if q.failed is None}
     sim_prompt = sum(c.input_tokens for c in sim.calls)

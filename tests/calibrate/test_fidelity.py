@@ -4,8 +4,9 @@ ablation steps, spreads and CPU pinning."""
 import os
 
 import numpy as np
+import pytest
 
-from flowserve.calibrate.fidelity import FULL, PREFILL_AS_LATENCY, ablation_profiles, split_cpus, spread
+from flowserve.calibrate.fidelity import FULL, PREFILL_AS_LATENCY, ablation_profiles, scaled, split_cpus, spread
 from flowserve.calibrate.profiler import EngineFacts, ProfileReport, mixed_features
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features
 from flowserve.profiles.slot_config import SlotConfig
@@ -59,3 +60,10 @@ def test_spread_and_cpu_split():
         assert int(engine) == min(cpus) and client == cpus - {min(cpus)}
     else:
         assert engine is None and client == cpus
+
+
+def test_scaled_profile_is_slower_by_the_factor():
+    m = FittedCostModel("m", (1e-3, 2e-3, 1e-5, 1e-9, 1e-4, 1e-7), 4096, 4096, 2, request_overhead_s=0.01)
+    s = scaled(m, 2.5)
+    assert s.call_time(512, 16) == pytest.approx(2.5 * m.call_time(512, 16))
+    assert s.request_overhead_s == pytest.approx(0.025) and s.slots == 2
