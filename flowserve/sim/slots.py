@@ -26,7 +26,7 @@ from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.slot_config import SlotConfig
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import PREFILL, WAITING, Capacity, Seq
-from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall, PrefixEvicted, Tokens
+from flowserve.types import CallFailed, CallFinished, CallProgress, EngineParams, LLMCall, PrefixEvicted, Tokens
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -136,13 +136,13 @@ class SlotEngine(SimEngine):
         self.held = 0  # KV cells idle slots keep
         self._slot_of: dict[int, Slot] = {}
 
-    def submit(self, call: LLMCall, now: float, output_tokens: int | None = None
-               ) -> list[CallFinished | CallFailed | PrefixEvicted]:
+    def submit(self, call: LLMCall, now: float, output_tokens: int | None = None, marks: tuple[int, ...] = ()
+               ) -> list[CallFinished | CallFailed | PrefixEvicted | CallProgress]:
         if call.input_tokens + 1 > self.slot_ctx:
             return [CallFailed(now, call.id, self.name,
                                f"prompt of {call.input_tokens} tokens exceeds the slot context of "
                                f"{self.slot_ctx} tokens on {self.name}", retryable=True)]
-        return super().submit(call, now, output_tokens)
+        return super().submit(call, now, output_tokens, marks)
 
     @property
     def used(self) -> int:
