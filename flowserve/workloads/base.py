@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from flowserve.graph.plan import Plan
 from flowserve.graph.replay import Expectation
+from flowserve.types import QueryClass
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,7 @@ class QuerySpec:
     plan: Plan
     tenant: str = "default"
     priority: int = 0
+    cls: QueryClass = "interactive"
 
 
 @dataclass(frozen=True)
