@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.tenants import parse_weights
@@ -75,7 +76,8 @@ class FlowserveDispatch(Dispatch):
     uses_deadline = True
     needs_prefix_index = True
 
-    def __init__(self, w_free: float = 0.5, t_hbal: float = 0.0, window_s: float = 180.0) -> None:
+    def __init__(self, w_free: float = 0.5, t_hbal: float = 0.0, window_s: float = 180.0,
+                 wait_model: Literal["serial", "batched"] = "batched", efficiency: float = 3.0) -> None:
         if not 0.0 <= w_free <= 1.0:
             raise ValueError(f"w_free must be in [0, 1], got {w_free}")
         if t_hbal and t_hbal < 1.0:
@@ -83,6 +85,10 @@ class FlowserveDispatch(Dispatch):
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         self.w_free = w_free
+        self.wait_model = wait_model
+        if efficiency < 0:
+            raise ValueError(f"efficiency must be ≥ 0, got {efficiency}")
+        self.efficiency = efficiency
         self.t_hbal = t_hbal
         self.prefix_window_s = window_s
         self._est: dict[tuple[int, int], float] = {}
@@ -107,11 +113,26 @@ class FlowserveDispatch(Dispatch):
                 self._slack = {k: v for k, v in self._slack.items() if k in live}
         return slack_fraction(memo[1] - view.now, memo[2])
 
-    @staticmethod
-    def wait(inst: InstanceState, batch: bool) -> float:
-        w = inst.outstanding
+    def wait(self, inst: InstanceState, batch: bool) -> float:
+        """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
+        t_queue); "batched": the queued calls' work plus the running batch's mean remaining
+        call (running calls share the engine's batch with a new one rather than precede it)."""
+        queue = inst.queue
+        if self.wait_model == "serial":
+            w = inst.outstanding
+        else:
+            queued = getattr(queue, "queued_work", None)
+            prefill = getattr(queue, "queued_prefill", None)
+            if queued is None or prefill is None:
+                queued = sum(c.t_comp for c in queue)
+                prefill = queued
+            running = inst.outstanding - queued
+            w = prefill + (running / len(inst.running) if inst.running else 0.0)
+            if not batch:
+                w -= getattr(queue, "batch_prefill", 0.0)
+            return max(w, 0.0)
         if not batch:
-            w -= getattr(inst.queue, "batch_work", 0.0)
+            w -= getattr(queue, "batch_work", 0.0)
         return max(w, 0.0)
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
@@ -124,7 +145,7 @@ class FlowserveDispatch(Dispatch):
             tc = view.t_comp(cs, inst)
             wait = self.wait(inst, batch)
             finish[inst.name] = wait + tc
-            key = (completion_score(wait, tc, w), inst.dispatched)
+            key = (completion_score(wait, tc, self.efficiency * w), inst.dispatched)
             if key < best_key:
                 best, best_key = inst, key
         if self.t_hbal and len(candidates) > 1:
@@ -158,6 +179,10 @@ class FlowserveQueue(UrgencyQueue):
         self.fair_slack = fair_slack
         self._batch: OrderedDict[int, CallState] = OrderedDict()
         self.batch_work = 0.0  # Σ t_comp of the batch calls waiting here
+        self.queued_work = 0.0  # Σ t_comp of every call waiting here
+        self.queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
+        self.batch_prefill = 0.0  # the same for the batch calls
+        self._prefill: dict[int, float] = {}
         self._tenants: dict[str, int] = {}  # interactive calls waiting here per tenant
         self._view: ClusterView | None = None
 
@@ -167,9 +192,14 @@ class FlowserveQueue(UrgencyQueue):
             view.tenants.weights.update(self.weights)
 
     def push(self, cs: CallState) -> None:
+        self.queued_work += cs.t_comp
+        pf = self._prefill_s(cs)
+        self._prefill[cs.id] = pf
+        self.queued_prefill += pf
         if is_batch(cs):
             self._batch[cs.id] = cs
             self.batch_work += cs.t_comp
+            self.batch_prefill += pf
             return
         tenant = cs.query.query.tenant
         if tenant not in self._tenants and self._view is not None:
@@ -178,9 +208,14 @@ class FlowserveQueue(UrgencyQueue):
         super().push(cs)
 
     def remove(self, cs: CallState, released: bool) -> None:
+        last = len(self) <= 1
+        self.queued_work = 0.0 if last else max(0.0, self.queued_work - cs.t_comp)
+        pf = self._prefill.pop(cs.id, 0.0)
+        self.queued_prefill = 0.0 if last else max(0.0, self.queued_prefill - pf)
         if cs.id in self._batch:
             del self._batch[cs.id]
             self.batch_work = max(0.0, self.batch_work - cs.t_comp) if self._batch else 0.0
+            self.batch_prefill = max(0.0, self.batch_prefill - pf) if self._batch else 0.0
             return
         super().remove(cs, released)
         tenant = cs.query.query.tenant
@@ -189,6 +224,15 @@ class FlowserveQueue(UrgencyQueue):
             self._tenants[tenant] = left
         else:
             del self._tenants[tenant]
+
+    def _prefill_s(self, cs: CallState) -> float:
+        """Seconds the call's uncached prompt holds the engine's token budget."""
+        view = self._view
+        inst = view.instances.get(cs.instance or "") if view is not None else None
+        if inst is None:
+            return cs.t_comp
+        uncached = cs.input_tokens - view.cached_tokens(cs, inst)
+        return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
 
     def __len__(self) -> int:
         return len(self._q) + len(self._batch)
