@@ -63,6 +63,27 @@ def slack_fraction(remaining_s: float, remaining_work_s: float) -> float:
     return min(1.0, max(0.0, (remaining_s - remaining_work_s) / remaining_s))
 
 
+def occupancy(inst: InstanceState) -> float:
+    """How full the engine is: the larger of its sequence slots and KV memory in use."""
+    slots = len(inst.running) / max(1, inst.spec.engine.max_num_seqs)
+    if inst.spec.max_inflight:
+        slots = max(slots, len(inst.running) / inst.spec.max_inflight)
+    kv = 0.0
+    cap = inst.kv_capacity
+    if cap and inst.spec.reports_capacity and inst.kv_free < cap:
+        kv = 1.0 - max(inst.kv_free, 0) / cap
+    return min(1.0, max(slots, kv))
+
+
+def batch_slowdown(cost, steps: int, own_context: float, running: int, running_context: float) -> float:
+    """Extra decode seconds of a call sharing the running batch: steps × (iteration time with
+    the batch − alone), the cost model's decode step at batch n + 1 and the summed context."""
+    if steps <= 0 or running <= 0:
+        return 0.0
+    return steps * (cost.decode_step_time(running + 1, running_context + own_context)
+                    - cost.decode_step_time(1, own_context))
+
+
 def completion_score(wait_s: float, t_comp_s: float, slack: float) -> float:
     """Predicted completion (wait + own time) plus the own time weighed by the slack."""
     return wait_s + t_comp_s + slack * t_comp_s
@@ -85,6 +106,7 @@ class FlowserveDispatch(Dispatch):
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         self.w_free = w_free
+        self._now = 0.0
         self.wait_model = wait_model
         if efficiency < 0:
             raise ValueError(f"efficiency must be ≥ 0, got {efficiency}")
@@ -126,8 +148,13 @@ class FlowserveDispatch(Dispatch):
             if queued is None or prefill is None:
                 queued = sum(c.t_comp for c in queue)
                 prefill = queued
-            running = inst.outstanding - queued
-            w = prefill + (running / len(inst.running) if inst.running else 0.0)
+            w = prefill
+            pending = getattr(queue, "running_prefill", None)
+            if pending is not None:
+                w += pending(inst, self._now)
+            n = len(inst.running)
+            if n:  # the mean running call, weighed by how full the engine is (slots or KV)
+                w += (inst.outstanding - queued) / n * occupancy(inst)
             if not batch:
                 w -= getattr(queue, "batch_prefill", 0.0)
             return max(w, 0.0)
@@ -138,12 +165,18 @@ class FlowserveDispatch(Dispatch):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
         batch = is_batch(cs)
+        self._now = view.now
         w = self.slack(cs, candidates, view)
         best, best_key = candidates[0], (math.inf, math.inf)
         finish: dict[str, float] = {}
+        steps = max(cs.predicted_output - 1, 0)
+        own_ctx = cs.input_tokens + cs.predicted_output / 2
         for inst in candidates:
             tc = view.t_comp(cs, inst)
             wait = self.wait(inst, batch)
+            if self.wait_model == "batched" and inst.running:
+                ctx = sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
+                wait += batch_slowdown(inst.cost, steps, own_ctx, len(inst.running), ctx)
             finish[inst.name] = wait + tc
             key = (completion_score(wait, tc, self.efficiency * w), inst.dispatched)
             if key < best_key:
@@ -183,6 +216,7 @@ class FlowserveQueue(UrgencyQueue):
         self.queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
         self.batch_prefill = 0.0  # the same for the batch calls
         self._prefill: dict[int, float] = {}
+        self._started: dict[int, tuple[float, float]] = {}  # running call → (release time, prefill s)
         self._tenants: dict[str, int] = {}  # interactive calls waiting here per tenant
         self._view: ClusterView | None = None
 
@@ -207,10 +241,26 @@ class FlowserveQueue(UrgencyQueue):
         self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
         super().push(cs)
 
+    def running_prefill(self, inst: InstanceState, now: float) -> float:
+        """Prefill seconds the running calls still owe (prefills share the token budget:
+        they go one after the other, while decodes share the batch)."""
+        total = 0.0
+        gone = []
+        for cid, (start, pf) in self._started.items():
+            if cid not in inst.running:
+                gone.append(cid)
+            else:
+                total += max(0.0, pf - (now - start))
+        for cid in gone:
+            del self._started[cid]
+        return total
+
     def remove(self, cs: CallState, released: bool) -> None:
         last = len(self) <= 1
         self.queued_work = 0.0 if last else max(0.0, self.queued_work - cs.t_comp)
         pf = self._prefill.pop(cs.id, 0.0)
+        if released and pf > 0 and self._view is not None:
+            self._started[cs.id] = (self._view.now, pf)
         self.queued_prefill = 0.0 if last else max(0.0, self.queued_prefill - pf)
         if cs.id in self._batch:
             del self._batch[cs.id]

@@ -104,7 +104,7 @@ def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> Non
     assert batched.wait(a, batch=True) == pytest.approx(a.queue.queued_prefill)
 
 
-def test_batched_wait_counts_queued_prefill_and_the_mean_running_call() -> None:
+def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
     _, (a,) = view_with(["a"], FlowserveQueue)
     queued = call()
     queued.instance = "a"
@@ -113,8 +113,17 @@ def test_batched_wait_counts_queued_prefill_and_the_mean_running_call() -> None:
     for cs in running:
         a.running[cs.id] = cs
     a.outstanding = queued.t_comp + 3.0  # the running calls' predicted 3 s
-    expected = COST.prefill_time(len(P), 0) + 3.0 / 2
+    # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots)
+    expected = COST.prefill_time(len(P), 0) + 3.0 / 2 * 2 / 256
     assert FlowserveDispatch().wait(a, batch=False) == pytest.approx(expected)
+    a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
+    a.running[queued.id] = queued
+    a.outstanding = queued.t_comp + 3.0
+    assert a.queue.running_prefill(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)
+    assert a.queue.running_prefill(a, 100.0) == 0.0
+    del a.running[queued.id]
+    a.queue.running_prefill(a, 0.0)
+    assert not a.queue._started  # forgotten once it no longer runs
     assert FlowserveDispatch(wait_model="serial").wait(a, batch=False) == pytest.approx(a.outstanding)
 
 
