@@ -87,11 +87,17 @@ PREBLE_RATES = {"tool_use": 40, "embodied_agent": 6, "programming": 1.0, "video_
 PREBLE_CALLS = {"embodied_agent": 19, "programming": 8}
 
 
+PREBLE_MAX_CALLS = 2000
+
+
 def _preble(kind: str) -> Callable[[int, int], Workload]:
+    """At least n/2 seconds of arrivals at the Preble bench's rate and 4n calls (at most
+    PREBLE_MAX_CALLS calls): enough for the cache to matter, small enough for `--quick`."""
     def build(n: int, seed: int) -> Workload:
-        calls = PREBLE_CALLS.get(kind, 1)
-        q = max(6, n * 4 // calls)  # about 4n calls: Preble kinds are call-dense
-        return load_workload(kind, {"rate": PREBLE_RATES[kind], "queries": q, "seed": seed, "max_prompt": 30_000})
+        rate = PREBLE_RATES[kind]
+        cap = PREBLE_MAX_CALLS // PREBLE_CALLS.get(kind, 1)
+        q = int(min(cap, max(8, rate * n / 2, 4 * n / PREBLE_CALLS.get(kind, 1))))
+        return load_workload(kind, {"rate": rate, "queries": q, "seed": seed, "max_prompt": 30_000})
     return build
 
 
@@ -100,7 +106,7 @@ def _mixed_classes(n: int, seed: int) -> Workload:
     t2s = load_workload("text2sql-mixed", {"rate": 0.5, "queries": n, "seed": seed})
     horizon = max(q.arrival for q in t2s.queries)
     tools = load_workload("tool_use", {"rate": 2.0, "queries": max(4, int(2.0 * horizon)), "seed": seed + 1})
-    job = batch_job(max(20, 4 * n), seed + 2, start_s=horizon * 0.1)
+    job = batch_job(max(40, 20 * n), seed + 2, start_s=horizon * 0.1)
     return mix("mixed", [tag(t2s, 0, "gold"), tag(tools, 1, "free"), tag(job, 2, "etl", "batch")])
 
 

@@ -5,8 +5,7 @@ Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
 GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (default: derived from the API key), `x-priority` (integer), `x-slo-ms`
-(deadline after arrival), `x-flowserve-class` (`interactive` or `batch`: no SLO, fills idle capacity).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (README).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import hmac
 import shutil
 import time
@@ -50,6 +48,7 @@ from flowserve.gateway.openai_api import (
 )
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.tenancy import key_tenant, query_class
 from flowserve.schema import validate
 from flowserve.types import QUERY_CLASSES, QueryClass
 
@@ -62,14 +61,6 @@ class Headers:
     priority: int
     slo_s: float | None
     cls: QueryClass = "interactive"
-
-
-def key_tenant(auth: str) -> str | None:
-    """The tenant of a bearer API key: a digest of the key, never the key itself."""
-    scheme, _, token = auth.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return "key-" + hashlib.sha256(token.strip().encode()).hexdigest()[:12]
 
 
 def read_headers(request: Request) -> Headers:
@@ -92,11 +83,10 @@ def read_headers(request: Request) -> Headers:
             raise APIError(400, f"x-slo-ms: expected a positive number of milliseconds, got {h['x-slo-ms']!r}",
                            param="x-slo-ms")
         slo_s = slo_ms / 1000.0
-    cls = h.get("x-flowserve-class", "interactive").strip().lower() or "interactive"
-    if cls not in QUERY_CLASSES:
-        raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}, got {cls!r}",
-                       param="x-flowserve-class")
-    return Headers(tenant, priority, None if cls == "batch" else slo_s, cls)  # type: ignore[arg-type]
+    cls = query_class(h.get("x-flowserve-class"))
+    if cls is None:
+        raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}", param="x-flowserve-class")
+    return Headers(tenant, priority, None if cls == "batch" else slo_s, cls)
 
 
 class Gateway:
@@ -190,8 +180,7 @@ class Gateway:
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
         program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
-        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
-                                  cls=hdr.cls)
+        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
         await self.submit(h)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         if queue is not None:

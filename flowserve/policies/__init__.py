@@ -8,7 +8,8 @@ from typing import Any
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
 from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
-from flowserve.policies.ours import FlowserveDispatch, FlowserveQueue
+from flowserve.policies.ours import FlowserveDispatch
+from flowserve.policies.ours_queue import FlowserveQueue
 from flowserve.policies.peers import LLMD, DynamoKV, PowerOfTwo, SglangCacheAware
 from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.prefix_affinity import PrefixAffinity

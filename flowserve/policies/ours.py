@@ -1,28 +1,38 @@
 """flowserve's own dispatch and queue policy (SPEC §3.1): `--dispatch flowserve --queue flowserve`.
 
-Dispatch: the predicted completion of the call on each instance,
+Dispatch: the predicted completion of the call on each instance plus the capacity it
+uses there, weighed by how much slack the query has:
 
-    finish_i = wait_i + t_comp(call, i)
-    score_i  = finish_i + w · t_comp(call, i),      w = slack fraction ∈ [0, 1]
+    finish_i = wait_i + slowdown_i + t_comp(call, i)
+    score_i  = finish_i + harm_i + efficiency · w · t_cold(fastest) · t_comp(call, i) / t_cold(i)
 
 * `t_comp` is the view's cache-aware estimate (Hexgen Eq. 2 on the instance's hardware,
   minus the prefix the router's index says i caches): hardware speed and prefix reuse in
-  one number of seconds;
-* `wait_i` is the work queued ahead on i (Hexgen's t_queue, Eq. 3); an interactive call
-  does not count the batch calls queued there, since they yield to it;
-* `w` weighs the call's own cost by the query's SLO slack: (remaining deadline − expected
-  remaining work) / remaining deadline, clamped to [0, 1]. A query about to miss its
-  deadline (w → 0) takes the earliest finish; one with room to spare (w → 1) pays more
-  for efficiency — a cache hit or the faster GPU — leaving the early slots to tighter
-  queries. Batch work (no SLO) takes w = 1, deadline-free interactive work `w_free`.
+  one number of seconds; `t_cold` the same with nothing cached;
+* `wait_i`, the work ahead (`wait_model="batched"`): prefills go one after the other
+  through the engine's token budget while decodes share its batch, so it is the prefill
+  seconds of the calls queued at i and still owed by its running calls, plus the running
+  batch's mean remaining call weighed by how full the engine is (slots or KV). An
+  interactive call does not count the batch calls queued there: they yield to it.
+  `wait_model="serial"` uses Hexgen's t_queue (Eq. 3) instead;
+* `slowdown_i`: the cost model's longer decode steps in i's running batch for this call;
+  `harm_i`: what this call adds to the running calls' decode steps (its externality);
+* the last term is the work the call leaves undone by i's cache, in seconds of the fastest
+  hardware (so slower GPUs are not penalised for being slower, only for being busy);
+  `w` = max(slack fraction, cluster pressure): the query's (remaining deadline − expected
+  remaining work) / remaining deadline, clamped to [0, 1], or — when calls queue
+  everywhere or engines fill up — the cluster's pressure, since capacity is then what
+  every query lacks. A query about to miss its deadline on an idle cluster (w → 0) takes
+  the earliest finish; one with room to spare pays for cache reuse. Batch work (no SLO)
+  takes w = 1, deadline-free interactive work `w_free`.
 
 Preble's post-assignment rebalancing and hot-prefix replication come out of the score:
 the holder of a hot prefix keeps its traffic while its queue costs less than the prefill
-it saves elsewhere; past that point the next call goes to the lightest instance, which
+it saves elsewhere; past that point the next call goes to a lighter instance, which
 computes the prefix once and from then on shares the traffic (the index shows both).
 `stats` counts those moves ("replicated": sent away from a holder of more than half the
-prompt). On top, Preble's T_hbal guard (`t_hbal`) caps how far the finish estimate may
-let one instance run ahead of the lightest.
+prompt). On top, Preble's T_hbal guard (`t_hbal`, off by default) caps how far one
+instance may run ahead of the lightest.
 
 Queue: interactive before batch. Interactive calls by Hexgen's urgency (Eq. 5–7), with
 weighted fair shares across tenants (VTC, `flowserve.core.tenants`): when the most urgent
@@ -31,27 +41,22 @@ weighted tokens, that tenant's most urgent call goes first. Batch calls FCFS, re
 only when no interactive call waits at the instance and fewer than `batch_share` of its
 sequence slots run batch work — so batch fills idle capacity and yields to interactive.
 
-Defaults were chosen once for every workload (see README "The flowserve policy").
+Defaults were chosen once for every workload of `bench compare` (README, *Beyond the
+papers*), not per workload.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from flowserve.core.state import CallState, InstanceState
-from flowserve.core.tenants import parse_weights
-from flowserve.core.view import ClusterView
+from flowserve.core.view import ClusterView, predicted_call_time
 from flowserve.policies.base import Dispatch
-from flowserve.policies.hexgen import UrgencyQueue, remaining_costs
+from flowserve.policies.hexgen import remaining_costs
+from flowserve.policies.ours_queue import is_batch
 from flowserve.policies.preble_costs import overloaded
-
-
-def is_batch(cs: CallState) -> bool:
-    return cs.query.query.cls == "batch"
-
 
 # --------------------------------------------------------------------------- formulas
 
@@ -61,6 +66,15 @@ def slack_fraction(remaining_s: float, remaining_work_s: float) -> float:
     if remaining_s <= 0.0:
         return 0.0
     return min(1.0, max(0.0, (remaining_s - remaining_work_s) / remaining_s))
+
+
+def backlog(candidates: Sequence[InstanceState]) -> float:
+    """How pressed the cluster is: the larger of the fraction of instances with calls waiting
+    in their queue and the instances' mean occupancy (slots or KV)."""
+    if not candidates:
+        return 0.0
+    waiting = sum(1 for i in candidates if len(i.queue)) / len(candidates)
+    return max(waiting, sum(occupancy(i) for i in candidates) / len(candidates))
 
 
 def occupancy(inst: InstanceState) -> float:
@@ -84,9 +98,18 @@ def batch_slowdown(cost, steps: int, own_context: float, running: int, running_c
                     - cost.decode_step_time(1, own_context))
 
 
-def completion_score(wait_s: float, t_comp_s: float, slack: float) -> float:
-    """Predicted completion (wait + own time) plus the own time weighed by the slack."""
-    return wait_s + t_comp_s + slack * t_comp_s
+def externality(cost, steps: int, own_context: float, running: int, running_context: float) -> float:
+    """Seconds the call adds to the n running calls together: each decode step of the batch
+    gets longer by step(n + 1, C + c) − step(n, C), for about the call's own steps."""
+    if steps <= 0 or running <= 0:
+        return 0.0
+    return running * steps * (cost.decode_step_time(running + 1, running_context + own_context)
+                              - cost.decode_step_time(running, running_context))
+
+
+def completion_score(wait_s: float, t_comp_s: float, cost_s: float) -> float:
+    """Predicted completion (wait + own time) plus the capacity the call uses, weighed by the slack."""
+    return wait_s + t_comp_s + cost_s
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -98,7 +121,8 @@ class FlowserveDispatch(Dispatch):
     needs_prefix_index = True
 
     def __init__(self, w_free: float = 0.5, t_hbal: float = 0.0, window_s: float = 180.0,
-                 wait_model: Literal["serial", "batched"] = "batched", efficiency: float = 3.0) -> None:
+                 wait_model: Literal["serial", "batched"] = "batched", efficiency: float = 3.0,
+                 externality: float = 1.0) -> None:
         if not 0.0 <= w_free <= 1.0:
             raise ValueError(f"w_free must be in [0, 1], got {w_free}")
         if t_hbal and t_hbal < 1.0:
@@ -111,6 +135,9 @@ class FlowserveDispatch(Dispatch):
         if efficiency < 0:
             raise ValueError(f"efficiency must be ≥ 0, got {efficiency}")
         self.efficiency = efficiency
+        if externality < 0:
+            raise ValueError(f"externality must be ≥ 0, got {externality}")
+        self.externality = externality
         self.t_hbal = t_hbal
         self.prefix_window_s = window_s
         self._est: dict[tuple[int, int], float] = {}
@@ -134,6 +161,15 @@ class FlowserveDispatch(Dispatch):
                 live = view.queries
                 self._slack = {k: v for k, v in self._slack.items() if k in live}
         return slack_fraction(memo[1] - view.now, memo[2])
+
+    @staticmethod
+    def cold(cs: CallState, inst: InstanceState) -> float:
+        """The call's predicted time on the instance with nothing cached."""
+        key = (inst.profile, 0)
+        t = cs.costs.get(key)
+        if t is None:
+            t = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, 0)
+        return t
 
     def wait(self, inst: InstanceState, batch: bool) -> float:
         """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
@@ -166,19 +202,29 @@ class FlowserveDispatch(Dispatch):
                view: ClusterView) -> InstanceState:
         batch = is_batch(cs)
         self._now = view.now
-        w = self.slack(cs, candidates, view)
+        # slack, or the cluster's backlog: when calls queue everywhere, capacity is what all lack
+        w = max(self.slack(cs, candidates, view), backlog(candidates))
         best, best_key = candidates[0], (math.inf, math.inf)
         finish: dict[str, float] = {}
         steps = max(cs.predicted_output - 1, 0)
         own_ctx = cs.input_tokens + cs.predicted_output / 2
+        rows = []
         for inst in candidates:
             tc = view.t_comp(cs, inst)
             wait = self.wait(inst, batch)
+            harm = 0.0
             if self.wait_model == "batched" and inst.running:
+                n = len(inst.running)
                 ctx = sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
-                wait += batch_slowdown(inst.cost, steps, own_ctx, len(inst.running), ctx)
+                wait += batch_slowdown(inst.cost, steps, own_ctx, n, ctx)
+                harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)
             finish[inst.name] = wait + tc
-            key = (completion_score(wait, tc, self.efficiency * w), inst.dispatched)
+            rows.append((inst, wait + harm, tc))
+        colds = [self.cold(cs, inst) for inst, _, _ in rows]
+        fastest = min(colds)
+        for (inst, wait, tc), cold in zip(rows, colds, strict=True):
+            share = tc / cold if cold > 0 else 1.0  # the part of the work its cache leaves
+            key = (completion_score(wait, tc, self.efficiency * w * fastest * share), inst.dispatched)
             if key < best_key:
                 best, best_key = inst, key
         if self.t_hbal and len(candidates) > 1:
@@ -192,135 +238,3 @@ class FlowserveDispatch(Dispatch):
             if max(hits) * 2 > cs.input_tokens and view.cached_tokens(cs, best) * 2 <= cs.input_tokens:
                 self.stats["replicated"] += 1
         return best
-
-
-# --------------------------------------------------------------------------- queue
-
-
-class FlowserveQueue(UrgencyQueue):
-    name = "flowserve"
-    uses_deadline = True
-
-    def __init__(self, batch_share: float = 0.25, tenant_weights: str = "", fair_slack: float = 4096.0) -> None:
-        super().__init__()
-        if not 0.0 < batch_share <= 1.0:
-            raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
-        if fair_slack < 0:
-            raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
-        self.batch_share = batch_share
-        self.weights = parse_weights(tenant_weights)
-        self.fair_slack = fair_slack
-        self._batch: OrderedDict[int, CallState] = OrderedDict()
-        self.batch_work = 0.0  # Σ t_comp of the batch calls waiting here
-        self.queued_work = 0.0  # Σ t_comp of every call waiting here
-        self.queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
-        self.batch_prefill = 0.0  # the same for the batch calls
-        self._prefill: dict[int, float] = {}
-        self._started: dict[int, tuple[float, float]] = {}  # running call → (release time, prefill s)
-        self._tenants: dict[str, int] = {}  # interactive calls waiting here per tenant
-        self._view: ClusterView | None = None
-
-    def bind(self, view: ClusterView) -> None:
-        self._view = view
-        if self.weights:
-            view.tenants.weights.update(self.weights)
-
-    def push(self, cs: CallState) -> None:
-        self.queued_work += cs.t_comp
-        pf = self._prefill_s(cs)
-        self._prefill[cs.id] = pf
-        self.queued_prefill += pf
-        if is_batch(cs):
-            self._batch[cs.id] = cs
-            self.batch_work += cs.t_comp
-            self.batch_prefill += pf
-            return
-        tenant = cs.query.query.tenant
-        if tenant not in self._tenants and self._view is not None:
-            self._view.tenants.lift(tenant, self._tenants)
-        self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
-        super().push(cs)
-
-    def running_prefill(self, inst: InstanceState, now: float) -> float:
-        """Prefill seconds the running calls still owe (prefills share the token budget:
-        they go one after the other, while decodes share the batch)."""
-        total = 0.0
-        gone = []
-        for cid, (start, pf) in self._started.items():
-            if cid not in inst.running:
-                gone.append(cid)
-            else:
-                total += max(0.0, pf - (now - start))
-        for cid in gone:
-            del self._started[cid]
-        return total
-
-    def remove(self, cs: CallState, released: bool) -> None:
-        last = len(self) <= 1
-        self.queued_work = 0.0 if last else max(0.0, self.queued_work - cs.t_comp)
-        pf = self._prefill.pop(cs.id, 0.0)
-        if released and pf > 0 and self._view is not None:
-            self._started[cs.id] = (self._view.now, pf)
-        self.queued_prefill = 0.0 if last else max(0.0, self.queued_prefill - pf)
-        if cs.id in self._batch:
-            del self._batch[cs.id]
-            self.batch_work = max(0.0, self.batch_work - cs.t_comp) if self._batch else 0.0
-            self.batch_prefill = max(0.0, self.batch_prefill - pf) if self._batch else 0.0
-            return
-        super().remove(cs, released)
-        tenant = cs.query.query.tenant
-        left = self._tenants[tenant] - 1
-        if left:
-            self._tenants[tenant] = left
-        else:
-            del self._tenants[tenant]
-
-    def _prefill_s(self, cs: CallState) -> float:
-        """Seconds the call's uncached prompt holds the engine's token budget."""
-        view = self._view
-        inst = view.instances.get(cs.instance or "") if view is not None else None
-        if inst is None:
-            return cs.t_comp
-        uncached = cs.input_tokens - view.cached_tokens(cs, inst)
-        return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
-
-    def __len__(self) -> int:
-        return len(self._q) + len(self._batch)
-
-    def __iter__(self) -> Iterator[CallState]:
-        yield from self._q.values()
-        yield from self._batch.values()
-
-    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        if self._q:
-            if len(self._tenants) > 1:
-                return self._fair_select(inst, view)
-            return super().select(inst, view)
-        if not self._batch:
-            return None
-        cap = max(1, int(self.batch_share * inst.spec.engine.max_num_seqs))
-        if inst.spec.max_inflight is not None:
-            cap = min(cap, max(1, int(self.batch_share * inst.spec.max_inflight)))
-        running_batch = sum(1 for c in inst.running.values() if is_batch(c))
-        if running_batch >= cap:
-            return None
-        return next(iter(self._batch.values()))
-
-    def _fair_select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        """The most urgent call, unless its tenant is more than fair_slack weighted tokens
-        ahead of the least-served backlogged tenant: then that tenant's most urgent call."""
-        top = super().select(inst, view)
-        assert top is not None
-        ledger = view.tenants
-        poorest = min(self._tenants, key=ledger.counter)
-        if ledger.counter(top.query.query.tenant) - ledger.counter(poorest) <= self.fair_slack:
-            return top
-        best, best_key = None, -math.inf
-        for cs in self._q.values():
-            if cs.query.query.tenant != poorest:
-                continue
-            entry = self._keys.get(cs.id)
-            key = entry[1] if entry is not None else -math.inf
-            if best is None or key > best_key:
-                best, best_key = cs, key
-        return best or top

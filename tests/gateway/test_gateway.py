@@ -12,9 +12,10 @@ import openai
 import pytest
 from live_support import MODEL, ScriptedBackend, ext_spec
 
-from flowserve.gateway.app import create_app, key_tenant
+from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.gateway.tenancy import key_tenant, query_class
 
 KEY = "sk-test-key"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -242,3 +243,11 @@ def test_shutdown_drains_a_request_in_flight() -> None:
     stopper.join(60)
     assert result["resp"].status_code == 200
     assert result["resp"].json()["usage"]["completion_tokens"] == 3
+
+
+def test_class_and_key_tenant_parsing() -> None:
+    assert query_class(None) == "interactive" and query_class(" Batch ") == "batch"
+    assert query_class("") == "interactive" and query_class("bulk") is None
+    assert key_tenant("Bearer sk-1") == key_tenant("bearer  sk-1 ") != key_tenant("Bearer sk-2")
+    assert key_tenant("Bearer sk-1").startswith("key-") and "sk-1" not in key_tenant("Bearer sk-1")
+    assert key_tenant("") is None and key_tenant("Basic abc") is None

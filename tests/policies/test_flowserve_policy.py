@@ -11,7 +11,16 @@ from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
-from flowserve.policies.ours import FlowserveDispatch, FlowserveQueue, completion_score, slack_fraction
+from flowserve.policies.ours import (
+    FlowserveDispatch,
+    backlog,
+    batch_slowdown,
+    completion_score,
+    externality,
+    occupancy,
+    slack_fraction,
+)
+from flowserve.policies.ours_queue import FlowserveQueue
 from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
@@ -46,7 +55,29 @@ def test_formulas_by_hand() -> None:
     assert slack_fraction(10.0, 12.0) == 0.0
     assert slack_fraction(-1.0, 1.0) == 0.0
     assert slack_fraction(10.0, 0.0) == 1.0
-    assert completion_score(2.0, 0.5, 0.6) == 2.8  # 2 + 0.5 + 0.6·0.5
+    assert completion_score(2.0, 0.5, 0.3) == 2.8  # 2 + 0.5 + 0.3
+    step = COST.decode_step_time
+    # 10 steps: each 10 steps longer at batch 4 with 3000 + 500 tokens than alone with 500
+    assert batch_slowdown(COST, 10, 500.0, 3, 3000.0) == pytest.approx(10 * (step(4, 3500.0) - step(1, 500.0)))
+    assert batch_slowdown(COST, 10, 500.0, 0, 0.0) == 0.0
+    # the 3 running calls each get 10 longer steps: batch 3 → 4, context 3000 → 3500
+    assert externality(COST, 10, 500.0, 3, 3000.0) == pytest.approx(3 * 10 * (step(4, 3500.0) - step(3, 3000.0)))
+    assert externality(COST, 0, 500.0, 3, 3000.0) == 0.0
+
+
+def test_occupancy_and_backlog_by_hand() -> None:
+    _, (a, b) = view_with(["a", "b"])
+    for _ in range(64):  # a quarter of 256 sequence slots
+        cs = call()
+        a.running[cs.id] = cs
+    assert occupancy(a) == 0.25 and occupancy(b) == 0.0
+    a.kv_capacity, a.kv_free = 1000, 400
+    assert occupancy(a) == 0.25  # the engine does not report KV: slots only
+    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
+    assert occupancy(a) == 0.6  # 60% of the KV in use
+    assert backlog([a, b]) == pytest.approx(0.3)  # mean occupancy (0.6 + 0) / 2
+    b.queue.push(call())
+    assert backlog([a, b]) == 0.5  # one of two instances has calls waiting
 
 
 def test_registered_and_validated() -> None:
@@ -139,7 +170,7 @@ def test_queue_serves_interactive_first_and_caps_batch() -> None:
     assert q.select(a, view) is inter
     q.remove(inter, released=True)
     assert q.select(a, view) is batch[0]  # FCFS among batch
-    cap = int(0.25 * a.spec.engine.max_num_seqs)
+    cap = int(0.1 * a.spec.engine.max_num_seqs)
     for _ in range(cap):
         cs = call(cls="batch")
         a.running[cs.id] = cs
