@@ -61,6 +61,15 @@ def tenant_shares(res: SimResult, tenants: dict[int, str]) -> dict[str, float]:
     return {t: round(v / total, 4) for t, v in sorted(served.items())}
 
 
+def tenant_latency(res: SimResult, tenants: dict[int, str]) -> dict[str, float]:
+    """Mean latency of each tenant's completed queries."""
+    lat: dict[str, list[float]] = defaultdict(list)
+    for q in res.queries:
+        if q.failed is None:
+            lat[tenants.get(q.id, "default")].append(q.latency)
+    return {t: round(float(np.mean(v)), 3) for t, v in sorted(lat.items())}
+
+
 def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairvoyant: bool = False,
                    hint: dict[str, float | None] | None = None) -> dict[str, Any]:
     if case.tenant_weights and policy.queue == "flowserve":
@@ -88,6 +97,7 @@ def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairv
         "batch_done": len(batch),
         "batch_rows_per_s": len(batch) / max(whole.makespan, 1e-9) if batch else None,
         "tenant_share": tenant_shares(whole, tenants),
+        "tenant_latency_s": tenant_latency(loose, tenants),
         "failed": sum(1 for q in whole.queries if q.failed is not None),
         "wall_s": time.perf_counter() - t0,
     })

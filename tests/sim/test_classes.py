@@ -46,3 +46,12 @@ def test_clairvoyant_predictor_knows_each_calls_true_length() -> None:
         (key, true), = plan_oracle(q.plan).outputs.items()
         assert pred.predict_call(q.id, key, BATCH_WORKFLOW, "llm_row") == max(1, true)
     assert pred.predict_call(999, "s0.0", BATCH_WORKFLOW, "llm_row") == pred.predict(BATCH_WORKFLOW, "llm_row")
+
+
+def test_tenant_latency_means_completed_queries_per_tenant() -> None:
+    from flowserve.bench.compare import tenant_latency
+    from flowserve.sim.simulator import QueryOutcome, SimResult
+
+    qs = [QueryOutcome(1, "w", 0, 2, 2.0, 1, None, None), QueryOutcome(2, "w", 0, 4, 4.0, 1, None, None),
+          QueryOutcome(3, "w", 0, 9, 9.0, 1, None, None, failed="boom")]
+    assert tenant_latency(SimResult(qs, [], [], [], 9, 0, 0, 0), {1: "a", 2: "a", 3: "b"}) == {"a": 3.0}
