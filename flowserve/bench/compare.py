@@ -22,7 +22,7 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.bench.metrics import attainment
-from flowserve.bench.mixes import BATCH_WORKFLOW, MIXED, SINGLE, Case
+from flowserve.bench.mixes import BATCH_WORKFLOW, MIXED, SINGLE, Case, batch_job, mix, tag
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.bench.scales import ScaleSearch
 from flowserve.config import load_cluster
@@ -45,6 +45,7 @@ CONTESTANTS: dict[str, PolicySpec] = {
 OURS = "flowserve"
 ORACLE = "oracle"
 SIZES = {"quick": 30, "full": 150}  # interactive queries per workload
+BATCH_ROWS_PER_QUERY = 150  # the filler check's batch job: rows per interactive query
 GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 25.0, 40.0, 60.0, 100.0)
 
 
@@ -140,7 +141,8 @@ def run_case(case: Case, queries: int, seed: int, contestants: Sequence[str], or
     return out
 
 
-def classes_check(case: Case, queries: int, seed: int, batch_share: float | None = None) -> dict[str, Any]:
+def classes_check(case: Case, queries: int, seed: int, batch_share: float | None = None,
+                  rows: int | None = None) -> dict[str, Any]:
     """Item 3 of the issue on a mix: flowserve's interactive attainment with and without the
     batch job (at the scale where it reaches 95% without), and the share of the capacity
     interactive work leaves idle that the batch job uses. Capacity is measured in engine
@@ -148,10 +150,15 @@ def classes_check(case: Case, queries: int, seed: int, batch_share: float | None
     interactive work alone its own use; the batch job's tokens per second while interactive
     queries arrive, over their difference, is the share used."""
     specs = load_cluster(case.cluster)
-    wl = case.build(queries, seed)
+    built = case.build(queries, seed)
+    inter = dataclasses.replace(built, queries=tuple(q for q in built.queries if q.cls != "batch"))
+    # a batch job larger than the idle capacity of the whole window, so that it can fill it
+    window = max(q.arrival for q in inter.queries)
+    batch = tag(batch_job(rows or BATCH_ROWS_PER_QUERY * queries, seed + 2, start_s=0.1 * window), 2, "etl", "batch")
+    wl = mix(f"{case.name}+batch", [inter, batch])
     inter = dataclasses.replace(wl, queries=tuple(q for q in wl.queries if q.cls != "batch"))
     batch = dataclasses.replace(wl, queries=tuple(q for q in wl.queries if q.cls == "batch"))
-    params: dict[str, Any] = {"tenant_weights": case.tenant_weights}
+    params: dict[str, Any] = {**CONTESTANTS[OURS].queue_params, "tenant_weights": case.tenant_weights}
     if batch_share is not None:
         params["batch_share"] = batch_share
     policy = dataclasses.replace(CONTESTANTS[OURS], queue_params=params)
@@ -163,7 +170,6 @@ def classes_check(case: Case, queries: int, seed: int, batch_share: float | None
     # capacity: the batch job alone with no cap on its share of the slots
     uncapped = dataclasses.replace(policy, queue_params={**policy.queue_params, "batch_share": 1.0})
     solo = simulate(specs, batch, uncapped, None, jobs=JOBS)
-    window = max(q.arrival for q in inter.queries)
 
     def tokens(res: SimResult, qids: set[int], until: float) -> float:
         return sum(c.input_tokens - c.cached_tokens + c.output_tokens for c in res.calls

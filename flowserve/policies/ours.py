@@ -55,7 +55,7 @@ from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView, predicted_call_time
 from flowserve.policies.base import Dispatch
 from flowserve.policies.hexgen import remaining_costs
-from flowserve.policies.ours_queue import is_batch
+from flowserve.policies.ours_queue import is_batch, occupancy
 from flowserve.policies.preble_costs import overloaded
 
 # --------------------------------------------------------------------------- formulas
@@ -68,25 +68,19 @@ def slack_fraction(remaining_s: float, remaining_work_s: float) -> float:
     return min(1.0, max(0.0, (remaining_s - remaining_work_s) / remaining_s))
 
 
+def waiting_interactive(inst: InstanceState) -> int:
+    """Calls waiting at the instance that do not yield (a flowserve queue's batch calls do)."""
+    q = inst.queue
+    return len(q) - getattr(q, "batch_waiting", 0)
+
+
 def backlog(candidates: Sequence[InstanceState]) -> float:
     """How pressed the cluster is: the larger of the fraction of instances with calls waiting
     in their queue and the instances' mean occupancy (slots or KV)."""
     if not candidates:
         return 0.0
-    waiting = sum(1 for i in candidates if len(i.queue)) / len(candidates)
+    waiting = sum(1 for i in candidates if waiting_interactive(i)) / len(candidates)
     return max(waiting, sum(occupancy(i) for i in candidates) / len(candidates))
-
-
-def occupancy(inst: InstanceState) -> float:
-    """How full the engine is: the larger of its sequence slots and KV memory in use."""
-    slots = len(inst.running) / max(1, inst.spec.engine.max_num_seqs)
-    if inst.spec.max_inflight:
-        slots = max(slots, len(inst.running) / inst.spec.max_inflight)
-    kv = 0.0
-    cap = inst.kv_capacity
-    if cap and inst.spec.reports_capacity and inst.kv_free < cap:
-        kv = 1.0 - max(inst.kv_free, 0) / cap
-    return min(1.0, max(slots, kv))
 
 
 def batch_slowdown(cost, steps: int, own_context: float, running: int, running_context: float) -> float:

@@ -19,17 +19,33 @@ def is_batch(cs: CallState) -> bool:
     return cs.query.query.cls == "batch"
 
 
+def occupancy(inst: InstanceState) -> float:
+    """How full the engine is: the larger of its sequence slots and KV memory in use."""
+    slots = len(inst.running) / max(1, inst.spec.engine.max_num_seqs)
+    if inst.spec.max_inflight:
+        slots = max(slots, len(inst.running) / inst.spec.max_inflight)
+    kv = 0.0
+    cap = inst.kv_capacity
+    if cap and inst.spec.reports_capacity and inst.kv_free < cap:
+        kv = 1.0 - max(inst.kv_free, 0) / cap
+    return min(1.0, max(slots, kv))
+
+
 class FlowserveQueue(UrgencyQueue):
     name = "flowserve"
     uses_deadline = True
 
-    def __init__(self, batch_share: float = 0.1, tenant_weights: str = "", fair_slack: float = 4096.0) -> None:
+    def __init__(self, batch_share: float = 0.1, tenant_weights: str = "", fair_slack: float = 4096.0,
+                 batch_occupancy: float = 0.5) -> None:
         super().__init__()
         if not 0.0 < batch_share <= 1.0:
             raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
         self.batch_share = batch_share
+        if not 0.0 < batch_occupancy <= 1.0:
+            raise ValueError(f"batch_occupancy must be in (0, 1], got {batch_occupancy}")
+        self.batch_occupancy = batch_occupancy
         self.weights = parse_weights(tenant_weights)
         self.fair_slack = fair_slack
         self._batch: OrderedDict[int, CallState] = OrderedDict()
@@ -106,6 +122,10 @@ class FlowserveQueue(UrgencyQueue):
         uncached = cs.input_tokens - view.cached_tokens(cs, inst)
         return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
 
+    @property
+    def batch_waiting(self) -> int:
+        return len(self._batch)
+
     def __len__(self) -> int:
         return len(self._q) + len(self._batch)
 
@@ -126,6 +146,8 @@ class FlowserveQueue(UrgencyQueue):
         running_batch = sum(1 for c in inst.running.values() if is_batch(c))
         if running_batch >= cap:
             return None
+        if occupancy(inst) >= self.batch_occupancy:
+            return None  # the engine's slots or KV are filling up: leave them to interactive work
         return next(iter(self._batch.values()))
 
     def _fair_select(self, inst: InstanceState, view: ClusterView) -> CallState | None:

@@ -192,3 +192,16 @@ def test_weighted_fair_share_lets_the_least_served_tenant_go_first() -> None:
     assert q.select(a, view) is urgent_free  # 150 − 100 ≤ 100
     view.tenants.finished("free", 30)  # free: 150 + 2·30 = 210 > 100 + 100
     assert q.select(a, view) is relaxed_gold
+
+
+def test_batch_waits_while_the_engine_fills_up() -> None:
+    view, (a,) = view_with(["a"], lambda: FlowserveQueue(batch_occupancy=0.5))
+    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
+    a.kv_capacity, a.kv_free = 1000, 400  # 60% of the KV in use
+    batch = call(cls="batch")
+    a.queue.push(batch)
+    assert a.queue.select(a, view) is None
+    a.kv_free = 600  # 40%: below the threshold
+    assert a.queue.select(a, view) is batch
+    with pytest.raises(ConfigError, match="batch_occupancy"):
+        queue_factory("flowserve", {"batch_occupancy": "0"})
