@@ -21,4 +21,9 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
     ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
+    # Teola's setup: an LLM engine plus one instance of each non-LLM component (default
+    # cost profiles, `flowserve.profiles.ops`)
+    "teola": (*_instances("llama-2-13b", 1, [("llm-0", "A100-80G")]),
+              *(InstanceSpec(f"{kind}-0", "", kind, kind=kind) for kind in ("embedding", "reranker", "vector_db",
+                                                                            "search"))),
 }

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from flowserve.graph.workflow import Workflow
     from flowserve.profiles.fitted import FittedCostModel
     from flowserve.profiles.models import ModelSpec
+    from flowserve.profiles.ops import OpProfile
 
 Tokens = tuple[int, ...]
 QueryClass = Literal["interactive", "batch"]
@@ -104,6 +105,10 @@ class InstanceSpec:
     # fitted profile (`flowserve profile`), which then replaces the roofline.
     model_spec: ModelSpec | None = None
     profile: FittedCostModel | None = None
+    # "llm", or a non-LLM engine (embedding, reranker, vector_db, search) that runs the
+    # batchable ops of its kind with this cost profile (`flowserve.graph.primitives`)
+    kind: str = "llm"
+    op_profile: OpProfile | None = None
 
 
 # --------------------------------------------------------------------------- events
@@ -128,6 +133,19 @@ class CallFinished:
     text: str | None = None  # the answer (live engines)
     finish_reason: str | None = None
     prompt_tokens: int = 0  # as the engine counted them (0: unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """Part `index` of a running call's output is complete (decode pipelining): the
+    engine produced `output_tokens` more tokens for it (`text` live)."""
+
+    time: float
+    call_id: int
+    instance: str
+    index: int
+    output_tokens: int = 0
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +232,7 @@ class JobFinished:
 Event = (
     QueryArrived
     | CallFinished
+    | CallProgress
     | CallFailed
     | OpFinished
     | InstanceUp
@@ -244,6 +263,15 @@ class CancelCall:
 @dataclass(frozen=True, slots=True)
 class RunOp:
     op: ToolOp
+
+
+@dataclass(frozen=True, slots=True)
+class RunBatch:
+    """Run these ops (possibly of many queries) as one batch on a non-LLM engine
+    instance; answer with one OpFinished per op."""
+
+    instance: str
+    ops: tuple[ToolOp, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,4 +322,4 @@ class RunJob:
     args: tuple[Any, ...] = ()
 
 
-Command = SendCall | CancelCall | RunOp | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob
+Command = SendCall | CancelCall | RunOp | RunBatch | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob

@@ -17,7 +17,7 @@ import numpy as np
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, QueryPlan, Segment
 from flowserve.types import QueryClass
 from flowserve.workloads import load_workload
-from flowserve.workloads.base import QuerySpec, Workload
+from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 BATCH_WORKFLOW = "batch_job"
 ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
@@ -38,8 +38,11 @@ def _shift_item(item, offset: int):
     return dataclasses.replace(item, prompt=tuple(Segment(s.id + offset, s.length) for s in item.prompt))
 
 
-def shift_plan(plan: Plan, offset: int) -> Plan:
-    """The plan with every segment id moved by `offset` (no sharing across mix parts)."""
+def shift_plan(plan: Plan | AppQuery, offset: int) -> Plan | AppQuery:
+    """The plan with every segment id moved by `offset` (no sharing across mix parts); an
+    app's query makes its own prompts and is left as it is."""
+    if isinstance(plan, AppQuery):
+        return plan
     if isinstance(plan, DagPlan):
         return dataclasses.replace(plan, nodes=tuple(DagNode(n.key, _shift_item(n.item, offset), n.deps)
                                                      for n in plan.nodes))

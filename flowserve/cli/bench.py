@@ -26,6 +26,18 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("binding")
+def bench_binding(
+    quick: Annotated[bool, typer.Option("--quick", help="small runs")] = False,
+    out: Annotated[Path, typer.Option(help="folder for the JSON")] = Path("out/bench-binding"),
+) -> None:
+    """Late vs ready-time binding of the same policies on Hexgen's and Preble's workloads."""
+    with user_errors():
+        from flowserve.bench.binding import run_binding_bench
+
+        run_binding_bench(out, quick, console)
+
+
 @bench_app.command("preble")
 def bench_preble(
     quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
@@ -128,3 +140,23 @@ def bench_compare(
         if queries is not None and queries < 1:
             raise ConfigError("--queries must be positive")
         run_compare_bench(out, quick, console, workload, policy, oracle, seed, queries)
+
+
+@bench_app.command("teola")
+def bench_teola(
+    app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
+    = None,
+    queries: Annotated[int, typer.Option(help="queries per app")] = 200,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate)")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
+) -> None:
+    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation."""
+    with user_errors():
+        from flowserve.bench.teola import APPS, run_teola_bench
+        from flowserve.errors import ConfigError
+
+        for a in app_ or ():
+            if a not in APPS:
+                raise ConfigError(f"--app: unknown {a!r}; known: {', '.join(APPS)}")
+        run_teola_bench(out, app_ or APPS, queries, rate, seed, lambda s: console.print(s, highlight=False))

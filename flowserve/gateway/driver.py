@@ -67,6 +67,7 @@ from flowserve.types import (
     QueryClass,
     QueryDone,
     QueryFailed,
+    RunBatch,
     RunJob,
     RunOp,
     SendCall,
@@ -116,7 +117,7 @@ class LiveDriver:
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
-        self.tools = ToolRunner(s.time_scale)
+        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s)
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
@@ -343,9 +344,10 @@ class LiveDriver:
             self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
-        elif isinstance(cmd, RunOp):
-            self._op_query[cmd.op.id] = cmd.op.query_id
-            self._spawn(self._op_task(cmd.op))
+        elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op as a tool call
+            for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
+                self._op_query[op.id] = op.query_id
+                self._spawn(self._op_task(op))
         elif isinstance(cmd, Tokenize):
             h = self._open.get(cmd.query_id)
             if h is not None:

@@ -49,6 +49,7 @@ class GatewaySettings(Strict):
     max_queue_s: float | None = Field(None, ge=0)
     max_queries: int = Field(10_000, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
+    sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
     # work
     jobs: Literal["thread", "process"] = "process"
     default_max_tokens: int = Field(256, ge=1)

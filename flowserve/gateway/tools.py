@@ -1,7 +1,9 @@
 """Tool executors: what the live driver runs for a `RunOp` (the core only names the op).
 
-* `sql` — one read-only statement on a SQLite file, in a worker thread, with a time
-  limit; the database's error message comes back as the op's error;
+* `sql` — one read-only statement on a SQLite or DuckDB file in the SQL sandbox
+  (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
+  error message (or what the sandbox refused) comes back as the op's error;
+* a workflow's own ops (`register`: the Text-to-SQL agent's retrievers);
 * a replayed workload's tool steps (any op the query's oracle knows): wait the recorded
   duration (scaled like simulated engines) and report the recorded error.
 """
@@ -10,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from flowserve.errors import ConfigError
 from flowserve.graph.oracle import ToolOutcome
+from flowserve.sqlexec import SandboxLimits, SQLError, run_query
 from flowserve.types import OpFinished, ToolOp
 
 MAX_ROWS = 20
@@ -26,28 +28,12 @@ class ToolError(Exception):
 
 
 def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """Execute one statement read-only; raises ToolError with SQLite's message."""
-    deadline = time.monotonic() + time_limit_s
+    """Execute one read-only statement in the SQL sandbox (`flowserve.sqlexec`); raises
+    ToolError with the database's message or what the sandbox refused."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    except sqlite3.Error as e:
-        raise ToolError(f"cannot open database: {e}") from None
-    try:
-        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        cur = con.execute(sql)
-        rows = cur.fetchmany(max_rows + 1)
-        columns = [d[0] for d in cur.description or ()]
-    except sqlite3.Warning as e:
+        return run_query(path, sql, SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows))
+    except SQLError as e:
         raise ToolError(str(e)) from None
-    except sqlite3.Error as e:
-        msg = str(e)
-        if msg == "interrupted":
-            msg = f"query exceeded the time limit of {time_limit_s:g} s"
-        raise ToolError(msg) from None
-    finally:
-        con.close()
-    return {"columns": columns, "rows": [list(r) for r in rows[:max_rows]],
-            "truncated": len(rows) > max_rows}
 
 
 log = logging.getLogger("flowserve.gateway")
@@ -57,6 +43,15 @@ class ToolRunner:
     def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
         self._scale = time_scale
         self._sql_limit = sql_time_limit_s
+        self._executors: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+
+    def register(self, executors: Mapping[str, Callable[[Mapping[str, Any]], Any]]) -> None:
+        """Executors of a workflow's own tool ops (op name → function of the arguments, run
+        in a worker thread); a name registered twice is a configuration error."""
+        clash = sorted(set(executors) & (set(self._executors) | {"sql"}))
+        if clash:
+            raise ConfigError(f"tool op(s) {clash} registered twice")
+        self._executors.update(executors)
 
     async def run(self, op: ToolOp, replayed: ToolOutcome | None = None) -> Any:
         """The op's result; raises ToolError for an error the workflow should see."""
@@ -70,6 +65,9 @@ class ToolRunner:
             if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
             return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
+        fn = self._executors.get(op.op)
+        if fn is not None:
+            return await asyncio.to_thread(fn, args)
         raise ToolError(f"no executor for tool op {op.op!r}")
 
     async def finish(self, op: ToolOp, replayed: ToolOutcome | None, clock: Callable[[], float]) -> OpFinished:

@@ -13,13 +13,15 @@ from flowserve.policies.ours_queue import FlowserveQueue
 from flowserve.policies.peers import LLMD, DynamoKV, PowerOfTwo, SglangCacheAware
 from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.prefix_affinity import PrefixAffinity
-from flowserve.policies.queue import FCFS
+from flowserve.policies.queue import FCFS, Topology
 
 DISPATCH_POLICIES: dict[str, type] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
                                SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, FlowserveDispatch)
 }
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, FlowserveQueue)}
+QUEUE_POLICIES: dict[str, type] = {
+    cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, FlowserveQueue)
+}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

@@ -186,6 +186,8 @@ class _Strict(BaseModel):
 
 
 class _Coefficients(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
     c0: float = Field(ge=0)
     c_prefill: float = Field(0.0, ge=0)
     c_prefill_token: float = Field(ge=0)
