@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from flowserve.profiles.ops import OpProfile
 
 Tokens = tuple[int, ...]
+QueryClass = Literal["interactive", "batch"]
+QUERY_CLASSES: tuple[QueryClass, ...] = ("interactive", "batch")
 
 
 # --------------------------------------------------------------------------- work items
@@ -73,6 +75,9 @@ class Query:
     deadline: float | None = None  # absolute time on the events' clock
     tenant: str = "default"
     priority: int = 0
+    # "interactive" work has an SLO; "batch" work has none: it fills idle capacity and
+    # yields to interactive work (queue policy `flowserve`)
+    cls: QueryClass = "interactive"
 
 
 @dataclass(frozen=True, slots=True)

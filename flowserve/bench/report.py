@@ -61,10 +61,10 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def series_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A distinct (colour, line style, marker) per series: tab20 gives 20 colours and
-    the line styles cycle at a different period, so no two of up to 80 series look alike."""
+    """A distinct (colour, line style, marker) per series: tab20 gives 20 colours and the
+    line style changes with each round of colours, so no two of up to 80 series look alike."""
     cmap = plt.get_cmap("tab20" if len(labels) > 10 else "tab10")
-    return {label: {"color": cmap(i % cmap.N), "ls": LINE_STYLES[i % len(LINE_STYLES)],
+    return {label: {"color": cmap(i % cmap.N), "ls": LINE_STYLES[(i // cmap.N) % len(LINE_STYLES)],
                     "marker": MARKERS[i % len(MARKERS)]} for i, label in enumerate(labels)}
 
 

@@ -86,15 +86,18 @@ def demo(
     out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/demo"),
     queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
+    every_pair: Annotated[bool, typer.Option("--every-pair", help="every dispatch × queue policy pair "
+                                             "(50; slow) instead of every dispatch policy and the designed pairs")] = False,
 ) -> None:
-    """Text-to-SQL on Hetero-1 under every available policy combination."""
+    """Text-to-SQL on Hetero-1: every dispatch policy with FCFS and each queue policy with the
+    dispatch policy it was designed with (15 pairs)."""
     with user_errors():
         if queries < 1 or not math.isfinite(rate) or rate <= 0:
             raise ConfigError("--queries and --rate must be positive (and finite)")
         from flowserve.bench.demo import run_demo
 
         log = None if sys.stderr.isatty() else (lambda msg: err_console.print(msg, highlight=False))
-        run_demo(out, queries, rate, console, progress_bar, log)
+        run_demo(out, queries, rate, console, progress_bar, log, every_pair)
 
 
 @tune_app.command("alpha")

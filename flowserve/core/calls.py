@@ -74,7 +74,7 @@ class CallBook:
 
     def ready(self, qs: QueryState, node: LLMNode, call_id: int, now: float) -> None:
         q = qs.query
-        predicted = min(self.predictor.predict(q.workflow, node.stage), node.max_tokens)
+        predicted = min(self.predictor.predict_call(q.id, node.key, q.workflow, node.stage), node.max_tokens)
         self._seq += 1
         cs = CallState(call_id, node, qs, now, estimate_tokens(node.prompt), predicted, self._seq)
         qs.inflight[cs.id] = cs
@@ -209,6 +209,7 @@ class CallBook:
             cs.queued = False
             inst.running[cs.id] = cs
             cs.released = self.view.now
+            self.view.tenants.started(call.tenant, max(need, 1))
             if reports:
                 inst.free_seqs -= 1
                 inst.headroom -= need
@@ -243,6 +244,7 @@ class CallBook:
             # the engine holds the whole prompt now, even parts it evicted while the call waited
             self.prefix_index.add(call.prompt, inst.name, ev.time, count=False)
         self.predictor.observe(call.workflow, call.stage, ev.output_tokens)
+        self.view.tenants.finished(call.tenant, ev.output_tokens)
         released = cs.released if cs.released is not None else ev.time
         inst.history.append(FinishedCall(
             call.id, call.workflow, call.stage, call.input_tokens, ev.output_tokens,

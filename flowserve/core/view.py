@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.state import CallState, InstanceState, QueryState
+from flowserve.core.tenants import TenantLedger
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.predictor import OutputPredictor
 
@@ -30,6 +31,7 @@ class ClusterView:
         self.predictor = predictor
         self.queries = queries
         self.prefix_index = prefix_index
+        self.tenants = TenantLedger()  # tokens served per tenant (VTC counters; weights set by a queue policy)
         self.now = 0.0
         self.epoch = 0  # bumps at every dispatch decision: per-call memos of index matches
         self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)

@@ -5,7 +5,7 @@ Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
 GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant`, `x-priority` (integer), `x-slo-ms` (deadline after arrival).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (README).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
@@ -48,7 +48,9 @@ from flowserve.gateway.openai_api import (
 )
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.tenancy import key_tenant, query_class
 from flowserve.schema import validate
+from flowserve.types import QUERY_CLASSES, QueryClass
 
 _END = object()
 
@@ -58,11 +60,12 @@ class Headers:
     tenant: str
     priority: int
     slo_s: float | None
+    cls: QueryClass = "interactive"
 
 
 def read_headers(request: Request) -> Headers:
     h = request.headers
-    tenant = h.get("x-tenant", "default").strip() or "default"
+    tenant = h.get("x-tenant", "").strip() or key_tenant(h.get("authorization", "")) or "default"
     if len(tenant) > 128:
         raise APIError(400, "x-tenant: at most 128 characters", param="x-tenant")
     try:
@@ -80,7 +83,10 @@ def read_headers(request: Request) -> Headers:
             raise APIError(400, f"x-slo-ms: expected a positive number of milliseconds, got {h['x-slo-ms']!r}",
                            param="x-slo-ms")
         slo_s = slo_ms / 1000.0
-    return Headers(tenant, priority, slo_s)
+    cls = query_class(h.get("x-flowserve-class"))
+    if cls is None:
+        raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}", param="x-flowserve-class")
+    return Headers(tenant, priority, None if cls == "batch" else slo_s, cls)
 
 
 class Gateway:
@@ -177,7 +183,7 @@ class Gateway:
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
         program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
-        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink)
+        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
         await self.submit(h)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         if queue is not None:
@@ -243,7 +249,7 @@ class Gateway:
             program = wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
             raise APIError(400, str(e), param="input") from None
-        h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s)
+        h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",

@@ -65,6 +65,7 @@ from flowserve.types import (
     PolicyChanged,
     Query,
     QueryArrived,
+    QueryClass,
     QueryDone,
     QueryFailed,
     RunBatch,
@@ -190,10 +191,11 @@ class LiveDriver:
 
     def new_query(self, workflow: str, program: Workflow, model: str | None = None, tenant: str = "default",
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
-                  oracle: Oracle | None = None) -> QueryHandle:
+                  oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
         loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, program, model, tenant, priority, slo_s,
-                           loop.create_future(), loop.create_future(), sink, oracle)
+        return QueryHandle(next(self._ids), workflow, program, model, tenant, priority,
+                           None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
+                           oracle, cls=cls)
 
     async def submit(self, handle: QueryHandle) -> QueryHandle:
         """Hand a query to the core; returns once it is accepted (raises `Rejected`)."""
@@ -328,7 +330,8 @@ class LiveDriver:
         deadline = None if h.slo_s is None else now + h.slo_s
         self._open[h.id] = h
         h.accepted.set_result(None)
-        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority)))
+        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority,
+                                                h.cls)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time
@@ -395,6 +398,9 @@ class LiveDriver:
             m.latency.labels(h.workflow).observe(latency)
         if h.slo_s is not None:
             m.slo.labels(h.tenant, "met" if met else "missed").inc()
+        for c in calls:
+            m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
+            m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
         self._finished[h.id] = h
         while len(self._finished) > FINISHED_KEPT:
             self._finished.popitem(last=False)

@@ -62,6 +62,8 @@ class GatewayMetrics:
                               ["instance"], buckets=LATENCY_BUCKETS, registry=r)
         self.slo = Counter("flowserve_slo", "Queries with a deadline by tenant: met or missed",
                            ["tenant", "result"], registry=r)
+        self.tenant_tokens = Counter("flowserve_tenant_tokens", "Tokens served per tenant (prompt, output)",
+                                     ["tenant", "kind"], registry=r)
         self.routing = Counter("flowserve_routing_decisions", "Calls released to an instance, by dispatch policy",
                                ["policy", "instance"], registry=r)
         self.prompt_tokens = Counter("flowserve_prompt_tokens", "Prompt tokens of finished calls", ["instance"],

@@ -10,6 +10,7 @@ from flowserve.engines.backend import TokenSink
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.workflow import Workflow
+from flowserve.types import QueryClass
 
 
 class Rejected(Exception):
@@ -75,5 +76,6 @@ class QueryHandle:
     sink: TokenSink | None = None
     oracle: Oracle | None = None
     arrival: float | None = None
+    cls: QueryClass = "interactive"
     calls_finished: int = 0
     call_ids: set[int] = field(default_factory=set)

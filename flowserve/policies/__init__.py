@@ -8,14 +8,20 @@ from typing import Any
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
 from flowserve.policies.dispatch import LeastLoad, RoundRobin
 from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
+from flowserve.policies.ours import FlowserveDispatch
+from flowserve.policies.ours_queue import FlowserveQueue
+from flowserve.policies.peers import LLMD, DynamoKV, PowerOfTwo, SglangCacheAware
 from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.queue import FCFS, Topology
 
 DISPATCH_POLICIES: dict[str, type] = {
-    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity)
+    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
+                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, FlowserveDispatch)
 }
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology)}
+QUEUE_POLICIES: dict[str, type] = {
+    cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, FlowserveQueue)
+}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

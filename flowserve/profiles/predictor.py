@@ -32,6 +32,10 @@ class OutputPredictor:
         mean = (self._k * self.prior(workflow, stage) + self._sum.get(key, 0.0)) / (self._k + n)
         return max(1, round(mean))
 
+    def predict_call(self, query_id: int, node: str, workflow: str, stage: str) -> int:
+        """The prediction for one call (a clairvoyant subclass knows each call's true length)."""
+        return self.predict(workflow, stage)
+
     def observe(self, workflow: str, stage: str, output_tokens: int) -> None:
         key = (workflow, stage)
         self._sum[key] = self._sum.get(key, 0.0) + output_tokens

@@ -16,6 +16,7 @@ from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.sim.clairvoyant import ClairvoyantPredictor
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
 from flowserve.sim.slots import make_engine
 from flowserve.sim.tokenizer import SimTokenizer
@@ -86,12 +87,14 @@ def simulate(
     deadlines: Sequence[float | None] | None = None,
     dispatch: DispatchPolicy | None = None,
     jobs: Mapping[str, Callable[..., Any]] | None = None,
+    clairvoyant: bool = False,
 ) -> SimResult:
     """cost_models: per instance name, the model both the engine and the core use instead
     of the roofline (replaying a live cluster with its fitted profiles); deadlines: per
     query, seconds after arrival (None: no deadline), instead of slo_scale × standalone;
     dispatch: a ready-made dispatch policy object instead of `policy.dispatch`; jobs: the
-    `RunJob` registry (`flowserve.tune.alpha.JOBS` for online α tuning).
+    `RunJob` registry (`flowserve.tune.alpha.JOBS` for online α tuning); clairvoyant: the
+    core predicts every call's true output length (the oracle bound of `bench compare`).
 
     A query that cannot run (a prompt longer than every serving instance's context)
     fails alone; the result counts it with its reason."""
@@ -100,7 +103,8 @@ def simulate(
     if dispatch is None:
         dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
     attach_tuner(dispatch)
-    predictor = OutputPredictor(workload.output_priors)
+    predictor = (ClairvoyantPredictor(workload, workload.output_priors) if clairvoyant
+                 else OutputPredictor(workload.output_priors))
 
     def profile(spec: InstanceSpec) -> InstanceProfile:
         if cost_models is None:
@@ -129,8 +133,10 @@ def simulate(
                 deadline = None if rel is None else spec.arrival + rel
             else:
                 deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
+            if spec.cls == "batch":
+                deadline = None  # batch work has no SLO
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
-                                 spec.tenant, spec.priority), alone, oracle)
+                                 spec.tenant, spec.priority, spec.cls), alone, oracle)
 
     result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
                        jobs=jobs, op_profiles=op_profiles).run()

@@ -11,6 +11,7 @@ from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.plan import CallStep, Plan
 from flowserve.graph.replay import Expectation
 from flowserve.graph.workflow import Workflow
+from flowserve.types import QueryClass
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class QuerySpec:
     plan: Plan | AppQuery
     tenant: str = "default"
     priority: int = 0
+    cls: QueryClass = "interactive"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from live_support import MODEL, ScriptedBackend, ext_spec
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.gateway.tenancy import key_tenant, query_class
 
 KEY = "sk-test-key"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -110,6 +111,8 @@ def test_bad_requests_get_openai_style_4xx(server: BackgroundServer, client: ope
     assert resp.status_code == 400 and error_of(resp)["param"] == "x-slo-ms"
     resp = httpx.post(url, json={"model": MODEL, "prompt": "x"}, headers={**AUTH, "x-priority": "high"})
     assert resp.status_code == 400 and error_of(resp)["param"] == "x-priority"
+    resp = httpx.post(url, json={"model": MODEL, "prompt": "x"}, headers={**AUTH, "x-flowserve-class": "bulk"})
+    assert resp.status_code == 400 and error_of(resp)["param"] == "x-flowserve-class"
     with pytest.raises(openai.BadRequestError) as info:  # llama-3.1-8b: 131072 tokens of context
         client.completions.create(model=MODEL, prompt=list(range(131_000)), max_tokens=500)
     assert info.value.code == "context_length_exceeded"
@@ -124,7 +127,12 @@ def test_slo_header_and_tenant_reach_the_metrics(server: BackgroundServer, clien
     met.completions.create(model=MODEL, prompt="a b c", max_tokens=2)
     missed = client.with_options(default_headers={"x-tenant": "acme", "x-slo-ms": "0.001"})
     missed.completions.create(model=MODEL, prompt="a b c", max_tokens=2)
+    batch = client.with_options(default_headers={"x-flowserve-class": "batch", "x-slo-ms": "0.001"})
+    batch.completions.create(model=MODEL, prompt="a b c", max_tokens=2)  # batch: no SLO, tenant from the key
     text = httpx.get(f"{server.url}/metrics").text
+    assert f'flowserve_tenant_tokens_total{{kind="output",tenant="{key_tenant(AUTH["authorization"])}"}}' in text
+    assert 'flowserve_tenant_tokens_total{kind="prompt",tenant="acme"}' in text
+    assert KEY not in text
     assert 'flowserve_slo_total{result="met",tenant="acme"} 1.0' in text
     assert 'flowserve_slo_total{result="missed",tenant="acme"} 1.0' in text
     for series in ("flowserve_instance_queue_depth{instance=\"sim-0\"}", "flowserve_instance_inflight",
@@ -236,3 +244,11 @@ def test_shutdown_drains_a_request_in_flight() -> None:
     stopper.join(60)
     assert result["resp"].status_code == 200
     assert result["resp"].json()["usage"]["completion_tokens"] == 3
+
+
+def test_class_and_key_tenant_parsing() -> None:
+    assert query_class(None) == "interactive" and query_class(" Batch ") == "batch"
+    assert query_class("") == "interactive" and query_class("bulk") is None
+    assert key_tenant("Bearer sk-1") == key_tenant("bearer  sk-1 ") != key_tenant("Bearer sk-2")
+    assert key_tenant("Bearer sk-1").startswith("key-") and "sk-1" not in key_tenant("Bearer sk-1")
+    assert key_tenant("") is None and key_tenant("Basic abc") is None

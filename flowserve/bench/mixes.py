@@ -1,0 +1,138 @@
+"""Workloads of `bench compare`: each kind alone, and mixes of kinds, classes and tenants.
+
+`SINGLE` names every workload run alone (cluster, builder); `register` adds more (the
+Teola apps and the LLM-in-SQL batch job plug in here when they land). Mixing needs
+prompts of different workloads not to share segment ids by accident: each part is
+shifted into its own id range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, QueryPlan, Segment
+from flowserve.types import QueryClass
+from flowserve.workloads import load_workload
+from flowserve.workloads.base import AppQuery, QuerySpec, Workload
+
+BATCH_WORKFLOW = "batch_job"
+ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    cluster: str
+    build: Callable[[int, int], Workload]  # (queries, seed) → workload
+    tenant_weights: str = ""  # the flowserve queue's weights for this case
+    mixed: bool = False
+
+
+def _shift_item(item, offset: int):
+    if not isinstance(item, CallStep):
+        return item
+    return dataclasses.replace(item, prompt=tuple(Segment(s.id + offset, s.length) for s in item.prompt))
+
+
+def shift_plan(plan: Plan | AppQuery, offset: int) -> Plan | AppQuery:
+    """The plan with every segment id moved by `offset` (no sharing across mix parts); an
+    app's query makes its own prompts and is left as it is."""
+    if isinstance(plan, AppQuery):
+        return plan
+    if isinstance(plan, DagPlan):
+        return dataclasses.replace(plan, nodes=tuple(DagNode(n.key, _shift_item(n.item, offset), n.deps)
+                                                     for n in plan.nodes))
+    return dataclasses.replace(plan, steps=tuple(tuple(_shift_item(i, offset) for i in step) for step in plan.steps))
+
+
+def tag(w: Workload, part: int, tenant: str = "default", cls: QueryClass = "interactive") -> Workload:
+    qs = tuple(QuerySpec(q.id, q.arrival, shift_plan(q.plan, part * ID_STRIDE), tenant, q.priority, cls)
+               for q in w.queries)
+    return dataclasses.replace(w, queries=qs)
+
+
+def mix(name: str, parts: list[Workload]) -> Workload:
+    merged = sorted((q for w in parts for q in w.queries), key=lambda q: q.arrival)
+    queries = tuple(dataclasses.replace(q, id=i) for i, q in enumerate(merged))
+    priors: dict = {}
+    expectations: dict = {}
+    for w in parts:
+        priors.update(w.output_priors)
+        expectations.update(w.expectations)
+    return Workload(name, queries, expectations, priors)
+
+
+def batch_job(rows: int, seed: int, start_s: float = 0.0, instruction: int = 400, row_tokens: int = 120,
+              output: int = 24, span_s: float = 5.0) -> Workload:
+    """A stand-in LLM-in-SQL statement until the relational workload lands: one call per
+    row, a shared instruction then the row's fields, short answers; the rows are
+    submitted within `span_s` seconds (a scan feeding the LLM operator)."""
+    rng = np.random.default_rng(seed)
+    head = Segment(1, instruction)
+    queries = []
+    for i in range(rows):
+        fields = Segment(1000 + i, max(8, int(rng.normal(row_tokens, row_tokens / 4))))
+        out = max(1, int(rng.normal(output, output / 3)))
+        plan = QueryPlan(BATCH_WORKFLOW, ((CallStep("llm_row", (head, fields), out),),))
+        queries.append(QuerySpec(i, start_s + span_s * i / rows, plan, cls="batch"))
+    return Workload(BATCH_WORKFLOW, tuple(queries), output_priors={(BATCH_WORKFLOW, "llm_row"): float(output)})
+
+
+def _builtin(ref: str, rate: float) -> Callable[[int, int], Workload]:
+    return lambda n, seed: load_workload(ref, {"rate": rate, "queries": n, "seed": seed})
+
+
+PREBLE_RATES = {"tool_use": 40, "embodied_agent": 6, "programming": 1.0, "video_qa": 3, "long_doc_qa": 1}
+PREBLE_CALLS = {"embodied_agent": 19, "programming": 8}
+
+
+PREBLE_MAX_CALLS = 2000
+
+
+def _preble(kind: str) -> Callable[[int, int], Workload]:
+    """At least n/2 seconds of arrivals at the Preble bench's rate and 4n calls (at most
+    PREBLE_MAX_CALLS calls): enough for the cache to matter, small enough for `--quick`."""
+    def build(n: int, seed: int) -> Workload:
+        rate = PREBLE_RATES[kind]
+        cap = PREBLE_MAX_CALLS // PREBLE_CALLS.get(kind, 1)
+        q = int(min(cap, max(8, rate * n / 2, 4 * n / PREBLE_CALLS.get(kind, 1))))
+        return load_workload(kind, {"rate": rate, "queries": q, "seed": seed, "max_prompt": 30_000})
+    return build
+
+
+def _mixed_classes(n: int, seed: int) -> Workload:
+    """text2sql (tenant gold) + tool_use (tenant free), interactive, plus a batch job."""
+    t2s = load_workload("text2sql-mixed", {"rate": 0.5, "queries": n, "seed": seed})
+    horizon = max(q.arrival for q in t2s.queries)
+    tools = load_workload("tool_use", {"rate": 2.0, "queries": max(4, int(2.0 * horizon)), "seed": seed + 1})
+    job = batch_job(max(40, 20 * n), seed + 2, start_s=horizon * 0.1)
+    return mix("mixed", [tag(t2s, 0, "gold"), tag(tools, 1, "free"), tag(job, 2, "etl", "batch")])
+
+
+def _two_tenants(n: int, seed: int) -> Workload:
+    """Two tenants 3:1 on one workload: `free` floods at 3× `gold`'s rate."""
+    gold = load_workload("text2sql-mixed", {"rate": 0.3, "queries": n, "seed": seed})
+    free = load_workload("text2sql-mixed", {"rate": 0.9, "queries": 3 * n, "seed": seed + 1})
+    return mix("two-tenants", [tag(gold, 0, "gold"), tag(free, 1, "free")])
+
+
+SINGLE: dict[str, Case] = {
+    "text2sql": Case("text2sql", "hetero-1", _builtin("text2sql-mixed", 1.0)),
+    "chess-trace1": Case("chess-trace1", "hetero-1", _builtin("chess-trace1", 1.0)),
+    **{k: Case(k, "preble-a6000", _preble(k)) for k in PREBLE_RATES},
+}
+TEOLA_RATES = {"search_gen": 2.0, "naive_rag": 2.0, "advanced_rag": 2.0}  # the built-in workloads' rates
+SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
+MIXED: dict[str, Case] = {
+    "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
+    "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),
+}
+
+
+def register(case: Case) -> None:
+    """The hook for workloads that land later (Teola apps, the LLM-in-SQL batch job)."""
+    (MIXED if case.mixed else SINGLE)[case.name] = case

@@ -1,0 +1,234 @@
+"""flowserve's own dispatch and queue policy (SPEC §3.1): `--dispatch flowserve --queue flowserve`.
+
+Dispatch: the predicted completion of the call on each instance plus the capacity it
+uses there, weighed by how much slack the query has:
+
+    finish_i = wait_i + slowdown_i + t_comp(call, i)
+    score_i  = finish_i + harm_i + efficiency · w · t_cold(fastest) · t_comp(call, i) / t_cold(i)
+
+* `t_comp` is the view's cache-aware estimate (Hexgen Eq. 2 on the instance's hardware,
+  minus the prefix the router's index says i caches): hardware speed and prefix reuse in
+  one number of seconds; `t_cold` the same with nothing cached;
+* `wait_i`, the work ahead (`wait_model="batched"`): prefills go one after the other
+  through the engine's token budget while decodes share its batch, so it is the prefill
+  seconds of the calls queued at i and still owed by its running calls, plus the running
+  batch's mean remaining call weighed by how full the engine is (slots or KV). An
+  interactive call does not count the batch calls queued there: they yield to it.
+  `wait_model="serial"` uses Hexgen's t_queue (Eq. 3) instead;
+* `slowdown_i`: the cost model's longer decode steps in i's running batch for this call;
+  `harm_i`: what this call adds to the running calls' decode steps (its externality);
+* the last term is the work the call leaves undone by i's cache, in seconds of the fastest
+  hardware (so slower GPUs are not penalised for being slower, only for being busy);
+  `w` = max(slack fraction, cluster pressure): the query's (remaining deadline − expected
+  remaining work) / remaining deadline, clamped to [0, 1], or — when calls queue
+  everywhere or engines fill up — the cluster's pressure, since capacity is then what
+  every query lacks. A query about to miss its deadline on an idle cluster (w → 0) takes
+  the earliest finish; one with room to spare pays for cache reuse. Batch work (no SLO)
+  takes w = 1, deadline-free interactive work `w_free`.
+
+Preble's post-assignment rebalancing and hot-prefix replication come out of the score:
+the holder of a hot prefix keeps its traffic while its queue costs less than the prefill
+it saves elsewhere; past that point the next call goes to a lighter instance, which
+computes the prefix once and from then on shares the traffic (the index shows both).
+`stats` counts those moves ("replicated": sent away from a holder of more than half the
+prompt). On top, Preble's T_hbal guard (`t_hbal`, off by default) caps how far one
+instance may run ahead of the lightest.
+
+Queue: interactive before batch. Interactive calls by Hexgen's urgency (Eq. 5–7), with
+weighted fair shares across tenants (VTC, `flowserve.core.tenants`): when the most urgent
+call's tenant is ahead of the least-served backlogged tenant by more than `fair_slack`
+weighted tokens, that tenant's most urgent call goes first. Batch calls FCFS, released
+only when no interactive call waits at the instance and fewer than `batch_share` of its
+sequence slots run batch work — so batch fills idle capacity and yields to interactive.
+
+Defaults were chosen once for every workload of `bench compare` (README, *Beyond the
+papers*), not per workload.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView, predicted_call_time
+from flowserve.policies.base import Dispatch
+from flowserve.policies.hexgen import remaining_costs
+from flowserve.policies.ours_queue import is_batch, occupancy
+from flowserve.policies.preble_costs import overloaded
+
+# --------------------------------------------------------------------------- formulas
+
+
+def slack_fraction(remaining_s: float, remaining_work_s: float) -> float:
+    """(T_SLO − τ_elapsed − expected remaining work) / (T_SLO − τ_elapsed), clamped to [0, 1]."""
+    if remaining_s <= 0.0:
+        return 0.0
+    return min(1.0, max(0.0, (remaining_s - remaining_work_s) / remaining_s))
+
+
+def waiting_interactive(inst: InstanceState) -> int:
+    """Calls waiting at the instance that do not yield (a flowserve queue's batch calls do)."""
+    q = inst.queue
+    return len(q) - getattr(q, "batch_waiting", 0)
+
+
+def backlog(candidates: Sequence[InstanceState]) -> float:
+    """How pressed the cluster is: the larger of the fraction of instances with calls waiting
+    in their queue and the instances' mean occupancy (slots or KV)."""
+    if not candidates:
+        return 0.0
+    waiting = sum(1 for i in candidates if waiting_interactive(i)) / len(candidates)
+    return max(waiting, sum(occupancy(i) for i in candidates) / len(candidates))
+
+
+def batch_slowdown(cost, steps: int, own_context: float, running: int, running_context: float) -> float:
+    """Extra decode seconds of a call sharing the running batch: steps × (iteration time with
+    the batch − alone), the cost model's decode step at batch n + 1 and the summed context."""
+    if steps <= 0 or running <= 0:
+        return 0.0
+    return steps * (cost.decode_step_time(running + 1, running_context + own_context)
+                    - cost.decode_step_time(1, own_context))
+
+
+def externality(cost, steps: int, own_context: float, running: int, running_context: float) -> float:
+    """Seconds the call adds to the n running calls together: each decode step of the batch
+    gets longer by step(n + 1, C + c) − step(n, C), for about the call's own steps."""
+    if steps <= 0 or running <= 0:
+        return 0.0
+    return running * steps * (cost.decode_step_time(running + 1, running_context + own_context)
+                              - cost.decode_step_time(running, running_context))
+
+
+def completion_score(wait_s: float, t_comp_s: float, cost_s: float) -> float:
+    """Predicted completion (wait + own time) plus the capacity the call uses, weighed by the slack."""
+    return wait_s + t_comp_s + cost_s
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+class FlowserveDispatch(Dispatch):
+    name = "flowserve"
+    uses_deadline = True
+    needs_prefix_index = True
+
+    def __init__(self, w_free: float = 0.5, t_hbal: float = 0.0, window_s: float = 180.0,
+                 wait_model: Literal["serial", "batched"] = "batched", efficiency: float = 3.0,
+                 externality: float = 1.0) -> None:
+        if not 0.0 <= w_free <= 1.0:
+            raise ValueError(f"w_free must be in [0, 1], got {w_free}")
+        if t_hbal and t_hbal < 1.0:
+            raise ValueError(f"t_hbal must be 0 (off) or ≥ 1, got {t_hbal}")
+        if window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {window_s}")
+        self.w_free = w_free
+        self._now = 0.0
+        self.wait_model = wait_model
+        if efficiency < 0:
+            raise ValueError(f"efficiency must be ≥ 0, got {efficiency}")
+        self.efficiency = efficiency
+        if externality < 0:
+            raise ValueError(f"externality must be ≥ 0, got {externality}")
+        self.externality = externality
+        self.t_hbal = t_hbal
+        self.prefix_window_s = window_s
+        self._est: dict[tuple[int, int], float] = {}
+        self._slack: dict[int, tuple[int, float, float]] = {}  # query id → (version, deadline, work)
+        self.stats = {"decisions": 0, "replicated": 0, "rebalanced": 0}
+
+    def slack(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> float:
+        q = cs.query.query
+        if q.cls == "batch":
+            return 1.0
+        if q.deadline is None:
+            return self.w_free
+        qs = cs.query
+        version = len(qs.run.results)
+        memo = self._slack.get(qs.id)
+        if memo is None or memo[0] != version:
+            inflight, expected = remaining_costs(qs, view, candidates, self._est)
+            work = sum(inflight.values()) + sum(c * n for c, n in expected)
+            memo = self._slack[qs.id] = (version, q.deadline, work)
+            if len(self._slack) > 4096:  # finished queries: keep the memo small
+                live = view.queries
+                self._slack = {k: v for k, v in self._slack.items() if k in live}
+        return slack_fraction(memo[1] - view.now, memo[2])
+
+    @staticmethod
+    def cold(cs: CallState, inst: InstanceState) -> float:
+        """The call's predicted time on the instance with nothing cached."""
+        key = (inst.profile, 0)
+        t = cs.costs.get(key)
+        if t is None:
+            t = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, 0)
+        return t
+
+    def wait(self, inst: InstanceState, batch: bool) -> float:
+        """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
+        t_queue); "batched": the queued calls' work plus the running batch's mean remaining
+        call (running calls share the engine's batch with a new one rather than precede it)."""
+        queue = inst.queue
+        if self.wait_model == "serial":
+            w = inst.outstanding
+        else:
+            queued = getattr(queue, "queued_work", None)
+            prefill = getattr(queue, "queued_prefill", None)
+            if queued is None or prefill is None:
+                queued = sum(c.t_comp for c in queue)
+                prefill = queued
+            w = prefill
+            pending = getattr(queue, "running_prefill", None)
+            if pending is not None:
+                w += pending(inst, self._now)
+            n = len(inst.running)
+            if n:  # the mean running call, weighed by how full the engine is (slots or KV)
+                w += (inst.outstanding - queued) / n * occupancy(inst)
+            if not batch:
+                w -= getattr(queue, "batch_prefill", 0.0)
+            return max(w, 0.0)
+        if not batch:
+            w -= getattr(queue, "batch_work", 0.0)
+        return max(w, 0.0)
+
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
+               view: ClusterView) -> InstanceState:
+        batch = is_batch(cs)
+        self._now = view.now
+        # slack, or the cluster's backlog: when calls queue everywhere, capacity is what all lack
+        w = max(self.slack(cs, candidates, view), backlog(candidates))
+        best, best_key = candidates[0], (math.inf, math.inf)
+        finish: dict[str, float] = {}
+        steps = max(cs.predicted_output - 1, 0)
+        own_ctx = cs.input_tokens + cs.predicted_output / 2
+        rows = []
+        for inst in candidates:
+            tc = view.t_comp(cs, inst)
+            wait = self.wait(inst, batch)
+            harm = 0.0
+            if self.wait_model == "batched" and inst.running:
+                n = len(inst.running)
+                ctx = sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
+                wait += batch_slowdown(inst.cost, steps, own_ctx, n, ctx)
+                harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)
+            finish[inst.name] = wait + tc
+            rows.append((inst, wait + harm, tc))
+        colds = [self.cold(cs, inst) for inst, _, _ in rows]
+        fastest = min(colds)
+        for (inst, wait, tc), cold in zip(rows, colds, strict=True):
+            share = tc / cold if cold > 0 else 1.0  # the part of the work its cache leaves
+            key = (completion_score(wait, tc, self.efficiency * w * fastest * share), inst.dispatched)
+            if key < best_key:
+                best, best_key = inst, key
+        if self.t_hbal and len(candidates) > 1:
+            light = min(candidates, key=lambda i: finish[i.name])
+            if light is not best and overloaded(finish[best.name], finish[light.name], self.t_hbal):
+                best = light
+                self.stats["rebalanced"] += 1
+        self.stats["decisions"] += 1
+        if view.prefix_index is not None:
+            hits = [view.cached_tokens(cs, i) for i in candidates]
+            if max(hits) * 2 > cs.input_tokens and view.cached_tokens(cs, best) * 2 <= cs.input_tokens:
+                self.stats["replicated"] += 1
+        return best

@@ -1,0 +1,29 @@
+"""`flowserve bench compare` on tiny sizes: side-by-side figures, JSON, clear errors."""
+
+import json
+
+from typer.testing import CliRunner
+
+from flowserve.cli import app
+
+runner = CliRunner()
+
+
+def test_bench_compare_small(tmp_path):
+    r = runner.invoke(app, ["bench", "compare", "--workload", "text2sql", "--policy", "round_robin",
+                            "--policy", "flowserve", "--queries", "6", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "bench-compare.json").read_text())
+    (case,) = data["cases"]
+    assert set(case["results"]) == {"round_robin", "flowserve", "oracle"}
+    for res in case["results"].values():
+        assert res["min_slo_scale"]["0.95"] is not None and res["failed"] == 0
+    assert case["best_other_0.95"] == "round_robin" and case["gain_0.95"] > 0
+    assert "flowserve vs best other" in r.output
+
+
+def test_bench_compare_rejects_unknown_names(tmp_path):
+    r = runner.invoke(app, ["bench", "compare", "--workload", "nope", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown 'nope'" in r.output
+    r = runner.invoke(app, ["bench", "compare", "--policy", "magic", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown 'magic'" in r.output

@@ -1,0 +1,207 @@
+"""The flowserve dispatch and queue policy, query classes and tenant fairness."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import ScriptProgram, call_state
+
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.state import CallState, InstanceState, QueryState
+from flowserve.core.view import ClusterView
+from flowserve.errors import ConfigError
+from flowserve.graph.runtime import QueryRun
+from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
+from flowserve.policies.ours import (
+    FlowserveDispatch,
+    backlog,
+    batch_slowdown,
+    completion_score,
+    externality,
+    occupancy,
+    slack_fraction,
+)
+from flowserve.policies.ours_queue import FlowserveQueue
+from flowserve.policies.queue import FCFS
+from flowserve.profiles.cost_model import cost_model_for
+from flowserve.profiles.predictor import OutputPredictor
+from flowserve.types import InstanceSpec, LLMCall, Query
+
+COST = cost_model_for("A100-80G", "llama-3.1-8b")
+P = tuple(range(2000))
+_ids = iter(range(1, 10**6))
+
+
+def view_with(names: list[str], queue=FCFS) -> tuple[ClusterView, list[InstanceState]]:
+    insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, queue()) for n in names]
+    view = ClusterView({i.name: i for i in insts}, OutputPredictor(), {}, PrefixIndex())
+    for i in insts:
+        if hasattr(i.queue, "bind"):
+            i.queue.bind(view)
+    return view, insts
+
+
+def call(prompt: tuple[int, ...] = P, cls: str = "interactive", tenant: str = "default",
+         deadline: float | None = None, out: int = 16) -> CallState:
+    qid = next(_ids)
+    q = Query(qid, 0.0, "w", ScriptProgram([]), deadline, tenant, 0, cls)
+    qs = QueryState(q, QueryRun(q.program, qid))
+    cs = call_state(LLMCall(next(_ids), qid, "n", "s", "w", prompt, out, out, tenant=tenant), qs)
+    cs.t_comp = COST.call_time(len(prompt), out)
+    return cs
+
+
+def test_formulas_by_hand() -> None:
+    assert slack_fraction(10.0, 4.0) == 0.6  # (10 − 4) / 10
+    assert slack_fraction(10.0, 12.0) == 0.0
+    assert slack_fraction(-1.0, 1.0) == 0.0
+    assert slack_fraction(10.0, 0.0) == 1.0
+    assert completion_score(2.0, 0.5, 0.3) == 2.8  # 2 + 0.5 + 0.3
+    step = COST.decode_step_time
+    # 10 steps: each 10 steps longer at batch 4 with 3000 + 500 tokens than alone with 500
+    assert batch_slowdown(COST, 10, 500.0, 3, 3000.0) == pytest.approx(10 * (step(4, 3500.0) - step(1, 500.0)))
+    assert batch_slowdown(COST, 10, 500.0, 0, 0.0) == 0.0
+    # the 3 running calls each get 10 longer steps: batch 3 → 4, context 3000 → 3500
+    assert externality(COST, 10, 500.0, 3, 3000.0) == pytest.approx(3 * 10 * (step(4, 3500.0) - step(3, 3000.0)))
+    assert externality(COST, 0, 500.0, 3, 3000.0) == 0.0
+
+
+def test_occupancy_and_backlog_by_hand() -> None:
+    _, (a, b) = view_with(["a", "b"])
+    for _ in range(64):  # a quarter of 256 sequence slots
+        cs = call()
+        a.running[cs.id] = cs
+    assert occupancy(a) == 0.25 and occupancy(b) == 0.0
+    a.kv_capacity, a.kv_free = 1000, 400
+    assert occupancy(a) == 0.25  # the engine does not report KV: slots only
+    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
+    assert occupancy(a) == 0.6  # 60% of the KV in use
+    assert backlog([a, b]) == pytest.approx(0.3)  # mean occupancy (0.6 + 0) / 2
+    b.queue.push(call())
+    assert backlog([a, b]) == 0.5  # one of two instances has calls waiting
+
+
+def test_registered_and_validated() -> None:
+    assert DISPATCH_POLICIES["flowserve"] is FlowserveDispatch
+    assert QUEUE_POLICIES["flowserve"] is FlowserveQueue
+    assert make_dispatch("flowserve").uses_deadline
+    assert queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})().weights == {"gold": 3.0, "free": 1.0}
+    with pytest.raises(ConfigError, match="batch_share"):
+        queue_factory("flowserve", {"batch_share": "0"})
+    with pytest.raises(ConfigError, match="tenant weight"):
+        queue_factory("flowserve", {"tenant_weights": "gold:-3"})
+    with pytest.raises(ConfigError, match="w_free"):
+        make_dispatch("flowserve", {"w_free": "2"})
+
+
+def test_slack_trades_the_earliest_finish_for_a_cheaper_call() -> None:
+    view, (a, b) = view_with(["a", "b"])
+    view.prefix_index.add(P, "a", 0.0)
+    cs = call(P + (9,))
+    tc_a, tc_b = view.t_comp(cs, a), view.t_comp(cs, b)
+    assert tc_a < tc_b
+    # a (cached) finishes later than idle b by a margin smaller than the saving
+    a.outstanding = tc_b - tc_a + 0.5 * (tc_b - tc_a)
+    tight = FlowserveDispatch(w_free=0.0, wait_model="serial", efficiency=1.0)
+    loose = FlowserveDispatch(w_free=1.0, wait_model="serial", efficiency=1.0)
+    assert tight.choose(cs, [a, b], view) is b  # no slack: the earliest finish
+    assert loose.choose(cs, [a, b], view) is a  # slack: the cheaper call
+    assert tight.choose(call(P + (9,), cls="batch"), [a, b], view) is a  # batch: always w = 1
+
+
+def test_deadline_slack_from_the_remaining_work() -> None:
+    view, (a, b) = view_with(["a", "b"])
+    pol = FlowserveDispatch()
+    far, near = call(deadline=1000.0), call(deadline=0.01)
+    assert pol.slack(far, [a, b], view) > 0.99
+    assert pol.slack(near, [a, b], view) == 0.0
+
+
+def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> None:
+    view, (a, b) = view_with(["a", "b"], FlowserveQueue)
+    for _ in range(3):
+        cs = call(cls="batch")
+        cs.instance = "a"
+        a.queue.push(cs)
+        a.outstanding += cs.t_comp
+    b.outstanding = 0.5 * a.outstanding
+    assert a.queue.batch_work == pytest.approx(a.outstanding)
+    serial = FlowserveDispatch(wait_model="serial")
+    assert serial.choose(call(), [a, b], view) is a  # a's queue is all batch
+    assert serial.choose(call(cls="batch"), [a, b], view) is b
+    assert a.queue.queued_prefill > 0
+    assert a.queue.batch_prefill == pytest.approx(a.queue.queued_prefill)
+    batched = FlowserveDispatch()
+    assert batched.wait(a, batch=False) == 0.0
+    assert batched.wait(a, batch=True) == pytest.approx(a.queue.queued_prefill)
+
+
+def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
+    _, (a,) = view_with(["a"], FlowserveQueue)
+    queued = call()
+    queued.instance = "a"
+    a.queue.push(queued)  # not cached anywhere: its whole prompt's prefill
+    running = [call(), call()]
+    for cs in running:
+        a.running[cs.id] = cs
+    a.outstanding = queued.t_comp + 3.0  # the running calls' predicted 3 s
+    # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots)
+    expected = COST.prefill_time(len(P), 0) + 3.0 / 2 * 2 / 256
+    assert FlowserveDispatch().wait(a, batch=False) == pytest.approx(expected)
+    a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
+    a.running[queued.id] = queued
+    a.outstanding = queued.t_comp + 3.0
+    assert a.queue.running_prefill(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)
+    assert a.queue.running_prefill(a, 100.0) == 0.0
+    del a.running[queued.id]
+    a.queue.running_prefill(a, 0.0)
+    assert not a.queue._started  # forgotten once it no longer runs
+    assert FlowserveDispatch(wait_model="serial").wait(a, batch=False) == pytest.approx(a.outstanding)
+
+
+def test_queue_serves_interactive_first_and_caps_batch() -> None:
+    view, (a,) = view_with(["a"], FlowserveQueue)
+    q = a.queue
+    batch = [call(cls="batch") for _ in range(3)]
+    for cs in batch:
+        q.push(cs)
+    inter = call(deadline=50.0)
+    q.push(inter)
+    assert len(q) == 4 and next(iter(q)) is inter
+    assert q.select(a, view) is inter
+    q.remove(inter, released=True)
+    assert q.select(a, view) is batch[0]  # FCFS among batch
+    cap = int(0.1 * a.spec.engine.max_num_seqs)
+    for _ in range(cap):
+        cs = call(cls="batch")
+        a.running[cs.id] = cs
+    assert q.select(a, view) is None  # the batch share of the slots is taken: wait
+    q.remove(batch[0], released=False)
+    assert q.batch_work == pytest.approx(2 * batch[1].t_comp)
+
+
+def test_weighted_fair_share_lets_the_least_served_tenant_go_first() -> None:
+    view, (a,) = view_with(["a"], lambda: FlowserveQueue(tenant_weights="gold:3,free:1", fair_slack=100.0))
+    q = a.queue
+    urgent_free = call(tenant="free", deadline=1.0)
+    relaxed_gold = call(tenant="gold", deadline=500.0)
+    q.push(urgent_free)
+    q.push(relaxed_gold)
+    assert q.select(a, view) is urgent_free  # counters equal: urgency decides
+    view.tenants.started("free", 150)  # free: 150 weighted tokens
+    view.tenants.started("gold", 300)  # gold: 300 / 3 = 100
+    assert q.select(a, view) is urgent_free  # 150 − 100 ≤ 100
+    view.tenants.finished("free", 30)  # free: 150 + 2·30 = 210 > 100 + 100
+    assert q.select(a, view) is relaxed_gold
+
+
+def test_batch_waits_while_the_engine_fills_up() -> None:
+    view, (a,) = view_with(["a"], lambda: FlowserveQueue(batch_occupancy=0.5))
+    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
+    a.kv_capacity, a.kv_free = 1000, 400  # 60% of the KV in use
+    batch = call(cls="batch")
+    a.queue.push(batch)
+    assert a.queue.select(a, view) is None
+    a.kv_free = 600  # 40%: below the threshold
+    assert a.queue.select(a, view) is batch
+    with pytest.raises(ConfigError, match="batch_occupancy"):
+        queue_factory("flowserve", {"batch_occupancy": "0"})
