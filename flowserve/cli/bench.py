@@ -90,8 +90,8 @@ def bench_live(
     queries: Annotated[int, typer.Option(help="queries of the shared-prefix run per policy")] = 120,
     rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
     overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
-    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate")] = (
-        "overhead,prefix,validate"),
+    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate, admission")] = (
+        "overhead,prefix,validate,admission"),
 ) -> None:
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
     with simulated engines, and `validate` against llama-server."""

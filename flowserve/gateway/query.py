@@ -59,8 +59,9 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
 @dataclass(eq=False)
 class QueryHandle:
     """A query the driver took: `accepted` resolves when the core has it (or raises
-    `Rejected`), `done` with its result, `routed` with the instance its first call went to. `sink` receives the streamed text of a
-    one-call query; `oracle` makes a replayed query produce its recorded lengths."""
+    `Rejected`), `done` with its result, `routed` with the instance its first call went
+    to. `sink` receives the streamed text of a one-call query; `oracle` makes a replayed
+    query produce its recorded lengths."""
 
     id: int
     workflow: str
