@@ -152,7 +152,12 @@ class Gateway:
         inputs = body.get("input", {})
         if not isinstance(inputs, dict):
             raise APIError(400, "input: expected an object", param="input")
-        model = self.model_of(body["model"]) if body.get("model") else None
+        model = body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise APIError(400, "model: expected a string", param="model")
+        if not isinstance(body.get("async", False), bool):
+            raise APIError(400, "async: expected true or false", param="async")
+        model = self.model_of(model) if model else None
         try:
             program = wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
