@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
+import os
+import signal
 import socket
 import threading
 from typing import Any
@@ -51,11 +54,52 @@ class GatewayServer(uvicorn.Server):
                     await drain
 
 
-def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve until interrupted; SIGINT/SIGTERM drain in-flight work before exiting."""
+def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          workers: int = 1) -> None:
+    """Serve until interrupted; SIGINT/SIGTERM drain in-flight work before exiting.
+
+    workers > 1: that many gateway processes accept on one listening socket (the kernel
+    spreads connections). Each is a whole gateway — its own scheduler core and prefix
+    index over all instances — so HTTP, JSON and SSE work scales with cores while each
+    process routes the requests it took (see README: gateway performance)."""
+    if workers <= 1:
+        app = create_app(config)
+        GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, host=host, port=port,
+                                     log_level=log_level)).run()
+        return
+    sock = listening_socket(host, port)
+    ctx = multiprocessing.get_context("fork")  # children inherit the bound socket
+    procs = [ctx.Process(target=_worker, args=(config, sock, log_level), name=f"flowserve-gateway-{i}")
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+
+    def stop(_sig: int, _frame: object) -> None:
+        for p in procs:
+            if p.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for p in procs:
+        p.join()
+    sock.close()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
+    # (else each response waits ~40 ms for the client's delayed ACK)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker(config: ServeConfig, sock: socket.socket, log_level: str) -> None:
     app = create_app(config)
-    GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, host=host, port=port,
-                                 log_level=log_level)).run()
+    GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, log_level=log_level)).run(sockets=[sock])
 
 
 class BackgroundServer:
@@ -64,11 +108,7 @@ class BackgroundServer:
     def __init__(self, app: Any, host: str = "127.0.0.1", log_level: str = "warning",
                  graceful_s: float | None = None) -> None:
         self.app = app
-        # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
-        # (else each response waits ~40 ms for the client's delayed ACK)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
+        self._sock = listening_socket(host, 0)
         self.host, self.port = self._sock.getsockname()[:2]
         gw = getattr(getattr(app, "state", None), "gateway", None)
         drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0

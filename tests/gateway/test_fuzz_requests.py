@@ -96,8 +96,9 @@ json_values = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(texts, inner, max_size=4), max_leaves=12)
 parts = st.lists(st.dictionaries(st.sampled_from(["type", "text", "image_url"]), json_values, max_size=3)
                  | json_values, max_size=3)
-message = st.fixed_dictionaries({}, optional={"role": st.sampled_from(["user", "system", "assistant", ""]) | json_values,
-                                              "content": texts | parts | json_values, "name": json_values})
+roles = st.sampled_from(["user", "system", "assistant", ""]) | json_values
+message = st.fixed_dictionaries({}, optional={"role": roles, "content": texts | parts | json_values,
+                                              "name": json_values})
 models = st.sampled_from([MODEL] * 6 + ["nope", ""]) | json_values
 common = {"max_tokens": st.integers(-3, 10) | st.integers(10**5, 10**12) | json_values,
           "stream": st.booleans() | json_values, "n": st.integers(0, 3) | json_values,
