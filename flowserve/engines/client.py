@@ -293,20 +293,25 @@ class EngineClient:
             if resp.status >= 400 or not body.get("stream"):
                 acc.add(_json_or_error_raw(resp.status, await resp.read(), f"{self.base_url}{path}"), None)
                 return acc.result(time.monotonic())
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, comments, event: lines
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    break
-                try:
-                    data = orjson.loads(payload)
-                except orjson.JSONDecodeError:
-                    raise EngineError(f"{self.base_url}{path}: malformed stream chunk {payload[:100]!r}",
-                                      retryable=False) from None
-                acc.add(data, time.monotonic())
-                if on_chunk is not None:
-                    on_chunk(data)
+            rest = b""
+            async for block in resp.content.iter_any():  # whatever arrived: often many events
+                lines = (rest + block).split(b"\n")
+                rest = lines.pop()
+                now = time.monotonic()
+                for line in lines:
+                    if not line.startswith(b"data:"):
+                        continue  # blank separators, comments, event: lines
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        return acc.result(now)
+                    try:
+                        data = orjson.loads(payload)
+                    except orjson.JSONDecodeError:
+                        raise EngineError(f"{self.base_url}{path}: malformed stream chunk {payload[:100]!r}",
+                                          retryable=False) from None
+                    acc.add(data, now)
+                    if on_chunk is not None:
+                        on_chunk(data)
         return acc.result(time.monotonic())
 
     # ------------------------------------------------------------------ other endpoints

@@ -125,9 +125,22 @@ class LLMRoutes:
 
     async def _stream(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle,
                       include_usage: bool) -> AsyncIterator[bytes]:
-        get = queue.get
-        while (item := await get()) is not _END:
-            yield enc.delta(item)
+        # every delta already queued goes out in one write: a token per syscall and loop
+        # turn is what made relaying cost more than routing
+        ended = False
+        while not ended:
+            parts = []
+            item = await queue.get()
+            while True:
+                if item is _END:
+                    ended = True
+                    break
+                parts.append(enc.delta(item))
+                if queue.empty():
+                    break
+                item = queue.get_nowait()
+            if parts:
+                yield b"".join(parts)
         result = h.done.result()
         if result.status == "completed":
             call = result.calls[-1]

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import yaml
 from live_support import tiny_profile
-from test_live_llama import KEY, serve_file
 
 from flowserve.engines.llamacpp import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
@@ -21,6 +21,16 @@ from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
 
 MAX_TOKENS = 1500
+KEY = "sk-llama"
+
+
+def serve_file(tmp: Path, servers: list[LlamaServer], profile: Path, **gateway: object) -> Path:
+    path = tmp / "serve.yaml"
+    path.write_text(yaml.safe_dump({
+        "instances": [{"name": f"llama{i}", "profile": str(profile), "backend": "openai", "url": s.base_url}
+                      for i, s in enumerate(servers)],
+        "api_keys": [KEY], "gateway": {"retry_backoff_s": 0.02, **gateway}}))
+    return path
 
 
 def test_a_stream_whose_engine_dies_ends_in_band_and_is_not_answered_twice(
