@@ -63,10 +63,11 @@ def tree_cpu_s(pid: int) -> float:
 
 @contextlib.contextmanager
 def process(args: Sequence[str], health: str, log: Path, timeout_s: float = 60.0,
-            env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+            env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[subprocess.Popen]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        proc = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        proc = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                                cwd=cwd)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -125,8 +126,10 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                       gateway_src: Path | None = None) -> dict[str, Any]:
     """gateway_src: run `flowserve serve` from another source tree (a before/after run)."""
     env = None
-    if gateway_src is not None:
-        env = {**os.environ, "PYTHONPATH": str(gateway_src.resolve())}
+    out_dir = out_dir.resolve()
+    if gateway_src is not None:  # run from there: `python -c` puts the working directory first on sys.path
+        gateway_src = gateway_src.resolve()
+        env = {**os.environ, "PYTHONPATH": str(gateway_src)}
     def say(msg: str) -> None:
         console.print(f"[dim]{msg}[/]")
 
@@ -160,7 +163,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                 cli = [py, "-c", "from flowserve.cli import app; app()", "serve", "--config", str(cfg),
                        "--port", str(port), "--log-level", "warning", *(["--workers", str(w)] if w > 1 else [])]
                 with process(cli, f"http://127.0.0.1:{port}/health", out_dir / f"flowserve-{policy}-{w}.log",
-                             env=env) as proc:
+                             env=env, cwd=gateway_src) as proc:
                     results.append(measure(name, f"http://127.0.0.1:{port}", proc.pid, seconds))
     bare = results[0]["cells"]
     for r in results:
