@@ -34,6 +34,7 @@ from rich.console import Console
 
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.engines.llamacpp import free_port
+from flowserve.errors import FlowserveError
 
 CELLS = ((1, False), (32, False), (1, True), (32, True))
 MODEL = "llama-3.1-8b"
@@ -91,9 +92,13 @@ def process(args: Sequence[str], health: str, log: Path, timeout_s: float = 60.0
 
 
 def load(url: str, clients: int, seconds: float, stream: bool) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "flowserve.bench.load_client", url, str(clients), str(seconds),
-                          "1" if stream else "0"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    args = [sys.executable, "-m", "flowserve.bench.load_client", url, str(clients), str(seconds),
+            "1" if stream else "0"]
+    for _attempt in range(2):  # a router still warming its connections may refuse the first one
+        out = subprocess.run(args, capture_output=True, text=True, check=False)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
+    raise FlowserveError(f"the load client failed against {url}: {out.stderr.strip().splitlines()[-1:]}")
 
 
 def measure(name: str, base: str, pid: int, seconds: float) -> dict[str, Any]:
