@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flowserve.profiles.ops import PAPER_PROFILES
 from flowserve.types import EngineParams, InstanceSpec
 
 
@@ -21,4 +22,10 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
     ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
+    # Teola's testbed (§7): two instances of the core LLM, Llama-2-13B, each on 2 RTX 3090
+    # (A6000 is the catalog's GA102 card: same die, 768 vs 936 GB/s), and one instance of
+    # each non-LLM component with its profile on a 3090 (`flowserve.profiles.ops`)
+    "teola": (*_instances("llama-2-13b", 2, [("llm-0", "A6000"), ("llm-1", "A6000")]),
+              *(InstanceSpec(f"{kind}-0", "", kind, kind=kind, op_profile=PAPER_PROFILES[kind])
+                for kind in ("embedding", "reranker", "vector_db", "search"))),
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -21,24 +21,45 @@ from pydantic import (
 
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import ConfigError
+from flowserve.limits import (
+    MAX_INSTANCES,
+    WHY_INSTANCES,
+    WHY_TP,
+    BlockSize,
+    Context,
+    InstanceCount,
+    ParamsB,
+)
+from flowserve.profiles.cost_model import kv_capacity_tokens
 from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
-from flowserve.schema import Strict, read_yaml, validate
+from flowserve.profiles.ops import op_profile
+from flowserve.schema import Strict, at_most, read_yaml, validate
 from flowserve.types import EngineParams, InstanceSpec
+
+# Llama-3.1-405B has 126 layers, hidden 16,384, 128 heads: 2^20 is beyond any model.
+ArchInt = Annotated[int, Field(ge=1), at_most(1 << 20, "larger than any released model's")]
 
 
 class ModelArch(Strict):
     """Architecture numbers of a model outside the catalog (what the roofline needs)."""
 
-    params_b: float = Field(gt=0)
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    max_context: int = Field(ge=1)
-    dtype_bytes: int = Field(2, ge=1)
+    params_b: ParamsB
+    layers: ArchInt
+    hidden: ArchInt
+    heads: ArchInt
+    kv_heads: ArchInt
+    head_dim: ArchInt
+    max_context: Context
+    dtype_bytes: int = Field(2, ge=1, le=8)
+
+    @model_validator(mode="after")
+    def _grouped(self) -> ModelArch:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}): "
+                             "grouped-query attention shares each KV head among whole groups")
+        return self
 
 
 class InstanceConfig(Strict):
@@ -52,16 +73,19 @@ class InstanceConfig(Strict):
     model_arch: ModelArch | None = None
     gpu: str | None = None
     model: str | None = None
-    tp: int = Field(1, ge=1)
-    count: int = Field(1, ge=1)
+    tp: Annotated[int, Field(ge=1), at_most(1024, "more GPUs than any NVLink domain")] = 1
+    count: InstanceCount = 1
     max_inflight: int | None = Field(None, ge=1)
     backend: Literal["sim", "openai"] = "sim"
     url: str | None = None
-    max_num_seqs: int = Field(256, ge=1)
-    token_budget: int = Field(2048, ge=16)
-    block_size: int = Field(16, ge=1)
+    max_num_seqs: Annotated[int, Field(ge=1), at_most(1 << 16, "vLLM's default is 256")] = 256
+    token_budget: Annotated[int, Field(ge=16), at_most(1 << 20, "vLLM's default is 2,048")] = 2048
+    block_size: BlockSize = 16
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     prefix_caching: bool = True
+    # a non-LLM engine (Teola's components) and its cost-profile fields (`flowserve.profiles.ops`)
+    kind: Literal["llm", "embedding", "reranker", "vector_db", "search"] = "llm"
+    op_profile: dict[str, Any] | None = None
     _profile: FittedCostModel | None = PrivateAttr(None)
 
     @field_validator("gpu")
@@ -86,6 +110,14 @@ class InstanceConfig(Strict):
     @model_validator(mode="after")
     def _complete(self) -> InstanceConfig:
         where = f"instance {self.name!r}"
+        if self.kind != "llm":
+            try:
+                op_profile(self.kind, self.op_profile)
+            except ConfigError as e:
+                raise ValueError(f"{where}: {e}") from None
+            return self
+        if self.op_profile is not None:
+            raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
         if self.profile is not None:
             try:
                 self._profile = load_profile(self.profile)
@@ -98,9 +130,34 @@ class InstanceConfig(Strict):
         for field in ("gpu", "model"):
             if getattr(self, field) is None:
                 raise ValueError(f"{where}: {field} is required unless the instance has a profile")
+        self._fits(where)
         return self
 
+    def _fits(self, where: str) -> None:
+        """The model must shard over tp and leave KV room on the GPUs (vLLM refuses to
+        start otherwise: "No available memory for the cache blocks")."""
+        assert self.gpu is not None and self.model is not None
+        arch = (ModelSpec(self.model, **self.model_arch.model_dump()) if self.model_arch is not None
+                else get_model(self.model))
+        if arch.heads % self.tp:
+            raise ValueError(f"{where}: tp {self.tp} does not divide {arch.name}'s {arch.heads} attention "
+                             f"heads ({WHY_TP})")
+        gpu = get_gpu(self.gpu)
+        kv = kv_capacity_tokens(gpu, arch, self.tp, self.gpu_memory_utilization)
+        if kv < self.block_size:
+            usable = self.tp * gpu.memory_gib * 2**30 * self.gpu_memory_utilization / 1e9
+            raise ValueError(f"{where}: {arch.name} does not fit: {arch.weight_bytes / 1e9:,.1f} GB of weights "
+                             f"vs {usable:,.1f} GB usable on {self.tp}×{gpu.name} (gpu_memory_utilization "
+                             f"{self.gpu_memory_utilization}) leaves {kv} KV tokens, less than one block of "
+                             f"{self.block_size}; raise tp or use a larger GPU")
+
     def specs(self) -> list[InstanceSpec]:
+        if self.kind != "llm":
+            names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+            prof = op_profile(self.kind, self.op_profile)
+            return [InstanceSpec(n, self.gpu or "", self.model or self.kind, self.tp, self.max_inflight,
+                                 backend=self.backend, url=self.url, kind=self.kind, op_profile=prof)
+                    for n in names]
         prof, given = self._profile, self.model_fields_set
         seqs = prof.slots if prof and "max_num_seqs" not in given else self.max_num_seqs
         budget = prof.token_budget if prof and "token_budget" not in given else self.token_budget
@@ -119,6 +176,13 @@ class ClusterConfig(Strict):
     instances: list[InstanceConfig] = Field(min_length=1)
     api_keys: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _bounded(self) -> ClusterConfig:
+        total = sum(i.count for i in self.instances)
+        if total > MAX_INSTANCES:
+            raise ValueError(f"{total:,} instances is above the limit of {MAX_INSTANCES:,} ({WHY_INSTANCES})")
+        return self
+
     def specs(self) -> tuple[InstanceSpec, ...]:
         out = [s for inst in self.instances for s in inst.specs()]
         names = [s.name for s in out]
@@ -132,7 +196,8 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
     """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
         data = {"instances": [
-            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} for s in BUILTIN_CLUSTERS[ref]
+            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
+            else {"name": s.name, "kind": s.kind} for s in BUILTIN_CLUSTERS[ref]
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():
@@ -140,8 +205,9 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
     else:
         raise ConfigError(f"cluster {ref!r} is neither a file nor a built-in cluster "
                           f"({', '.join(BUILTIN_CLUSTERS)})")
-    if overrides:
-        data = {**data, "instances": [{**i, **overrides} for i in data.get("instances", [])]}
+    if overrides and isinstance(data.get("instances"), list):
+        data = {**data, "instances": [{**i, **overrides} if isinstance(i, dict) else i
+                                      for i in data["instances"]]}
     return validate(ClusterConfig, data, source).specs()
 
 

@@ -11,13 +11,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from flowserve.errors import ConfigError
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Every config model: unknown fields, inf/nan and coercions (`true` as 1, `2.5` as 2,
+    `"3"` as 3) are errors, not guesses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def at_most(limit: int | float, why: str) -> AfterValidator:
+    """A field bound whose error says where the limit comes from."""
+
+    def check(v: Any) -> Any:
+        if v is not None and v > limit:
+            raise ValueError(f"{v:,} is above the limit of {limit:,} ({why})")
+        return v
+
+    return AfterValidator(check)
 
 
 def _format(err: ValidationError, source: str) -> str:
@@ -44,16 +58,39 @@ def validate(model: type[M], data: Any, source: str) -> M:
         raise ConfigError(_format(e, source)) from None
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+def read_text(path: str | Path, what: str = "") -> str:
+    """A UTF-8 text file; anything else is a ConfigError naming the file (and `what` it is)."""
+    name = f"{what} {str(path)!r}" if what else repr(str(path))
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read {str(path)!r}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(f"cannot read {name}: {e.strerror or e}") from None
+    except ValueError as e:  # a NUL in the path
+        raise ConfigError(f"cannot read {name}: {e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bom = " (it starts with a UTF-16 byte-order mark)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ConfigError(f"{path}: not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start}{bom}; "
+                          f"save the file as UTF-8") from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    data = parse_yaml(read_text(path), str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(e).split())}") from None
+    except ValueError as e:  # a malformed timestamp or number under an explicit tag
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
 
 
 def load_mapping(ref: str, builtins: Mapping[str, Mapping[str, Any]], what: str) -> tuple[dict[str, Any], str]:

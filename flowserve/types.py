@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from flowserve.graph.workflow import Workflow
     from flowserve.profiles.fitted import FittedCostModel
     from flowserve.profiles.models import ModelSpec
+    from flowserve.profiles.ops import OpProfile
 
 Tokens = tuple[int, ...]
 
@@ -39,6 +40,9 @@ class LLMCall:
     tenant: str = "default"
     priority: int = 0
     params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters, passed through
+    # decode pipelining: the driver reports each complete part (line) of the output as a
+    # CallProgress while the call still runs
+    streams_parts: bool = False
 
     @property
     def input_tokens(self) -> int:
@@ -99,6 +103,10 @@ class InstanceSpec:
     # fitted profile (`flowserve profile`), which then replaces the roofline.
     model_spec: ModelSpec | None = None
     profile: FittedCostModel | None = None
+    # "llm", or a non-LLM engine (embedding, reranker, vector_db, search) that runs the
+    # batchable ops of its kind with this cost profile (`flowserve.graph.primitives`)
+    kind: str = "llm"
+    op_profile: OpProfile | None = None
 
 
 # --------------------------------------------------------------------------- events
@@ -123,6 +131,19 @@ class CallFinished:
     text: str | None = None  # the answer (live engines)
     finish_reason: str | None = None
     prompt_tokens: int = 0  # as the engine counted them (0: unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """Part `index` of a running call's output is complete (decode pipelining): the
+    engine produced `output_tokens` more tokens for it (`text` live)."""
+
+    time: float
+    call_id: int
+    instance: str
+    index: int
+    output_tokens: int = 0
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +230,7 @@ class JobFinished:
 Event = (
     QueryArrived
     | CallFinished
+    | CallProgress
     | CallFailed
     | OpFinished
     | InstanceUp
@@ -239,6 +261,15 @@ class CancelCall:
 @dataclass(frozen=True, slots=True)
 class RunOp:
     op: ToolOp
+
+
+@dataclass(frozen=True, slots=True)
+class RunBatch:
+    """Run these ops (possibly of many queries) as one batch on a non-LLM engine
+    instance; answer with one OpFinished per op."""
+
+    instance: str
+    ops: tuple[ToolOp, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,4 +320,4 @@ class RunJob:
     args: tuple[Any, ...] = ()
 
 
-Command = SendCall | CancelCall | RunOp | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob
+Command = SendCall | CancelCall | RunOp | RunBatch | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob

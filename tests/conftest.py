@@ -1,1 +1,1 @@
-pytest_plugins = ["fixtures_llama"]
+pytest_plugins = ["fixtures_llama", "fixtures_text2sql", "fixtures_retrieval"]

@@ -20,3 +20,6 @@ class WorkflowDef:
     description: str
     build: Callable[[Mapping[str, Any], Mapping[str, Any], str | None], Workflow]
     prepare: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    # tool executors the workflow's ops need beyond the driver's own (`sql`), from the
+    # prepared settings: op name → function of the op's arguments (run in a worker thread)
+    tools: Callable[[Mapping[str, Any]], Mapping[str, Callable[[Mapping[str, Any]], Any]]] | None = None

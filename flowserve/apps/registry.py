@@ -8,8 +8,9 @@ tools).
 from __future__ import annotations
 
 from flowserve.apps.base import WorkflowDef
+from flowserve.apps.teola_served import ADVANCED_RAG, NAIVE_RAG, SEARCH_GEN
 from flowserve.apps.text2sql import TEXT2SQL
 
 
 def builtin_workflows() -> dict[str, WorkflowDef]:
-    return {w.name: w for w in (TEXT2SQL,)}
+    return {w.name: w for w in (TEXT2SQL, SEARCH_GEN, NAIVE_RAG, ADVANCED_RAG)}

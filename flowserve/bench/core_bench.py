@@ -20,11 +20,13 @@ from flowserve.apps.single import SingleCall
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
 from flowserve.core.scheduler import SchedulerCore
+from flowserve.graph.plan import CallStep, QueryPlan, Segment
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types import InstanceCapacity, InstanceSpec, Query, QueryArrived
 from flowserve.workloads import load_workload
+from flowserve.workloads.base import QuerySpec, Workload
 
 CALLS_PER_QUERY = 19.5  # mixed text2sql, measured
 
@@ -49,6 +51,25 @@ def dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dic
             "queued": sum(len(i.queue) for i in candidates)}
 
 
+def statement(n: int) -> Workload:
+    """One query of n independent calls (an LLM-in-SQL statement over n rows)."""
+    step = tuple(CallStep("row", (Segment(1, 40), Segment(1000 + i, 8)), 2) for i in range(n))
+    return Workload("statement", (QuerySpec(0, 0.0, QueryPlan("llm_sql", (step,))),))
+
+
+def statement_rates(cluster: tuple[InstanceSpec, ...], n: int) -> dict[str, dict[str, float]]:
+    """The n-call statement simulated with late and with ready-time binding."""
+    wl, out = statement(n), {}
+    for binding in ("late", "ready"):
+        t0 = time.perf_counter()
+        res = simulate(cluster, wl, PolicySpec("least_load", "fcfs", {"binding": binding}), record_calls=False)
+        wall = time.perf_counter() - t0
+        [q] = res.queries
+        assert q.failed is None, q.failed
+        out[binding] = {"calls": n, "wall_s": wall, "calls_per_s": n / wall, "latency_s": q.latency}
+    return out
+
+
 def run_core_bench(calls: int, json_out: Path, console: Console) -> dict[str, Any]:
     cluster = load_cluster("hetero-1")
     n_queries = max(10, round(calls / CALLS_PER_QUERY))
@@ -67,10 +88,15 @@ def run_core_bench(calls: int, json_out: Path, console: Console) -> dict[str, An
                           "virtual_s": res.makespan, **disp}
         rows.append([label, n_calls, wall, n_calls / wall, n_calls / cpu, res.events,
                      disp["decisions_per_s"], disp["choose_per_s"]])
+    stmt = statement_rates(cluster, calls)
     data = {"bench": "core", "python": platform.python_version(), "machine": platform.machine(),
-            "goal_calls_per_s": 5000, "results": results}
+            "goal_calls_per_s": 5000, "results": results, "statement": stmt}
     console.print(markdown_table(["policy", "calls", "wall s", "calls/s", "calls/CPU-s", "events",
                                   "dispatch decisions/s", "choose()/s"], rows), highlight=False)
+    console.print(markdown_table(["one query of N calls, least_load", "calls", "wall s", "calls/s",
+                                  "statement latency s"],
+                                 [[f"{b} binding", r["calls"], r["wall_s"], r["calls_per_s"], r["latency_s"]]
+                                  for b, r in stmt.items()]), highlight=False)
     write_json(json_out, data)
     console.print(f"json: {json_out}")
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from flowserve.workloads import load_workload
 
 
 def run_demo(out: Path, queries: int, rate: float, console: Console,
-             progress: Callable[[], Progress]) -> dict[str, Any]:
+             progress: Callable[[], Progress], log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`log`: where a line per finished policy goes (for a stderr that is no terminal,
+    where the progress bar stays hidden)."""
     cluster = load_cluster("hetero-1")
     wl = load_workload("text2sql", {"queries": queries, "rate": rate})
     alone = standalone_times(wl, cluster)
@@ -27,10 +30,17 @@ def run_demo(out: Path, queries: int, rate: float, console: Console,
     latencies: dict[str, list[float]] = {}
     with progress() as bar:
         task = bar.add_task("policies × SLO scales", total=len(policies) * len(DEFAULT_SLO_SCALES))
-        for p in policies:
+        for i, p in enumerate(policies, 1):
+            start = time.perf_counter()
             summaries[p.label], runs = evaluate(cluster, wl, p, DEFAULT_SLO_SCALES, alone,
                                                 progress=lambda: bar.advance(task))
             latencies[p.label] = [q.latency for q in runs[max(runs)].queries]
+            if log:
+                s = summaries[p.label]
+                sims = len({id(r) for r in runs.values()})
+                log(f"[{i}/{len(policies)}] {p.label}: {sims} simulation{'s' * (sims > 1)} in "
+                    f"{time.perf_counter() - start:.1f} s; min SLO scale at 95% "
+                    f"{_num(s['min_slo_scale']['0.95'])}, mean latency {s['latency_s']['mean']:.1f} s")
     baseline = "round_robin+fcfs"
     table = policy_table(summaries, baseline)
     console.print(f"Text-to-SQL ({wl.name}, {queries} queries at {rate} q/s) on Hetero-1 "
@@ -42,3 +52,7 @@ def run_demo(out: Path, queries: int, rate: float, console: Console,
     (out / "demo.md").write_text(table + "\n")
     console.print(f"plot: {plot}\njson: {js}\ntable: {out / 'demo.md'}")
     return data
+
+
+def _num(x: float | None) -> str:
+    return "not reached" if x is None else f"{x:g}"

@@ -39,7 +39,7 @@ from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.bench.report import markdown_table, ratio, write_json
 from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
 from flowserve.calibrate.replay import hit_rate, replay_live
-from flowserve.calibrate.validate import engine_instance, validate_engine
+from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
@@ -170,10 +170,10 @@ def _servers(n: int, model: Path, binary: Path, parallel: int, cache_ram: int | 
     return servers
 
 
-async def _profile(url: str, path: Path, settings: ProfileSettings) -> Path:
-    async with EngineClient(url, model="tiny-llama", engine="llamacpp") as c:
+async def _profile(server: LlamaServer, path: Path, settings: ProfileSettings) -> Path:
+    async with EngineClient(server.base_url, model="tiny-llama", engine="llamacpp") as c:
         facts = await engine_facts(c)
-        fitted, _ = await profile_engine(c, "tiny-llama", settings, facts)
+        fitted, _ = await profile_engine(c, "tiny-llama", settings, facts, slot_config=server.slot_config())
     fitted.save(path)
     return path
 
@@ -183,7 +183,7 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
     servers = _servers(2, model, binary, parallel=SLOTS, cache_ram=0)
     try:
         say("profiling the engine")
-        profile = asyncio.run(_profile(servers[0].base_url, OUT / "tiny-np2.yaml", ProfileSettings()))
+        profile = asyncio.run(_profile(servers[0], OUT / "tiny-np2.yaml", ProfileSettings()))
         # one sequence at a time per engine (one CPU thread); its SLOTS slot caches keep prefixes
         specs = [dataclasses.replace(engine_instance(s.base_url, profile, f"llama{i}"), max_inflight=1)
                  for i, s in enumerate(servers)]
@@ -228,27 +228,20 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
              r["failed"], r["sim_latency_s"]["mean"]] for p, r in runs.items()]
     console.print(markdown_table(["policy", "mean s", "p50 s", "p99 s", "hit rate", "failed", "sim mean s"], rows),
                   highlight=False)
-    console.print(f"{policies[-1]} / {policies[0]}: mean {summary['mean_ratio']:.2f}×, "
-                  f"p99 {summary['p99_ratio']:.2f}× (goal ≥ 1.5×); simulated mean "
-                  f"{summary['sim_mean_ratio']:.2f}×", highlight=False)
+    summary["sim_ratio_error_pct"] = 100.0 * abs(summary["sim_mean_ratio"] / summary["mean_ratio"] - 1.0)
+    console.print(f"{policies[-1]} / {policies[0]}: mean {summary['mean_ratio']:.2f}× measured, "
+                  f"{summary['sim_mean_ratio']:.2f}× predicted by the simulator (off by "
+                  f"{summary['sim_ratio_error_pct']:.0f}%, goal ≤ 25%); p99 {summary['p99_ratio']:.2f}× "
+                  f"(goal ≥ 1.5×)", highlight=False)
     return summary
 
 
 def validate_bench(model: Path, binary: Path, console: Console, say: Callable[[str], None]) -> dict[str, Any]:
-    (server,) = _servers(1, model, binary, parallel=2, cache_ram=None)
-    try:
-        say("profiling the engine")
-        profile = asyncio.run(_profile(server.base_url, OUT / "tiny-validate.yaml", ProfileSettings()))
-        wl = shared_prefix_workload(40, 2.0, prefixes=3, prefix_tokens=800, suffix_tokens=40, output_tokens=24,
-                                    seed=1, unique_share=0.3)
-        say("validating")
-        report = asyncio.run(validate_engine(server.base_url, profile, wl, PolicySpec(), salt=7))
-    finally:
-        server.stop()
-    e, h = report["latency_error_pct"], report["token_hit_rate"]
-    console.print(f"validate vs llama-server: latency error mean {e['mean']:.1f}%, p90 {e['p90']:.1f}% "
-                  f"(goal < 10%); token hit rate live {h['live']:.3f} sim {h['sim']:.3f}", highlight=False)
-    return report
+    """`flowserve validate` three times against one pinned llama-server, with the ablation
+    (`flowserve.bench.fidelity`)."""
+    from flowserve.bench.fidelity import llama_fidelity
+
+    return llama_fidelity(model, binary, console, say, OUT)
 
 
 def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], queries: int, rate: float,

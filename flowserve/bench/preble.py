@@ -21,7 +21,7 @@ from rich.console import Console
 
 from flowserve.bench.report import fmt, markdown_table, ratio, write_json
 from flowserve.config import load_cluster
-from flowserve.profiles.models import get_model
+from flowserve.profiles.instance import max_context
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import SimResult
 from flowserve.workloads import load_workload
@@ -94,9 +94,8 @@ def run_metrics(res: SimResult) -> dict[str, Any]:
 
 def run_case(case: Case, policies: dict[str, PolicySpec], seed: int = 0) -> dict[str, Any]:
     specs = load_cluster(case.cluster)
-    max_prompt = min(get_model(s.model).max_context for s in specs) - 256  # room for the output
-    wl = load_workload(case.kind, {"queries": case.queries, "rate": case.rate, "seed": seed,
-                                   "max_prompt": max_prompt})
+    wl = load_workload(case.kind, {"queries": case.queries, "rate": case.rate, "seed": seed},
+                       min(max_context(s) for s in specs))
     runs = {label: run_metrics(simulate(specs, wl, p, record_calls=True)) for label, p in policies.items()}
     base = runs[BASELINE]
     for r in runs.values():

@@ -56,36 +56,70 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def series_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A distinct (colour, line style, marker) per series: tab20 gives 20 colours and
+    the line styles cycle at a different period, so no two of up to 80 series look alike."""
+    cmap = plt.get_cmap("tab20" if len(labels) > 10 else "tab10")
+    return {label: {"color": cmap(i % cmap.N), "ls": LINE_STYLES[i % len(LINE_STYLES)],
+                    "marker": MARKERS[i % len(MARKERS)]} for i, label in enumerate(labels)}
+
+
+def panel_groups(labels: Sequence[str]) -> dict[str, list[str]]:
+    """Many `dispatch+queue` series: one panel per dispatch policy; few: one panel."""
+    if len(labels) <= 6:
+        return {"": list(labels)}
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        groups.setdefault(label.split("+")[0], []).append(label)
+    return groups
+
+
 def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, title: str,
                     latencies: Mapping[str, Sequence[float]] | None = None) -> Path:
-    """SLO attainment vs scale; with `latencies`, a second panel with latency CDFs."""
-    panels = 2 if latencies else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.2), squeeze=False)
-    ax = axes[0][0]
-    for label, s in summaries.items():
-        curve = s["slo_attainment"]
-        ax.plot([p["scale"] for p in curve], [p["attainment"] for p in curve], marker="o",
-                markersize=3, label=label)
-    ax.axhline(0.95, color="grey", lw=0.6, ls="--")
-    ax.axhline(0.99, color="grey", lw=0.6, ls=":")
-    ax.set_xscale("log")
-    ax.set_xlabel("SLO scale (× standalone latency)")
-    ax.set_ylabel("SLO attainment")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    """SLO attainment vs scale (and, with `latencies`, latency CDFs below), one column of
+    panels per dispatch policy when there are many series; one legend outside the axes."""
+    styles = series_styles(list(summaries))
+    groups = panel_groups(list(summaries))
+    rows, cols = (2 if latencies else 1), len(groups)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(6.4, 3.6 * cols), 3.8 * rows), squeeze=False,
+                             sharey="row")
+    for c, (group, labels) in enumerate(groups.items()):
+        ax = axes[0][c]
+        for label in labels:
+            curve = summaries[label]["slo_attainment"]
+            ax.plot([p["scale"] for p in curve], [p["attainment"] for p in curve], markersize=3,
+                    lw=1.2, label=label, **styles[label])
+        for level, ls in ((0.95, "--"), (0.99, ":")):
+            ax.axhline(level, color="grey", lw=0.7, ls=ls)
+            ax.text(0.01, level, f"{level:.0%}", transform=ax.get_yaxis_transform(), fontsize=7,
+                    color="dimgrey", va="bottom")
+        ax.set_xscale("log")
+        ax.set_xlabel("SLO scale (× standalone latency)")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"dispatch: {group}" if group else title, fontsize=9)
+        if latencies:
+            cdf = axes[1][c]
+            for label in labels:
+                xs = sorted(latencies.get(label, ()))
+                style = {k: v for k, v in styles[label].items() if k != "marker"}
+                cdf.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], lw=1.2, label=label, **style)
+            cdf.set_xlabel("query latency (s)")
+            cdf.set_ylim(0, 1.02)
+    axes[0][0].set_ylabel("SLO attainment")
     if latencies:
-        cdf = axes[0][1]
-        for label, lat in latencies.items():
-            xs = sorted(lat)
-            cdf.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=label)
-        cdf.set_xlabel("query latency (s)")
-        cdf.set_ylabel("CDF")
-        cdf.set_title("latency CDF")
-        cdf.legend(fontsize=8)
+        axes[1][0].set_ylabel("latency CDF")
+    if cols > 1:
+        fig.suptitle(title)
+    handles = [h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]]
+    fig.legend(handles, [str(h.get_label()) for h in handles], loc="center left", bbox_to_anchor=(1.0, 0.5),
+               fontsize=8, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -14,6 +14,9 @@ cached unless meant to be (llama-server also gets `cache_prompt: false`):
 * cached prefill — a prompt whose first `P` tokens were just served (warm-up request),
   plus a fresh suffix; the engine-reported cached count gives the split, and the
   speed-up against the cold prefill of the same length is reported.
+* mixed — time to first token of an `n`-token prompt sent while `d` requests decode:
+  every iteration of its prefill also decodes their tokens (llama-server and vLLM batch
+  both), the shape of calls that overlap another request, which neither pure family has.
 
 Each configuration runs `repeats` times and contributes its median. The fit is
 `fit_coefficients` (NNLS on relative error). Engine facts — slots, context, KV capacity —
@@ -34,7 +37,9 @@ import numpy as np
 
 from flowserve.engines.client import EngineClient
 from flowserve.errors import FlowserveError
+from flowserve.profiles.cost_model import prefill_attended
 from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients, iteration_features, prefill_features
+from flowserve.profiles.slot_config import SlotConfig
 
 LLAMA_CPP_FA_TILE_Q = 64  # ggml-cpu: flash attention is tiled from this many query rows
 
@@ -52,6 +57,9 @@ class ProfileSettings:
     # whole requests (cached prefix, new tokens, output tokens): their latency beyond the
     # fitted iterations is the profile's request_overhead_s
     request_shapes: tuple[tuple[int, int, int], ...] = ((0, 64, 16), (512, 32, 24), (2048, 32, 24))
+    # (decoding requests, their prompt tokens, new prompt tokens) of the mixed family;
+    # decoders are capped at slots − 1
+    mixed_shapes: tuple[tuple[int, int, int], ...] = ((1, 256, 32), (1, 256, 128), (1, 1024, 512), (2, 256, 256))
     token_budget: int = 2048  # llama-server's -b (n_batch); vLLM's max_num_batched_tokens
     seed: int = 0
 
@@ -60,7 +68,7 @@ class ProfileSettings:
         """A few seconds: enough points to fit, too few for a trustworthy profile."""
         quick = {"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
                  "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1,
-                 "request_shapes": ((0, 32, 8), (256, 32, 8))}
+                 "request_shapes": ((0, 32, 8), (256, 32, 8)), "mixed_shapes": ((1, 128, 128),)}
         return cls(**(quick | overrides))
 
 
@@ -186,6 +194,49 @@ async def _whole_request(client: EngineClient, prompts: _Prompts, prefix_len: in
     return prefix_len + new, out, cached, seconds
 
 
+async def _mixed_prefill(client: EngineClient, prompts: _Prompts, decoders: int, context: int, new: int,
+                         tokens: int) -> float:
+    """TTFT of a fresh `new`-token prompt sent once `decoders` requests with `context`-token
+    prompts all stream tokens; they are cancelled after it."""
+    seen = [0] * decoders
+    decoding = asyncio.Event()
+
+    def hook(i: int) -> Callable[[Any], None]:
+        def on_chunk(chunk: Any) -> None:
+            if chunk.get("choices"):
+                seen[i] += 1
+                if min(seen) >= 2:
+                    decoding.set()
+        return on_chunk
+
+    tasks = [asyncio.create_task(client.complete(prompts.fresh(context), tokens, ignore_eos=True, cache_prompt=False,
+                                                 on_chunk=hook(i))) for i in range(decoders)]
+    waiter = asyncio.create_task(decoding.wait())
+    try:
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if not decoding.is_set():
+            raise FlowserveError(f"mixed measurement: a decoder of {tokens} tokens ended before all "
+                                 f"{decoders} were decoding")
+        return (await _ttft(client, prompts.fresh(new), False))[0]
+    finally:
+        waiter.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(waiter, *tasks, return_exceptions=True)
+
+
+def mixed_features(decoders: int, context: int, new: int, budget: int, narrow: int) -> np.ndarray:
+    """Σ iteration features of a prefill whose every chunk also decodes `decoders` tokens
+    at `context` each, plus half a decode step (the iteration in flight at arrival)."""
+    total = 0.5 * iteration_features(0, 0.0, decoders, decoders * context)
+    done = 0
+    while done < new:
+        n = min(budget, new - done)
+        total = total + iteration_features(n, prefill_attended(n, done), decoders, decoders * context, narrow)
+        done += n
+    return total
+
+
 def request_overhead(model: FittedCostModel, requests: Sequence[tuple[int, int, int, float]]) -> float:
     """Median of (measured − modelled) whole-request latency, never negative: what each
     request costs its caller beyond the engine's iterations."""
@@ -217,6 +268,9 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
     steps: dict[tuple[int, int], list[float]] = {bc: [] for bc in batches}
     warm: dict[tuple[int, int], list[tuple[float, int, int]]] = {ps: [] for ps in prefixes}
     report_requests: list[tuple[int, int, int, float]] = []
+    mixed = sorted({(min(d, facts.slots - 1), min(c, cap), min(n, cap)) for d, c, n in settings.mixed_shapes
+                    if facts.slots > 1})
+    mixed_t: dict[tuple[int, int, int], list[float]] = {m: [] for m in mixed}
     await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
     for r in range(settings.repeats):
         progress(f"round {r + 1}/{settings.repeats}: prefill")
@@ -228,6 +282,9 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
         progress(f"round {r + 1}/{settings.repeats}: cached prefix")
         for p, suffix in prefixes:
             warm[p, suffix].append(await _cached_prefill(client, prompts, p, suffix))
+        progress(f"round {r + 1}/{settings.repeats}: mixed prefill + decode")
+        for d, c, n in mixed:
+            mixed_t[d, c, n].append(await _mixed_prefill(client, prompts, d, c, n, 4 * n_out))
         progress(f"round {r + 1}/{settings.repeats}: whole requests")
         for p, new, out in settings.request_shapes:
             report_requests.append(await _whole_request(client, prompts, min(p, cap - new - out), new, out))
@@ -239,6 +296,9 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
     for (b, c), ts in steps.items():
         x = iteration_features(0, 0.0, b, b * (c + n_out / 2))
         report.samples.append(Sample("decode", tuple(x), statistics.median(ts)))
+    for (d, c, n), ts in mixed_t.items():
+        x = mixed_features(d, c + 4, n, budget, narrow)  # decoders are a few tokens in
+        report.samples.append(Sample("mixed", tuple(x), statistics.median(ts)))
     for (p, suffix), runs in warm.items():
         t, new, cached = sorted(runs)[len(runs) // 2]  # the median run, with its own split
         report.samples.append(Sample("cached_prefill", tuple(prefill_features(new, cached, budget, narrow)), t))
@@ -249,8 +309,11 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
 
 async def profile_engine(client: EngineClient, model: str | None = None, settings: ProfileSettings | None = None,
                          facts: EngineFacts | None = None,
-                         progress: Callable[[str], None] = lambda _m: None) -> tuple[FittedCostModel, ProfileReport]:
-    """Measure, fit, and return the profile with its measurements."""
+                         progress: Callable[[str], None] = lambda _m: None,
+                         slot_config: SlotConfig | None = None) -> tuple[FittedCostModel, ProfileReport]:
+    """Measure, fit, and return the profile with its measurements. A llama-server profile
+    carries its slot rules (`slot_config`, default: the server's defaults) so the
+    simulator models its slot caches."""
     settings = settings or ProfileSettings()
     t0 = time.monotonic()
     facts = facts or await engine_facts(client)
@@ -260,5 +323,6 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
     name = model or client.model or "model"
     fitted = FittedCostModel(name, coef, facts.max_context, facts.kv_capacity_tokens, facts.slots,
                              settings.token_budget, facts.device, quality, narrow_prefill(client, settings))
-    fitted = replace(fitted, request_overhead_s=request_overhead(fitted, report.requests))
+    slot_config = (slot_config or SlotConfig()) if client.engine == "llamacpp" else None
+    fitted = replace(fitted, request_overhead_s=request_overhead(fitted, report.requests), slot_config=slot_config)
     return fitted, report

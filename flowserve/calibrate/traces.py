@@ -15,6 +15,7 @@ from scipy.stats import ks_2samp
 
 from flowserve.bench.report import markdown_table
 from flowserve.workloads import text2sql
+from flowserve.workloads.agent_trace import read_agent_trace
 
 PAIRS = (("financial", "chess-trace1"), ("formula1", "chess-trace2"))
 
@@ -67,3 +68,36 @@ def calibration_report(n: int = 2000, seed: int = 0) -> tuple[dict[str, Any], st
 
 def _row(c: dict[str, float]) -> list[float]:
     return [c["synthetic_mean"], c["trace_mean"], c["rel_err"], c["ks"]]
+
+
+def _stats(xs: list[int]) -> dict[str, float]:
+    a = np.asarray(xs, dtype=float)
+    return {"mean": float(a.mean()), "p50": float(np.median(a)), "p99": float(np.percentile(a, 99)),
+            "min": float(a.min()), "max": float(a.max())}
+
+
+def trace_statistics(file: str) -> tuple[dict[str, Any], str]:
+    """Any agent trace's statistics: calls per query, and per step its count per query and
+    its input and output lengths."""
+    trace = read_agent_trace(file)
+    per_step: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for calls in trace.queries:
+        for step, n_in, n_out in calls:
+            per_step[step][0].append(n_in)
+            per_step[step][1].append(n_out)
+    report: dict[str, Any] = {"trace": file, "queries": len(trace.queries),
+                              "calls_per_query": _stats([len(q) for q in trace.queries]), "steps": {}}
+    rows = []
+    for step in trace.steps():
+        ins, outs = per_step[step]
+        counts = [sum(1 for c in q if c[0] == step) for q in trace.queries]
+        entry = {"calls": len(ins), "per_query": _stats(counts), "input": _stats(ins), "output": _stats(outs)}
+        report["steps"][step] = entry
+        rows.append([step, len(ins), entry["per_query"]["mean"], entry["per_query"]["max"],
+                     entry["input"]["mean"], entry["input"]["p99"], entry["output"]["mean"], entry["output"]["p99"]])
+    c = report["calls_per_query"]
+    head = (f"{file}: {len(trace.queries)} queries, calls per query min/mean/max "
+            f"{c['min']:.0f} / {c['mean']:.1f} / {c['max']:.0f}\n\n")
+    table = markdown_table(["step", "calls", "per query (mean)", "per query (max)", "input mean", "input p99",
+                            "output mean", "output p99"], rows)
+    return report, head + table

@@ -12,6 +12,8 @@ reported cached / all prompt tokens) and their difference in points.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from flowserve.errors import ConfigError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.plan import Segment
+from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types import InstanceSpec
@@ -71,9 +74,26 @@ def summary(values: list[float]) -> dict[str, float | None]:
             "p90": float(np.percentile(arr, 90)), "max": float(arr.max())}
 
 
+def sim_errors(spec: InstanceSpec, workload: Workload, policy: PolicySpec, live_lat: dict[int, float],
+               profile: FittedCostModel | None = None) -> tuple[list[float], dict[int, float], float]:
+    """The workload simulated on the instance (with `profile` instead of its own): per-query
+    % errors against `live_lat`, simulated latencies and the simulated token hit rate."""
+    sim_spec = dataclasses.replace(spec, backend="sim", url=None, reports_capacity=True,
+                                   profile=profile or spec.profile)
+    sim = simulate([sim_spec], workload, policy)
+    sim_lat = {q.id: q.latency for q in sim.queries if q.failed is None}
+    sim_prompt = sum(c.input_tokens for c in sim.calls)
+    sim_hit = sum(c.cached_tokens for c in sim.calls) / sim_prompt if sim_prompt else 0.0
+    return pct_errors(live_lat, sim_lat), sim_lat, sim_hit  # type: ignore[arg-type]
+
+
 async def validate_engine(url: str, profile: str | Path, workload: Workload, policy: PolicySpec,
-                          salt: int = 0, vocab_size: int | None = None) -> dict[str, Any]:
+                          salt: int = 0, vocab_size: int | None = None,
+                          variants: Mapping[str, FittedCostModel] | None = None) -> dict[str, Any]:
+    """`variants`: other profiles of the same engine (an ablation) simulated against the
+    same live run; each gets its error summary under `ablation`."""
     spec = engine_instance(url, profile)
+    load_before = os.getloadavg()
     vocab = vocab_size or await vocab_size_of(url)
     longest = max(c.input_tokens for q in workload.queries for c in q.plan.calls())
     await warm_up(url, vocab, salt, min(longest, spec.profile.max_context - 8 if spec.profile else longest))
@@ -86,14 +106,15 @@ async def validate_engine(url: str, profile: str | Path, workload: Workload, pol
         outcomes = await replay_live(driver, workload)
     finally:
         await driver.shutdown()
-    sim_spec = dataclasses.replace(spec, backend="sim", url=None, reports_capacity=True)
-    sim = simulate([sim_spec], workload, policy)
-    live_lat = {o.query_id: o.latency_s for o in outcomes if o.latency_s is not None}
-    sim_lat = {q.id: q.latency for q in sim.queries if q.failed is None}
-    errors = pct_errors(live_lat, sim_lat)  # type: ignore[arg-type]
-    sim_prompt = sum(c.input_tokens for c in sim.calls)
-    sim_hit = sum(c.cached_tokens for c in sim.calls) / sim_prompt if sim_prompt else 0.0
+    load_after = os.getloadavg()
+    live_lat: dict[int, float] = {o.query_id: o.latency_s for o in outcomes if o.latency_s is not None}
+    errors, sim_lat, sim_hit = sim_errors(spec, workload, policy, live_lat)
     live_hit = hit_rate(outcomes)
+    ablation = {}
+    for name, variant in (variants or {}).items():
+        errs, lat, hit = sim_errors(dataclasses.replace(spec, profile=variant), workload, policy, live_lat)
+        ablation[name] = {"latency_error_pct": summary(errs), "sim_mean_latency_s": float(np.mean(list(lat.values()))),
+                          "sim_token_hit_rate": hit}
     failed = [{"query": o.query_id, "reason": o.rejected or (o.result.reason if o.result else None)}
               for o in outcomes if o.latency_s is None]
     return {
@@ -106,4 +127,6 @@ async def validate_engine(url: str, profile: str | Path, workload: Workload, pol
         "token_hit_rate": {"live": live_hit, "sim": sim_hit, "diff_points": 100.0 * (sim_hit - live_hit)},
         "per_query": [{"query": q, "live_s": t, "sim_s": sim_lat.get(q)} for q, t in sorted(live_lat.items())],
         "goal_mean_abs_pct": 10.0,
+        "load_average_1m": {"before": load_before[0], "after": load_after[0]},
+        "ablation": ablation,
     }

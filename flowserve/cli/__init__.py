@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowserve.cli import bench, serving, simulate  # noqa: F401  (register the commands)
+from flowserve.cli import bench, graph, serving, simulate, sql, text2sql  # noqa: F401  (register the commands)
 from flowserve.cli.common import app
 
 

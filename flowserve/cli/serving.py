@@ -62,19 +62,28 @@ def profile(
     repeats: Annotated[int, typer.Option(help="runs per measured point (median)")] = 3,
     quick: Annotated[bool, typer.Option(help="few points, seconds (smoke tests)")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the measurements as JSON")] = None,
+    kv_unified: Annotated[bool, typer.Option(help="llama-server: slots share the KV cells (--kv-unified)")] = True,
+    cache_ram: Annotated[int, typer.Option(help="llama-server's --cache-ram in MiB (0: off; the default 8192 "
+                                                "is taken as unbounded)")] = 8192,
+    slot_prompt_similarity: Annotated[float, typer.Option(help="llama-server's --slot-prompt-similarity")] = 0.1,
 ) -> None:
-    """Measure an engine (prefill, decode, cached prefix), fit the cost model, write a profile."""
+    """Measure an engine (prefill, decode, cached prefix, mixed prefill + decode), fit the
+    cost model, write a profile."""
     with user_errors():
         import asyncio
 
         from flowserve.calibrate.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
         from flowserve.engines.client import EngineClient
         from flowserve.errors import ConfigError
+        from flowserve.profiles.slot_config import SlotConfig, cache_ram_tokens
 
         if engine not in ("auto", "llamacpp", "vllm", "sglang", "openai"):
             raise ConfigError(f"--engine: expected auto, llamacpp, vllm, sglang or openai, got {engine!r}")
         if min(repeats, token_budget) < 1:
             raise ConfigError("--repeats and --token-budget must be positive")
+        if not 0 <= slot_prompt_similarity <= 1:
+            raise ConfigError(f"--slot-prompt-similarity: expected 0..1, got {slot_prompt_similarity}")
+        slot_cfg = SlotConfig(kv_unified, cache_ram_tokens(cache_ram, None, 0), slot_prompt_similarity)
 
         async def run() -> Any:
             kind = await detect_engine(url) if engine == "auto" else engine
@@ -85,7 +94,7 @@ def profile(
                 with progress_bar() as bar:
                     task = bar.add_task("profiling", total=None)
                     return await profile_engine(client, model, settings, facts,
-                                                lambda msg: bar.update(task, description=msg))
+                                                lambda msg: bar.update(task, description=msg), slot_cfg)
 
         fitted, report = asyncio.run(run())
         path = out or Path("out/profiles") / f"{model}.yaml"

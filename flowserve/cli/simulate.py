@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,21 +12,27 @@ import typer
 
 from flowserve.cli.common import (
     DEFAULT_SCALES,
+    DISPATCH_NAMES,
+    QUEUE_NAMES,
     app,
     console,
+    err_console,
     parse_scales,
     progress_bar,
     tune_app,
     user_errors,
 )
+from flowserve.errors import ConfigError
 
 
 @app.command()
 def simulate(
     cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name (hetero-1, hetero-2, ...)")] = "hetero-1",
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
-    dispatch: Annotated[str, typer.Option(help="dispatch policy name")] = "round_robin",
-    queue: Annotated[str, typer.Option(help="queue policy name")] = "fcfs",
+    dispatch: Annotated[str, typer.Option(help=f"dispatch policy: {DISPATCH_NAMES}")] = "round_robin",
+    queue: Annotated[str, typer.Option(help=f"queue policy: {QUEUE_NAMES}")] = "fcfs",
+    passes: Annotated[str, typer.Option(help="graph passes: none, all, or a list (prune,decompose,"
+                                             "prefill_split,pipeline)")] = "none",
     slo_scales: Annotated[str, typer.Option(help="comma-separated SLO scales")] = DEFAULT_SCALES,
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -38,6 +46,8 @@ def simulate(
         from flowserve.bench.experiment import evaluate
         from flowserve.bench.report import plot_attainment, policy_table, write_json
         from flowserve.config import load_cluster, parse_sets
+        from flowserve.graph.passes import make_passes
+        from flowserve.profiles.instance import max_context
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
         from flowserve.workloads.trace import write_trace
@@ -48,8 +58,11 @@ def simulate(
         wl_over = dict(sets.get("workload", {}))
         if seed is not None:
             wl_over["seed"] = seed
-        wl = load_workload(workload, wl_over)
-        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}))
+        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs if s.kind == "llm"))
+        for note in wl.notes:
+            console.print(note, highlight=False)
+        make_passes(passes)  # a clear error before any work
+        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}), passes)
         with progress_bar() as bar:
             task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
             summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
@@ -76,9 +89,12 @@ def demo(
 ) -> None:
     """Text-to-SQL on Hetero-1 under every available policy combination."""
     with user_errors():
+        if queries < 1 or not math.isfinite(rate) or rate <= 0:
+            raise ConfigError("--queries and --rate must be positive (and finite)")
         from flowserve.bench.demo import run_demo
 
-        run_demo(out, queries, rate, console, progress_bar)
+        log = None if sys.stderr.isatty() else (lambda msg: err_console.print(msg, highlight=False))
+        run_demo(out, queries, rate, console, progress_bar, log)
 
 
 @tune_app.command("alpha")
@@ -115,12 +131,30 @@ def tune_alpha(
 def calibrate(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
+    trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
+                                              "(a file in the published format, or a built-in name)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="with --trace of a recorded live run: replay it on "
+                                                "this cluster (YAML or built-in name), compare with the live "
+                                                "run")] = None,
+    dispatch: Annotated[str, typer.Option(help="--cluster: dispatch policy of the replay")] = "round_robin",
+    queue: Annotated[str, typer.Option(help="--cluster: queue policy of the replay")] = "fcfs",
 ) -> None:
-    """Compare the synthetic text2sql generator with the real CHESS traces."""
+    """Compare the synthetic text2sql generator with the real CHESS traces, print the
+    statistics of any agent trace (--trace), or compare a recorded live run with its
+    replay in the simulator (--trace T --cluster C)."""
     with user_errors():
-        from flowserve.calibrate.traces import calibration_report
+        from flowserve.calibrate.traces import calibration_report, trace_statistics
+        from flowserve.errors import ConfigError
 
-        report, table = calibration_report(queries)
+        if cluster is not None:
+            from flowserve.calibrate.live_trace import compare_replay
+            from flowserve.config import load_cluster
+
+            if trace is None:
+                raise ConfigError("--cluster compares a recorded live run: give it with --trace")
+            report, table = compare_replay(trace, load_cluster(cluster), dispatch, queue)
+        else:
+            report, table = trace_statistics(trace) if trace else calibration_report(queries)
         console.print(table, highlight=False)
         if json_out:
             json_out.parent.mkdir(parents=True, exist_ok=True)

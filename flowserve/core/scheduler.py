@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core.calls import CallBook
+from flowserve.core.ops import OpBook
 from flowserve.core.state import CallRecord, InstanceStatus, QueryState
 from flowserve.core.tokens import NoText, PromptTokenizer
 from flowserve.errors import FlowserveError
-from flowserve.graph.nodes import LLMNode, Node, NodeResult
+from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
@@ -32,6 +33,7 @@ from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types import (
     CallFailed,
     CallFinished,
+    CallProgress,
     Command,
     Event,
     InstanceCapacity,
@@ -80,8 +82,14 @@ class SchedulerCore:
                               tokenizer or NoText(), max_retries, probe.uses_deadline)
         self.view = self.calls.view
         self.call_log: list[CallRecord] | None = [] if record_calls else None
+        # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
+        self.ops = OpBook(self, getattr(probe, "order_key", None))
         for spec in instances:
-            self.calls.add_instance(spec)
+            if spec.kind == "llm":
+                self.calls.add_instance(spec)
+            else:
+                self.ops.add_instance(spec)
+        self._batch_sizes = self.ops.batch_sizes()
         self._out: list[Command] = []
 
     # ------------------------------------------------------------------ entry point
@@ -91,8 +99,11 @@ class SchedulerCore:
         self._out = out = []
         calls = self.calls
         calls.out = out
+        self.ops.out = out
         if isinstance(event, CallFinished):
             self._on_call_finished(event)
+        elif isinstance(event, CallProgress):
+            self._on_progress(event)
         elif isinstance(event, InstanceCapacity):
             calls.on_capacity(event)
         elif isinstance(event, QueryArrived):
@@ -107,13 +118,21 @@ class SchedulerCore:
             if calls.prefix_index is not None:
                 calls.prefix_index.discard(event.instance, event.tokens, event.start, event.time)
         elif isinstance(event, InstanceDown):
-            calls.on_instance_down(event)
+            if event.instance in self.ops.instances:
+                self.ops.instance_down(event.instance)
+            else:
+                calls.on_instance_down(event)
         elif isinstance(event, InstanceUp):
-            calls.on_instance_up(event)
+            if event.spec.kind != "llm":
+                self.ops.instance_up(event.spec)
+                self._batch_sizes = self.ops.batch_sizes()
+            else:
+                calls.on_instance_up(event)
         elif not isinstance(event, Tick | JobFinished):
             raise TypeError(f"unknown event {event!r}")
         out.extend(self.dispatch.observe(event, self.view))
         calls.release_all()
+        self.ops.release_all()
         return out
 
     # ------------------------------------------------------------------ query API (drivers)
@@ -164,7 +183,7 @@ class SchedulerCore:
 
     def _on_arrival(self, ev: QueryArrived) -> None:
         q = ev.query
-        qs = QueryState(q, QueryRun(q.program, q.id, self.passes))
+        qs = QueryState(q, QueryRun(q.program, q.id, self.passes, self._batch_sizes))
         self.queries[qs.id] = qs
         self._advance(qs, lambda: qs.run.start())
 
@@ -186,14 +205,18 @@ class SchedulerCore:
                 self.calls.ready(qs, node, next(self._ids), now)
             else:
                 op = ToolOp(next(self._ids), qs.id, node.key, node.stage, node.op, node.args)
+                if isinstance(node, OpNode) and self.ops.runs(node):
+                    self.ops.ready(qs, node, op)
+                    continue
                 self._ops[op.id] = (qs, node.key)
                 self._out.append(RunOp(op))
         if not qs.failed and qs.run.finished:
             self._finish(qs)
 
-    def _complete(self, qs: QueryState, key: str, result: NodeResult) -> None:
+    def _complete(self, qs: QueryState, key: str, result: NodeResult,
+                  step: Callable[[], list[Node]] | None = None) -> None:
         qs.progressed = self.view.now
-        self._advance(qs, lambda: qs.run.complete(key, result))
+        self._advance(qs, step or (lambda: qs.run.complete(key, result)))
 
     def _finish(self, qs: QueryState) -> None:
         q = qs.query
@@ -217,6 +240,7 @@ class SchedulerCore:
         qs.inflight.clear()
         for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
             del self._ops[op_id]
+        self.ops.drop_query(qs)
         self.queries.pop(qs.id, None)
         self._out.append(QueryFailed(qs.id, self.view.now, reason))
 
@@ -243,10 +267,20 @@ class SchedulerCore:
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
             instance=inst.name,
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
-            first_token=ev.first_token, finished=ev.time))
+            first_token=ev.first_token, finished=ev.time, ready=cs.ready))
+
+    def _on_progress(self, ev: CallProgress) -> None:
+        cs = self.calls.running_on(ev.call_id, ev.instance)
+        if cs is None or not cs.query.run.streams:
+            return
+        qs, key = cs.query, cs.node.key
+        result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
+                            finished=ev.time)
+        self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
 
     def _on_op_finished(self, ev: OpFinished) -> None:
-        entry = self._ops.pop(ev.op_id, None)
+        batched = self.ops.finished(ev)
+        entry = (batched.query, batched.node.key) if batched is not None else self._ops.pop(ev.op_id, None)
         if entry is None:
             return
         qs, key = entry

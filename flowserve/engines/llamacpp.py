@@ -39,6 +39,7 @@ from pathlib import Path
 import httpx
 
 from flowserve.errors import FlowserveError
+from flowserve.profiles.slot_config import SlotConfig, cache_ram_tokens
 
 DEFAULT_VERSION = "0.3.36"
 # -O1 instead of Release's -O3: the build takes ~25% less CPU (576 vs ~780 core-seconds
@@ -196,13 +197,15 @@ class LlamaServer:
     def __init__(self, model: Path, *, ctx_size: int = 4096, parallel: int = 1, threads: int = 1,
                  kv_unified: bool = True, cache_ram: int | None = None, metrics: bool = True,
                  alias: str | None = None, extra_args: Sequence[str] = (), binary: Path | None = None,
-                 port: int | None = None, log_path: Path | None = None) -> None:
+                 port: int | None = None, log_path: Path | None = None, cpus: str | None = None) -> None:
         self.model = Path(model)
         self.host = "127.0.0.1"
         self.port = port
         self.alias = alias or self.model.stem
         self.ctx_size, self.parallel, self.threads, self.kv_unified = ctx_size, parallel, threads, kv_unified
+        self.cache_ram = cache_ram
         self._binary = binary
+        self.cpus = cpus  # `taskset -c CPUS`: pinned threads measure steadier on a shared machine
         self._opts = [
             "-m", str(self.model), "-c", str(ctx_size), "-np", str(parallel), "-t", str(threads),
             "--alias", self.alias, "--no-webui",
@@ -231,6 +234,10 @@ class LlamaServer:
         """KV cells in all (`-c`), shared by the slots or split evenly among them."""
         return self.ctx_size
 
+    def slot_config(self) -> SlotConfig:
+        """Its slot rules, for the profile the simulator models it with."""
+        return SlotConfig(self.kv_unified, cache_ram_tokens(self.cache_ram, None, self.ctx_size))
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -241,7 +248,8 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         binary = self._binary or ensure_llama_server()
-        return [str(binary), *self._opts, "--host", self.host, "--port", str(self.port)]
+        pin = ["taskset", "-c", self.cpus] if self.cpus is not None and shutil.which("taskset") else []
+        return [*pin, str(binary), *self._opts, "--host", self.host, "--port", str(self.port)]
 
     def start(self, timeout: float = 60.0) -> LlamaServer:
         assert self._proc is None, "already started"

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequest
 from flowserve.profiles.cost_model import CostModel
-from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Capacity
+from flowserve.sim.slots import make_engine
 from flowserve.types import CallFailed, CallFinished, InstanceCapacity, InstanceSpec, LLMCall, PrefixEvicted
 
 WAKE_SLACK = 1e-6  # virtual seconds: a timer that fires a hair early still advances
@@ -35,7 +35,7 @@ class SimBackend:
                  emit: Emit, clock: Callable[[], float], report_evictions: bool) -> None:
         assert time_scale > 0
         self.spec = spec
-        self.engine = SimEngine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
+        self.engine = make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
         self.scale = time_scale
         self._emit = emit
         self._clock = clock

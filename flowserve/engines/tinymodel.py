@@ -11,6 +11,10 @@ normal(0, 0.02) from numpy, matrices in float16; outputs are random tokens, whic
 load test needs. With the default sizes the file is about 1 MB and a 3k-token prefill
 takes a few hundred milliseconds on one CPU thread — long enough for prefix caching to
 matter. CLI: `flowserve engines tiny-model --out PATH`.
+
+`write_tiny_hf(folder)` writes the same model (same weights and vocabulary) in Hugging
+Face format for engines that load no GGUF (vLLM): `model.safetensors`, `config.json`
+(LlamaForCausalLM) and a fast tokenizer (`tokenizer.json`, `tokenizer_config.json`).
 """
 
 from __future__ import annotations
@@ -174,3 +178,49 @@ def write_tiny_llama(path: Path, config: TinyLlamaConfig | None = None, name: st
     tokenizer_json = path.with_suffix(".tokenizer.json")
     tok.save(str(tokenizer_json))
     return TinyModel(path, tokenizer_json, len(tokens), name)
+
+
+# GGUF tensor name → Hugging Face Llama name ({i}: the block)
+_HF_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
+             "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+
+
+def hf_name(gguf_name: str) -> str:
+    """`blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`."""
+    parts = gguf_name.split(".")
+    if parts[0] == "blk":
+        return f"model.layers.{parts[1]}.{_HF_NAMES[parts[2]]}.{parts[3]}"
+    return f"{_HF_NAMES[parts[0]]}.{parts[1]}"
+
+
+def write_tiny_hf(folder: Path, config: TinyLlamaConfig | None = None, name: str = "tiny-llama") -> TinyModel:
+    """The tiny Llama as a Hugging Face folder (float32 weights: CPU engines need no f16)."""
+    from safetensors.numpy import save_file
+
+    config = config or TinyLlamaConfig()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(config)
+    n_vocab = tok.get_vocab_size()
+    tensors = {hf_name(k): np.ascontiguousarray(v, dtype=np.float32) for k, v in _weights(config, n_vocab).items()}
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    hf_config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": n_vocab,
+        "hidden_size": config.n_embd, "intermediate_size": config.n_ff, "num_hidden_layers": config.n_layer,
+        "num_attention_heads": config.n_head, "num_key_value_heads": config.n_head_kv,
+        "head_dim": config.n_embd // config.n_head, "max_position_embeddings": config.context_length,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+        "bos_token_id": tok.token_to_id(BOS), "eos_token_id": tok.token_to_id(EOS), "torch_dtype": "float32",
+    }
+    (folder / "config.json").write_text(json.dumps(hf_config, indent=2))
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": hf_config["bos_token_id"], "eos_token_id": hf_config["eos_token_id"]}))
+    tokenizer_json = folder / "tokenizer.json"
+    tok.save(str(tokenizer_json))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS,
+        "add_bos_token": False, "add_eos_token": False, "model_max_length": config.context_length,
+        "chat_template": CHAT_TEMPLATE}, indent=2))
+    return TinyModel(folder / "model.safetensors", tokenizer_json, n_vocab, name)

@@ -84,6 +84,9 @@ class Gateway:
             name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare
             else config.gateway.workflows.get(name, {})
             for name, wf in self.workflows.items()}
+        for name, wf in self.workflows.items():
+            if wf.tools is not None:
+                self.driver.tools.register(wf.tools(self.prepared[name]))
         unknown = sorted(set(config.gateway.workflows) - set(self.workflows))
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")

@@ -23,6 +23,7 @@ from flowserve.engines.backend import Backend, EngineError, EngineRequest
 from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.metrics import GatewayMetrics
+from flowserve.gateway.parts import PartSink
 from flowserve.gateway.query import QueryHandle
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.instance import kv_capacity
@@ -127,7 +128,10 @@ class CallRunner:
             recorded = handle.oracle.output_tokens(call.node)
             if recorded is not None:  # a replay: produce exactly the recorded length
                 max_tokens, exact = max(1, recorded), True
-        req = EngineRequest(max_tokens, exact, handle.sink if handle is not None else None)
+        sink = handle.sink if handle is not None else None
+        if call.streams_parts:  # decode pipelining: each complete line goes to the core at once
+            sink = PartSink(call.id, instance, self._clock, self._put, sink)
+        req = EngineRequest(max_tokens, exact, sink)
         entry.task = self._spawn(self._run(entry, req))
 
     def cancel(self, call_id: int, instance: str) -> None:

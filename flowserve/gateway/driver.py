@@ -49,6 +49,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.graph.workflow import Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.retrieval.executors import RetrievalTools
 from flowserve.tune.alpha import JOBS
 from flowserve.tune.online import attach_tuner
 from flowserve.types import (
@@ -66,6 +67,7 @@ from flowserve.types import (
     QueryArrived,
     QueryDone,
     QueryFailed,
+    RunBatch,
     RunJob,
     RunOp,
     SendCall,
@@ -115,10 +117,12 @@ class LiveDriver:
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
-        self.tools = ToolRunner(s.time_scale)
+        self.retrieval = RetrievalTools(s.retrieval)
+        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, executors=self.retrieval.executors())
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
+        self._op_specs = {i.name: i for i in instances if i.kind != "llm"}  # non-LLM engines (their URLs)
         self._ids = itertools.count(1)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -140,8 +144,9 @@ class LiveDriver:
         self._inbox = asyncio.Queue()
         self._drained = asyncio.Event()
         self._progress = asyncio.Event()
-        for spec in self._initial:
-            self.runner.open_instance(spec)
+        for spec in self._initial:  # non-LLM engines run their ops on `self.tools`' executors
+            if spec.kind == "llm":
+                self.runner.open_instance(spec)
         self._loop_task = asyncio.create_task(self._run(), name="flowserve-driver")
         tick = self.core.tick_s
         if tick:
@@ -179,6 +184,7 @@ class LiveDriver:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.runner.aclose()
+        await self.retrieval.aclose()
         self.jobs.shutdown()
         self._loop_task = None
 
@@ -223,7 +229,10 @@ class LiveDriver:
 
     async def add_instance(self, spec: InstanceSpec) -> None:
         """Add (or replace) an instance at run time: InstanceUp to the core."""
-        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec))))
+        if spec.kind != "llm":
+            self._op_specs[spec.name] = spec
+        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec) if spec.kind == "llm"
+                                                              else spec)))
 
     async def remove_instance(self, name: str) -> None:
         """Take an instance out at run time (KeyError if unknown): InstanceDown; the core
@@ -352,9 +361,11 @@ class LiveDriver:
             self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
-        elif isinstance(cmd, RunOp):
-            self._op_query[cmd.op.id] = cmd.op.query_id
-            self._spawn(self._op_task(cmd.op))
+        elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op on its executor
+            spec = self._op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
+            for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
+                self._op_query[op.id] = op.query_id
+                self._spawn(self._op_task(op, spec))
         elif isinstance(cmd, Tokenize):
             h = self._open.get(cmd.query_id)
             if h is not None:
@@ -404,10 +415,10 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ ops, tokens, jobs, ticks
 
-    async def _op_task(self, op: ToolOp) -> None:
+    async def _op_task(self, op: ToolOp, instance: InstanceSpec | None = None) -> None:
         h = self._open.get(op.query_id)
         replayed = h.oracle.tool(op.node) if h is not None and h.oracle is not None else None
-        self._put(await self.tools.finish(op, replayed, self.clock))
+        self._put(await self.tools.finish(op, replayed, self.clock, instance))
 
     async def _tokenize_task(self, cmd: Tokenize) -> None:
         self._put(await self.tokens.tokenized(cmd, self.clock))

@@ -198,6 +198,8 @@ def failure_error(reason: str) -> APIError:
         return APIError(400, reason, code="context_length_exceeded", param="prompt")
     if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:
         return APIError(400, reason, code="engine_rejected")
+    if reason.startswith("text2sql: "):  # the agent could not answer this question (its reason)
+        return APIError(422, reason, code="unanswerable")
     if "no instance is up" in reason or "shut down" in reason:
         return APIError(503, reason, "server_error", "service_unavailable")
     return APIError(502, reason, "server_error", "engine_error")

@@ -34,6 +34,7 @@ class CallReport:
     finish_reason: str
     first_token: float | None
     finished: float
+    ready: float | None = None  # when the call became ready (finished − ready: its latency)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class QueryResult:
 def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
     """The LLM calls among a query's node results, in the order they finished."""
     calls = [CallReport(key, r.stage, r.instance, r.prompt_tokens, r.cached_tokens, r.output_tokens, r.text or "",
-                        r.finish_reason or "length", r.first_token, r.finished or 0.0)
+                        r.finish_reason or "length", r.first_token, r.finished or 0.0, r.ready)
              for key, r in results.items() if r.instance is not None]
     return tuple(sorted(calls, key=lambda c: c.finished))
 

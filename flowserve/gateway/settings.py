@@ -23,6 +23,7 @@ from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types import InstanceSpec
 
@@ -49,6 +50,7 @@ class GatewaySettings(Strict):
     max_queue_s: float | None = Field(None, ge=0)
     max_queries: int = Field(10_000, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
+    sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
     # work
     jobs: Literal["thread", "process"] = "process"
     default_max_tokens: int = Field(256, ge=1)
@@ -57,6 +59,7 @@ class GatewaySettings(Strict):
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
     tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
     admin_keys: list[str] | None = None  # None: the api_keys
 
     @model_validator(mode="after")

@@ -1,7 +1,14 @@
 """Tool executors: what the live driver runs for a `RunOp` (the core only names the op).
 
-* `sql` — one read-only statement on a SQLite file, in a worker thread, with a time
-  limit; the database's error message comes back as the op's error;
+* `sql` — one read-only statement on a SQLite or DuckDB file in the SQL sandbox
+  (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
+  error message (or what the sandbox refused) comes back as the op's error;
+* a workflow's own ops (`register`: the Text-to-SQL agent's retrievers);
+* `part` — item `index` of a splittable output (a line of an LLM's text, an item of a
+  list) when it was not streamed;
+* the retrieval ops (`flowserve.retrieval.executors`: chunk, embed, vector ingest and
+  search, rerank, web search, aggregate) on the real offline components, given the
+  instance the core bound a batch to;
 * a replayed workload's tool steps (any op the query's oracle knows): wait the recorded
   duration (scaled like simulated engines) and report the recorded error.
 """
@@ -10,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from flowserve.errors import ConfigError
 from flowserve.graph.oracle import ToolOutcome
-from flowserve.types import OpFinished, ToolOp
+from flowserve.graph.primitives import PART, split_parts
+from flowserve.retrieval.errors import RetrievalError
+from flowserve.retrieval.executors import Executor
+from flowserve.sqlexec import SandboxLimits, SQLError, run_query
+from flowserve.types import InstanceSpec, OpFinished, ToolOp
 
 MAX_ROWS = 20
 
@@ -26,39 +36,44 @@ class ToolError(Exception):
 
 
 def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """Execute one statement read-only; raises ToolError with SQLite's message."""
-    deadline = time.monotonic() + time_limit_s
+    """Execute one read-only statement in the SQL sandbox (`flowserve.sqlexec`); raises
+    ToolError with the database's message or what the sandbox refused."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    except sqlite3.Error as e:
-        raise ToolError(f"cannot open database: {e}") from None
-    try:
-        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        cur = con.execute(sql)
-        rows = cur.fetchmany(max_rows + 1)
-        columns = [d[0] for d in cur.description or ()]
-    except sqlite3.Warning as e:
+        return run_query(path, sql, SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows))
+    except SQLError as e:
         raise ToolError(str(e)) from None
-    except sqlite3.Error as e:
-        msg = str(e)
-        if msg == "interrupted":
-            msg = f"query exceeded the time limit of {time_limit_s:g} s"
-        raise ToolError(msg) from None
-    finally:
-        con.close()
-    return {"columns": columns, "rows": [list(r) for r in rows[:max_rows]],
-            "truncated": len(rows) > max_rows}
 
 
 log = logging.getLogger("flowserve.gateway")
 
 
+def part_of(source: Any, index: int) -> Any:
+    """Item `index` of a splittable output: a line of text, an item of a list."""
+    items = split_parts(source) if isinstance(source, str) else source
+    if not isinstance(items, list | tuple):
+        raise ToolError(f"part: cannot split a {type(source).__name__}")
+    if not 0 <= index < len(items):
+        raise ToolError(f"part: the output has {len(items)} part(s); part {index} is missing")
+    return items[index]
+
+
 class ToolRunner:
-    def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0) -> None:
+    def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0,
+                 executors: Mapping[str, Executor] | None = None) -> None:
         self._scale = time_scale
         self._sql_limit = sql_time_limit_s
+        self._executors = dict(executors or {})
+        self._workflow_ops: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
 
-    async def run(self, op: ToolOp, replayed: ToolOutcome | None = None) -> Any:
+    def register(self, executors: Mapping[str, Callable[[Mapping[str, Any]], Any]]) -> None:
+        """Executors of a workflow's own tool ops (op name → function of the arguments, run
+        in a worker thread); a name registered twice is a configuration error."""
+        clash = sorted(set(executors) & (set(self._workflow_ops) | set(self._executors) | {"sql", PART}))
+        if clash:
+            raise ConfigError(f"tool op(s) {clash} registered twice")
+        self._workflow_ops.update(executors)
+
+    async def run(self, op: ToolOp, replayed: ToolOutcome | None = None, instance: InstanceSpec | None = None) -> Any:
         """The op's result; raises ToolError for an error the workflow should see."""
         if replayed is not None:
             await asyncio.sleep(replayed.duration_s / self._scale)
@@ -70,14 +85,23 @@ class ToolRunner:
             if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
             return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
+        if op.op == PART:
+            return part_of(args.get("source"), int(args.get("index", 0)))
+        executor = self._executors.get(op.op)
+        if executor is not None:
+            return await executor(op, instance)
+        fn = self._workflow_ops.get(op.op)
+        if fn is not None:
+            return await asyncio.to_thread(fn, args)
         raise ToolError(f"no executor for tool op {op.op!r}")
 
-    async def finish(self, op: ToolOp, replayed: ToolOutcome | None, clock: Callable[[], float]) -> OpFinished:
+    async def finish(self, op: ToolOp, replayed: ToolOutcome | None, clock: Callable[[], float],
+                     instance: InstanceSpec | None = None) -> OpFinished:
         """Run the op; its result or error as the event for the core (a bug in an executor
         still ends the op, with the reason)."""
         try:
-            return OpFinished(clock(), op.id, result=await self.run(op, replayed))
-        except ToolError as e:
+            return OpFinished(clock(), op.id, result=await self.run(op, replayed, instance))
+        except (ToolError, RetrievalError) as e:
             return OpFinished(clock(), op.id, error=str(e))
         except asyncio.CancelledError:
             raise

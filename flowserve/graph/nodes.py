@@ -26,8 +26,9 @@ class LLMNode:
     deps: tuple[str, ...] = ()
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters (plain data)
-    kind: str = "llm"
+    kind: str = "llm"  # "llm" (prefill + decode) or "prefill" (a partial prefill: max_tokens 1)
     splittable: bool = False  # its output may be handed on part by part
+    chain: tuple[str, ...] = ()  # deps that only order (module chain), carrying no data
 
     @property
     def refs(self) -> tuple[str, ...]:
@@ -42,6 +43,7 @@ class OpNode:
     deps: tuple[str, ...] = ()
     args: Mapping[str, Any] = field(default_factory=dict)
     batchable: bool = False  # may share one engine batch with other queries' ops
+    chain: tuple[str, ...] = ()  # deps that only order (module chain), carrying no data
 
     @property
     def refs(self) -> tuple[str, ...]:
@@ -70,6 +72,7 @@ class NodeResult:
     cached_tokens: int = 0
     first_token: float | None = None
     finished: float | None = None
+    ready: float | None = None  # when the call became ready to run (its latency's start)
 
     def parts(self, query_id: int, key: str) -> Prompt:
         """How this result reads inside a later prompt (`Out(key)`)."""

@@ -33,6 +33,11 @@ class TableOracle:
 
     outputs: Mapping[str, int] = field(default_factory=dict)
     tools: Mapping[str, ToolOutcome] = field(default_factory=dict)
+    parts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # cumulative tokens at each part's end
+
+    def marks(self, key: str) -> tuple[int, ...]:
+        """Where the parts of a splittable output end (decode pipelining)."""
+        return self.parts.get(key, ())
 
     def output_tokens(self, key: str) -> int | None:
         return self.outputs.get(key)

@@ -10,9 +10,10 @@ Passes are registered by name and chosen by a config string (`--passes a,b`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flowserve.errors import ConfigError
+from flowserve.graph import optimize
 from flowserve.graph.nodes import Node, NodeResult
 
 
@@ -22,11 +23,20 @@ class PassContext:
 
     nodes: Mapping[str, Node]
     results: Mapping[str, NodeResult]
+    # op name → the micro-batch size (units) its component runs efficiently, from the
+    # component's cost profile (`flowserve.profiles.ops`); absent ops are never split
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)
 
 
 GraphPass = Callable[[Sequence[Node], PassContext], Sequence[Node]]
 
-PASSES: dict[str, GraphPass] = {}
+# Teola's four passes (`flowserve.graph.optimize`), in the order `all` runs them.
+PASSES: dict[str, GraphPass] = {
+    "prune": optimize.prune_dependencies,
+    "decompose": optimize.decompose_stages,
+    "prefill_split": optimize.split_prefill,
+    "pipeline": optimize.pipeline_decode,
+}
 
 
 def register(name: str) -> Callable[[GraphPass], GraphPass]:
@@ -49,3 +59,4 @@ def make_passes(spec: str | Sequence[str] | None) -> tuple[GraphPass, ...]:
     if unknown:
         raise ConfigError(f"unknown graph pass(es) {unknown}; known: {', '.join(PASSES) or 'none'}")
     return tuple(PASSES[n] for n in names)
+

@@ -10,12 +10,14 @@ It keeps the query's object store (every finished node's `NodeResult`) and resol
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from flowserve.errors import WorkflowError
-from flowserve.graph.nodes import LLMNode, Node, NodeResult
+from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass, PassContext
+from flowserve.graph.primitives import PART, split_parts
 from flowserve.graph.prompt import Out, Part
+from flowserve.graph.topology import depths
 from flowserve.graph.workflow import Graph, Workflow
 
 
@@ -63,10 +65,14 @@ def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
 class QueryRun:
     """Runtime state of one query's graph."""
 
-    def __init__(self, workflow: Workflow, query_id: int = 0, passes: Sequence[GraphPass] = ()) -> None:
+    def __init__(self, workflow: Workflow, query_id: int = 0, passes: Sequence[GraphPass] = (),
+                 batch_sizes: Mapping[str, int] | None = None) -> None:
         self.workflow = workflow
         self.query_id = query_id
         self.passes = tuple(passes)
+        self.batch_sizes = dict(batch_sizes or {})
+        self._streams: dict[str, dict[int, str]] = {}  # splittable step → part index → part node
+        self._depths: tuple[int, dict[str, int]] = (-1, {})
         self.nodes: dict[str, Node] = {}
         self.results: dict[str, NodeResult] = {}
         self._missing: dict[str, int] = {}  # unfinished dependencies per pending node
@@ -80,7 +86,30 @@ class QueryRun:
         return self._add(self._graph.take())
 
     def complete(self, key: str, result: NodeResult) -> list[Node]:
-        """Record a finished node; returns the nodes that are ready to issue now."""
+        """Record a finished node; returns the nodes that are ready to issue now. Parts of
+        its output not streamed yet are completed from the whole output."""
+        ready = self._record(key, result)
+        for index, part in sorted(self._streams.pop(key, {}).items()):
+            self.issued.add(part)
+            ready += self._record(part, _part_of(result, index, self.nodes[part].args.get("of", 1)))  # type: ignore[union-attr]
+        return ready
+
+    def progress(self, key: str, index: int, result: NodeResult) -> list[Node]:
+        """Part `index` of a running splittable step's output is complete (decode
+        pipelining): finish its streamed part node now."""
+        part = self._streams.get(key, {}).pop(index, None)
+        if part is None or key in self.results:
+            return []
+        self.issued.add(part)
+        return self._record(part, result)
+
+    def depth(self, key: str) -> int:
+        """Longest path from `key` to an output of the graph known so far (Teola's depth)."""
+        if self._depths[0] != len(self.nodes):
+            self._depths = (len(self.nodes), depths(self.nodes))
+        return self._depths[1].get(key, 0)
+
+    def _record(self, key: str, result: NodeResult) -> list[Node]:
         assert key in self.issued and key not in self.results, key
         self.results[key] = result
         ready = []
@@ -96,13 +125,17 @@ class QueryRun:
         if not new:
             return []
         if self.passes:
-            ctx = PassContext(self.nodes, self.results)
+            ctx = PassContext(self.nodes, self.results, self.batch_sizes)
             for p in self.passes:
                 new = p(new, ctx)
         ordered = topological_order(new, set(self.nodes))
         ready = []
         for n in ordered:
             self.nodes[n.key] = n
+            source = _streamed_source(n)
+            if source is not None and source not in self.results:
+                self._streams.setdefault(source, {})[int(n.args.get("index", 0))] = n.key  # type: ignore[union-attr]
+                continue
             missing = [d for d in n.deps if d not in self.results]
             if missing:
                 self._missing[n.key] = len(missing)
@@ -136,6 +169,15 @@ class QueryRun:
         r = self.results[step]
         return r.text if r.text is not None else r.value
 
+    def streams_parts(self, key: str) -> bool:
+        """Whether step `key` hands its output on part by part (decode pipelining)."""
+        return bool(self._streams.get(key))
+
+    @property
+    def streams(self) -> bool:
+        """Whether some running step hands its output on part by part."""
+        return bool(self._streams)
+
     @property
     def finished(self) -> bool:
         """Every node finished and the workflow added nothing more."""
@@ -144,3 +186,20 @@ class QueryRun:
     @property
     def outstanding(self) -> int:
         return len(self.nodes) - len(self.results)
+
+
+def _streamed_source(n: Node) -> str | None:
+    if isinstance(n, OpNode) and n.op == PART and n.args.get("stream") and n.refs:
+        return n.refs[0]
+    return None
+
+
+def _part_of(whole: NodeResult, index: int, of: int) -> NodeResult:
+    """Part `index` of a finished output: its line live, an even share of its tokens
+    simulated."""
+    if whole.error is not None:
+        return NodeResult(error=whole.error, finished=whole.finished)
+    if whole.text is not None:
+        items = split_parts(whole.text)
+        return NodeResult(text=items[index] if index < len(items) else "", finished=whole.finished)
+    return NodeResult(output_tokens=max(1, whole.output_tokens // max(of, 1)), finished=whole.finished)

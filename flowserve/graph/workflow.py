@@ -94,7 +94,8 @@ class Graph:
 
     def llm(self, key: str, prompt: Any, *, max_tokens: int, stage: str | None = None,
             after: Iterable[Step | str] = (), model: str | None = None,
-            params: Mapping[str, Any] | None = None, splittable: bool = False) -> Step:
+            params: Mapping[str, Any] | None = None, splittable: bool = False,
+            chain: Iterable[Step | str] = ()) -> Step:
         parts = as_prompt(prompt)
         if not parts:
             raise WorkflowError(f"step {key!r}: empty prompt")
@@ -102,20 +103,24 @@ class Graph:
             raise WorkflowError(f"step {key!r}: max_tokens must be ≥ 1, got {max_tokens}")
         return self._add(key, stage, after, refs(parts), True,
                          {"prompt": parts, "max_tokens": max_tokens, "model": model,
-                          "params": dict(params or {}), "splittable": splittable})
+                          "params": dict(params or {}), "splittable": splittable}, chain)
 
     def tool(self, key: str, op: str, *, stage: str | None = None, after: Iterable[Step | str] = (),
-             batchable: bool = False, **args: Any) -> Step:
+             batchable: bool = False, chain: Iterable[Step | str] = (), **args: Any) -> Step:
+        """A non-LLM step. `chain`: steps it follows only by module order (no data), which
+        the `prune` pass drops; `after`: order the step really needs."""
         args = {k: (v.out if isinstance(v, Step) else v) for k, v in args.items()}
         reads = tuple(v.step for v in args.values() if isinstance(v, Out))
-        return self._add(key, stage or op, after, reads, False, {"op": op, "args": args, "batchable": batchable})
+        return self._add(key, stage or op, after, reads, False, {"op": op, "args": args, "batchable": batchable},
+                         chain)
 
     def add(self, node: Node) -> Step:
         """A ready-made node (replayed graphs, passes' output), dependencies as given."""
-        fields = {f: getattr(node, f) for f in node.__dataclass_fields__ if f not in ("key", "stage", "deps")}
+        fields = {f: getattr(node, f) for f in node.__dataclass_fields__
+                  if f not in ("key", "stage", "deps", "chain")}
         if isinstance(node, LLMNode):
             fields["prompt"] = as_prompt(node.prompt)  # a clear error for anything but parts
-        return self._add(node.key, node.stage, node.deps, node.refs, isinstance(node, LLMNode), fields)
+        return self._add(node.key, node.stage, node.deps, node.refs, isinstance(node, LLMNode), fields, node.chain)
 
     def result(self, key: str) -> NodeResult | None:
         return self._results.get(key)
@@ -130,13 +135,17 @@ class Graph:
             draft.deps.append(on)
 
     def _add(self, key: str, stage: str | None, after: Iterable[Step | str], reads: tuple[str, ...],
-             llm: bool, fields: dict[str, Any]) -> Step:
+             llm: bool, fields: dict[str, Any], chain: Iterable[Step | str] = ()) -> Step:
         if not isinstance(key, str) or not key:
             raise WorkflowError(f"step keys are non-empty strings, got {key!r}")
         if key in self._drafts:
             raise WorkflowError(f"duplicate workflow node(s) [{key!r}]")
         deps = [a.key if isinstance(a, Step) else str(a) for a in after]
+        needed = set(deps) | set(reads)
         deps += [r for r in reads if r not in deps]
+        order = tuple(dict.fromkeys(c.key if isinstance(c, Step) else str(c) for c in chain))
+        deps += [c for c in order if c not in deps]
+        fields["chain"] = tuple(c for c in order if c not in needed)
         self._drafts[key] = _Draft(key, stage or key, deps, fields, llm)
         return Step(self, key)
 

@@ -10,12 +10,12 @@ from flowserve.policies.dispatch import LeastLoad, RoundRobin
 from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
 from flowserve.policies.preble import PrebleE2, PrefixGroups
 from flowserve.policies.prefix_affinity import PrefixAffinity
-from flowserve.policies.queue import FCFS
+from flowserve.policies.queue import FCFS, Topology
 
 DISPATCH_POLICIES: dict[str, type] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity)
 }
-QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups)}
+QUEUE_POLICIES: dict[str, type] = {cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology)}
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

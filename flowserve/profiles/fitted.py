@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
 from flowserve.profiles.cost_model import IterationCostModel, prefill_attended
+from flowserve.profiles.slot_config import DEFAULT_SIMILARITY, SlotConfig
 from flowserve.schema import read_yaml, validate
 
 COEFFICIENTS = ("c0", "c_prefill", "c_prefill_token", "c_attended", "c_decode_seq", "c_decode_context")
@@ -123,6 +124,7 @@ class FittedCostModel(IterationCostModel):
     quality: FitQuality | None = None
     narrow_prefill_tokens: int = 0
     request_overhead_s: float = 0.0
+    slot_config: SlotConfig | None = None  # llama-server: the simulator models its slot caches
 
     def __post_init__(self) -> None:
         assert len(self.coefficients) == len(COEFFICIENTS), self.coefficients
@@ -153,6 +155,8 @@ class FittedCostModel(IterationCostModel):
             "request_overhead_s": self.request_overhead_s,
             "coefficients": dict(zip(COEFFICIENTS, self.coefficients, strict=True)),
         }
+        if self.slot_config is not None:
+            out["slot_cache"] = self.slot_config.to_dict()
         if self.quality is not None:
             q = asdict(self.quality)
             q["by_kind"] = dict(self.quality.by_kind)
@@ -172,8 +176,12 @@ class FittedCostModel(IterationCostModel):
             quality = FitQuality(p.fit.samples, p.fit.mean_abs_pct_error, p.fit.max_abs_pct_error, p.fit.r2,
                                  tuple(sorted(p.fit.by_kind.items())))
         coef = tuple(getattr(p.coefficients, name) for name in COEFFICIENTS)
+        slots = None
+        if p.slot_cache is not None:
+            c = p.slot_cache
+            slots = SlotConfig(c.kv_unified, c.cache_ram_tokens, c.slot_prompt_similarity, c.cache_idle_slots)
         return cls(p.model, coef, p.max_context, p.kv_capacity_tokens, p.slots, p.token_budget, p.device, quality,
-                   p.narrow_prefill_tokens, p.request_overhead_s)
+                   p.narrow_prefill_tokens, p.request_overhead_s, slots)
 
 
 def load_profile(path: str | Path) -> FittedCostModel:
@@ -186,6 +194,8 @@ class _Strict(BaseModel):
 
 
 class _Coefficients(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
     c0: float = Field(ge=0)
     c_prefill: float = Field(0.0, ge=0)
     c_prefill_token: float = Field(ge=0)
@@ -202,6 +212,13 @@ class _Fit(_Strict):
     by_kind: dict[str, float] = Field(default_factory=dict)
 
 
+class _SlotCache(_Strict):
+    kv_unified: bool = True
+    cache_ram_tokens: int | None = Field(None, ge=0)
+    slot_prompt_similarity: float = Field(DEFAULT_SIMILARITY, ge=0, le=1)
+    cache_idle_slots: bool = True
+
+
 class _ProfileFile(_Strict):
     flowserve_profile: int = Field(FORMAT_VERSION, ge=1, le=FORMAT_VERSION)
     model: str = Field(min_length=1)
@@ -214,3 +231,4 @@ class _ProfileFile(_Strict):
     request_overhead_s: float = Field(0.0, ge=0)
     coefficients: _Coefficients
     fit: _Fit | None = None
+    slot_cache: _SlotCache | None = None

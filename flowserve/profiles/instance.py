@@ -32,7 +32,11 @@ def roofline_for(spec: InstanceSpec) -> CostModel:
 
 
 def max_context(spec: InstanceSpec) -> int:
-    return spec.profile.max_context if spec.profile is not None else model_of(spec).max_context
+    """The longest sequence the instance holds: the model's context, or its KV cache where
+    that holds fewer tokens (vLLM then requires --max-model-len ≤ the KV tokens)."""
+    if spec.profile is not None:
+        return spec.profile.max_context
+    return max(1, min(model_of(spec).max_context, kv_capacity(spec) - kv_capacity(spec) % spec.engine.block_size))
 
 
 def kv_capacity(spec: InstanceSpec) -> int:

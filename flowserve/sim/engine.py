@@ -24,8 +24,9 @@ from collections import deque
 
 from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.profiles.cost_model import CostModel
+from flowserve.sim.marks import OutputMarks
 from flowserve.sim.sequence import DECODE, DONE, PREFILL, WAITING, Capacity, Seq
-from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall, PrefixEvicted
+from flowserve.types import CallFailed, CallFinished, CallProgress, EngineParams, LLMCall, PrefixEvicted
 
 
 class SimEngine:
@@ -55,7 +56,8 @@ class SimEngine:
         self.version = 0  # bumps whenever the wake-up time changes
         self.busy_time = 0.0
         self.stats = {"prefilled": 0, "cached": 0, "preemptions": 0, "evicted": 0}
-        self._events: list[CallFinished | CallFailed | PrefixEvicted] = []
+        self._events: list[CallFinished | CallFailed | PrefixEvicted | CallProgress] = []
+        self.marks = OutputMarks(name)  # parts of outputs released at their last token
         self._now = 0.0
         # Per-request latency outside the engine's iterations (a fitted profile's
         # request_overhead_s): completions reach the caller that much later.
@@ -72,12 +74,14 @@ class SimEngine:
             return self._delayed[0][0]
         return end
 
-    def submit(self, call: LLMCall, now: float, output_tokens: int | None = None
+    def submit(self, call: LLMCall, now: float, output_tokens: int | None = None, marks: tuple[int, ...] = ()
                ) -> list[CallFinished | CallFailed | PrefixEvicted]:
-        """Start a call that produces `output_tokens` tokens (the oracle's truth; without
-        one, the predicted length), at most its max_tokens."""
+        """Start a call that produces `output_tokens` tokens (the oracle's truth; without one,
+        the predicted length), at most its max_tokens; a CallProgress at each of `marks`."""
         self._now = now
-        target = call.predicted_output if output_tokens is None else output_tokens
+        self.marks.add(call.id, marks)
+        target = min(call.predicted_output if output_tokens is None else output_tokens,
+                     max(1, self.capacity_tokens - call.input_tokens))  # vLLM stops at max_model_len
         seq = Seq(call, next(self._order), target)
         seq.need = seq.prompt_len - self._match(seq, now) + 1
         if seq.prompt_len + 1 > self.capacity_tokens:
@@ -92,6 +96,7 @@ class SimEngine:
     def abort(self, call_id: int, now: float) -> None:
         self._now = now
         seq = self.seqs.pop(call_id, None)
+        self.marks.drop(call_id)
         if seq is None:
             return
         if seq.state == WAITING:
@@ -186,7 +191,7 @@ class SimEngine:
                     left -= take
                 k = 1
         if n_dec:
-            k = min(k, self._finish_heap[0][0] - self.dec_iter)
+            k = min(k, self._finish_heap[0][0] - self.dec_iter, self.marks.next_due(self.dec_iter))
             # decode growth needs n_dec tokens per iteration: free cache for the stretch
             # now (LRU order, as vLLM would over its iterations), else end it early
             self._reserve(n_dec * k, now)
@@ -225,6 +230,7 @@ class SimEngine:
         for s in completed_prefill:
             self.prefilling.remove(s)
             self._finish_prefill(s, now)
+        self._events.extend(self.marks.due(self.dec_iter, now))
         heap = self._finish_heap
         while heap and heap[0][0] <= self.dec_iter:
             _, _, s = heapq.heappop(heap)
@@ -259,6 +265,7 @@ class SimEngine:
             return
         s.state = DECODE
         s.iter_base = self.dec_iter
+        self._events.extend(self.marks.start(s, now))
         self.decoding[s.call.id] = s
         self.dec_ctx += s.prompt_len + s.gen_base
         heapq.heappush(self._finish_heap, (s.iter_base + s.target - s.gen_base, s.order, s))
@@ -269,6 +276,7 @@ class SimEngine:
 
     def _complete(self, s: Seq, now: float, decoding: bool = True) -> None:
         out = s.generated(self.dec_iter)
+        self._events.extend(self.marks.finish(s.call.id, out, now))
         if decoding:
             self._leave_decode(s)
         self._free(s)
@@ -395,7 +403,7 @@ class SimEngine:
         self.stats["preemptions"] += 1
         self.waiting.appendleft(s)
 
-    def _drain(self) -> list[CallFinished | CallFailed | PrefixEvicted]:
+    def _drain(self) -> list[CallFinished | CallFailed | PrefixEvicted | CallProgress]:
         events, self._events = self._events, []
         return events
 

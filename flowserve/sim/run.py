@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
@@ -13,13 +14,14 @@ from flowserve.graph.replay import PlanWorkflow, plan_oracle
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
+from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.sim.engine import SimEngine
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
+from flowserve.sim.slots import make_engine
 from flowserve.sim.tokenizer import SimTokenizer
 from flowserve.tune.online import attach_tuner
 from flowserve.types import InstanceSpec, Query
-from flowserve.workloads.base import Workload
+from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,29 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
     if cost_models is not None:
         costs = list({id(c): c for c in (cost_models[s.name] for s in cluster)}.values())
     else:
-        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s) for s in cluster}.values())
-    return [min(standalone_latency(q.plan, c) for c in costs) for q in workload.queries]
+        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s)
+                      for s in cluster if s.kind == "llm"}.values())
+    kinds = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): s for s in cluster if s.kind == "llm"}.values())
+    others = [s for s in cluster if s.kind != "llm"]  # embedding, search, ... instances
+    out = []
+    for q in workload.queries:
+        if not isinstance(q.plan, AppQuery):
+            out.append(min(standalone_latency(q.plan, c) for c in costs))
+        elif q.plan.standalone_s is not None:
+            out.append(q.plan.standalone_s)
+        else:
+            out.append(min(app_alone(q, [spec, *others], workload, cost_models) for spec in kinds))
+    return out
+
+
+def app_alone(q: QuerySpec, cluster: Sequence[InstanceSpec], workload: Workload,
+              cost_models: Mapping[str, CostModel] | None) -> float:
+    """An app query's latency alone on one LLM instance (and the non-LLM instances), cold
+    cache (inf when it cannot run there)."""
+    alone = Workload(workload.name, (replace(q, arrival=0.0),), workload.expectations, workload.output_priors)
+    res = simulate(cluster, alone, PolicySpec(), standalone=[1.0], record_calls=False, cost_models=cost_models)
+    [out] = res.queries
+    return math.inf if out.failed else out.latency
 
 
 def simulate(
@@ -87,8 +110,9 @@ def simulate(
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
                          passes=make_passes(policy.passes))
-    engines = [SimEngine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                         report_evictions=core.keeps_prefix_index) for s in cluster]
+    engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
+                           report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:
         assert len(deadlines) == len(workload.queries), (len(deadlines), len(workload.queries))
@@ -96,16 +120,19 @@ def simulate(
     def queries() -> Any:
         for i, (spec, alone) in enumerate(zip(workload.queries, standalone, strict=True)):
             plan = spec.plan
-            program = PlanWorkflow(plan, workload.expectations.get(plan.workflow))
+            if isinstance(plan, AppQuery):
+                program, oracle = plan.make(), plan.oracle
+            else:
+                program, oracle = PlanWorkflow(plan, workload.expectations.get(plan.workflow)), plan_oracle(plan)
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel
             else:
                 deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
-                                 spec.tenant, spec.priority), alone, plan_oracle(plan))
+                                 spec.tenant, spec.priority), alone, oracle)
 
     result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
-                       jobs=jobs).run()
+                       jobs=jobs, op_profiles=op_profiles).run()
     result.policy_stats = dict(getattr(dispatch, "stats", {}))
     return result

@@ -21,6 +21,8 @@ from typing import Any
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallRecord
 from flowserve.graph.oracle import NO_ORACLE, Oracle
+from flowserve.graph.primitives import op_units
+from flowserve.profiles.ops import OpProfile
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Capacity
 from flowserve.sim.tokenizer import SimTokenizer
@@ -36,6 +38,7 @@ from flowserve.types import (
     QueryArrived,
     QueryDone,
     QueryFailed,
+    RunBatch,
     RunJob,
     RunOp,
     SendCall,
@@ -102,9 +105,12 @@ class Simulator:
         tick_s: float | None = None,
         on_query_done: Callable[[QueryOutcome], None] | None = None,
         jobs: Mapping[str, Callable[..., Any]] | None = None,
+        op_profiles: Mapping[str, OpProfile] | None = None,
     ) -> None:
-        """jobs: the `RunJob` registry, job name → function (e.g. "alpha_sweep")."""
+        """jobs: the `RunJob` registry, job name → function (e.g. "alpha_sweep");
+        op_profiles: cost profiles of the non-LLM engine instances, by name."""
         self.core = core
+        self._op_profiles = dict(op_profiles or {})
         self._jobs = dict(jobs or {})
         self._tokenizer = SimTokenizer()
         self.engines = {e.name: e for e in engines}
@@ -226,8 +232,12 @@ class Simulator:
         if isinstance(cmd, SendCall):
             call = cmd.call
             eng = self.engines[cmd.instance]
-            pending.extend(eng.submit(call, t, self._sim_queries[call.query_id].oracle.output_tokens(call.node)))
+            oracle = self._sim_queries[call.query_id].oracle
+            marks = getattr(oracle, "marks", None)
+            pending.extend(eng.submit(call, t, oracle.output_tokens(call.node), marks(call.node) if marks else ()))
             touched[eng] = None
+        elif isinstance(cmd, RunBatch):
+            self._run_batch(cmd, t)
         elif isinstance(cmd, RunOp):
             op = cmd.op
             outcome = self._sim_queries[op.query_id].oracle.tool(op.node)
@@ -256,6 +266,18 @@ class Simulator:
                 pending.append(JobFinished(t, cmd.job_id, fn(*cmd.args)))
             except Exception as e:  # a failed job is reported, never lost
                 pending.append(JobFinished(t, cmd.job_id, error=f"{type(e).__name__}: {e}"))
+
+    def _run_batch(self, cmd: RunBatch, t: float) -> None:
+        """A non-LLM engine runs a batch: its profile says how long; the oracle what each op
+        returns (and any extra delay or error, e.g. a slow or failing search service)."""
+        done = t + self._op_profiles[cmd.instance].batch_time([(op.op, op_units(op.args)) for op in cmd.ops])
+        for op in cmd.ops:
+            outcome = self._sim_queries[op.query_id].oracle.tool(op.node)
+            if outcome is None:
+                self._push(done, OP, OpFinished(done, op.id))
+            else:
+                end = done + outcome.duration_s
+                self._push(end, OP, OpFinished(end, op.id, outcome.error, outcome.value, outcome.output_tokens))
 
     def _end_query(self, cmd: QueryDone | QueryFailed) -> None:
         sq = self._sim_queries.pop(cmd.query_id)

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from flowserve.errors import ConfigError
+from flowserve.limits import MAX_CANDIDATES, MAX_PROMPT_TOKENS, MAX_QUERIES, Candidates, Queries, Rounds, Seed
 from flowserve.schema import Strict, load_mapping, validate
-from flowserve.workloads import preble, text2sql
+from flowserve.workloads import agent_trace, preble, text2sql
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.teola import TeolaConfig
 from flowserve.workloads.trace import read_trace
+
+# Gamma gaps have shape 1/cv²: a cv outside [0.01, 100] under- or overflows the draw.
+CV = Field(None, ge=0.01, le=100)
 
 
 class Arrivals(Strict):
     rate: float = Field(gt=0)
-    seed: int = 0
+    seed: Seed = 0
     arrival: Literal["poisson", "gamma"] = "poisson"
-    cv: float | None = Field(None, gt=0)
+    cv: float | None = CV
 
     @model_validator(mode="after")
     def _gamma_needs_cv(self) -> Arrivals:
@@ -31,9 +37,9 @@ class Arrivals(Strict):
 class Text2SQLConfig(Arrivals):
     kind: Literal["text2sql"]
     trace: Literal["financial", "formula1", "mixed"] = "mixed"
-    queries: int = Field(gt=0)
-    candidates: int = Field(2, ge=2)
-    max_rounds: int = Field(10, ge=0)
+    queries: Queries
+    candidates: Candidates = 2
+    max_rounds: Rounds = 10
     exec_mean_s: float = Field(0.3, gt=0)
     error_prob: float | None = Field(None, ge=0, lt=1)
 
@@ -47,13 +53,27 @@ class Text2SQLConfig(Arrivals):
 class ChessTraceConfig(Arrivals):
     kind: Literal["chess_trace"]
     file: str
-    queries: int | None = Field(None, gt=0)
-    max_rounds: int = Field(10, ge=0)
+    queries: Queries | None = None
+    max_rounds: Rounds = 10
 
     def build(self) -> Workload:
         params = text2sql.Text2SQLParams(max_rounds=self.max_rounds)
         return text2sql.chess_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
                                     self.cv, params)
+
+
+class AgentTraceConfig(Arrivals):
+    """Any agent's trace in the published format; each step name becomes a stage."""
+
+    kind: Literal["agent_trace"]
+    file: str
+    queries: int | None = Field(None, gt=0)
+    parallel: list[str] = Field(default_factory=list)
+    shared_fraction: float = Field(0.5, ge=0, le=1)
+
+    def build(self) -> Workload:
+        return agent_trace.agent_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
+                                       self.cv, self.parallel, self.shared_fraction)
 
 
 class TraceConfig(Strict):
@@ -72,12 +92,12 @@ class PrebleConfig(Strict):
     Azure-like bursty process."""
 
     rate: float = Field(gt=0)
-    queries: int = Field(gt=0)
-    seed: int = 0
+    queries: Queries
+    seed: Seed = 0
     arrival: Literal["poisson", "gamma", "azure"] = "poisson"
-    cv: float | None = Field(None, gt=0)
-    max_prompt: int | None = Field(None, gt=100)
-    active: int = Field(8, ge=1)
+    cv: float | None = CV
+    max_prompt: int | None = Field(None, gt=100, le=MAX_PROMPT_TOKENS)
+    active: int = Field(8, ge=1, le=MAX_QUERIES)
 
     @model_validator(mode="after")
     def _gamma_needs_cv(self) -> PrebleConfig:
@@ -92,8 +112,8 @@ class PrebleConfig(Strict):
 
 class ToolUseConfig(PrebleConfig):
     kind: Literal["tool_use"]
-    tools: int = Field(100, ge=1)
-    zipf: float = Field(1.1, ge=0)
+    tools: int = Field(100, ge=1, le=MAX_QUERIES)
+    zipf: float = Field(1.1, ge=0, le=10)
 
     def build(self) -> Workload:
         return self._build("tool_use", tools=self.tools, zipf=self.zipf)
@@ -101,7 +121,7 @@ class ToolUseConfig(PrebleConfig):
 
 class EmbodiedAgentConfig(PrebleConfig):
     kind: Literal["embodied_agent"]
-    task_types: int = Field(6, ge=1)
+    task_types: int = Field(6, ge=1, le=MAX_QUERIES)
 
     def build(self) -> Workload:
         return self._build("embodied_agent", task_types=self.task_types)
@@ -109,7 +129,7 @@ class EmbodiedAgentConfig(PrebleConfig):
 
 class ProgrammingConfig(PrebleConfig):
     kind: Literal["programming"]
-    samples: int = Field(8, ge=1)
+    samples: int = Field(8, ge=1, le=MAX_CANDIDATES)
 
     def build(self) -> Workload:
         return self._build("programming", samples=self.samples)
@@ -149,9 +169,26 @@ class MixedConfig(PrebleConfig):
         return Workload(mixed.name, mixed.queries[: self.queries], output_priors=mixed.output_priors)
 
 
+class LLMSQLConfig(Strict):
+    """One SQL statement with LLM calls = one query (`flowserve.workloads.llm_sql`)."""
+
+    kind: Literal["llm_sql"]
+    table: str
+    query: str
+    optimize: str = "all"
+    seed: int = 0
+
+    def build(self) -> Workload:
+        from flowserve.workloads.llm_sql import llm_sql_workload
+
+        return llm_sql_workload(self.table, self.query, self.optimize, self.seed)
+
+
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
+    "llm_sql": LLMSQLConfig,
     "text2sql": Text2SQLConfig,
     "chess_trace": ChessTraceConfig,
+    "agent_trace": AgentTraceConfig,
     "trace": TraceConfig,
     "dag": DagConfig,
     "tool_use": ToolUseConfig,
@@ -160,6 +197,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
@@ -167,29 +205,49 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     **{f"text2sql-{t}": {"kind": "text2sql", "trace": t, "rate": 0.5, "queries": 200}
        for t in ("financial", "formula1", "mixed")},
     **{name: {"kind": "chess_trace", "file": name, "rate": 0.5}
-       for name in text2sql.BUILTIN_TRACE_FILES},
+       for name in agent_trace.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    # Teola's apps (on the built-in `teola` cluster)
+    **{kind: {"kind": kind, "rate": 2.0, "queries": 200} for kind in ("search_gen", "naive_rag", "advanced_rag")},
 }
 
 
 def workload_config(data: Mapping[str, Any], source: str) -> Any:
     kind = data.get("kind")
-    if kind not in WORKLOAD_KINDS:
+    if not isinstance(kind, str) or kind not in WORKLOAD_KINDS:
         raise ConfigError(f"{source}: kind: unknown workload kind {kind!r}; "
                           f"known: {', '.join(WORKLOAD_KINDS)}")
     return validate(WORKLOAD_KINDS[kind], dict(data), source)
 
 
-def load_workload(ref: str, overrides: Mapping[str, Any] | None = None) -> Workload:
-    """A built-in workload name, a workload YAML, or a recorded JSONL trace."""
+OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
+
+
+def load_workload(ref: str, overrides: Mapping[str, Any] | None = None,
+                  max_context: int | None = None) -> Workload:
+    """A built-in workload name, a workload YAML, or a recorded JSONL trace.
+
+    `max_context` (the cluster's smallest serving context) sizes the prompts of Preble's
+    generators (video_qa and long_doc_qa exceed 8k-32k contexts) unless the workload sets
+    `max_prompt` itself."""
     if ref.endswith(".jsonl"):
         data, source = {"kind": "trace", "file": ref}, ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")
     if overrides:
         data = {**data, **overrides}
-    return workload_config(data, source).build()
+    config = workload_config(data, source)
+    if not isinstance(config, PrebleConfig) or config.max_prompt is not None or max_context is None:
+        return config.build()
+    limit = max_context - OUTPUT_ROOM
+    if limit <= 100:
+        raise ConfigError(f"{source}: the cluster's smallest context ({max_context} tokens) leaves no room "
+                          f"for {config.kind} prompts")
+    wl = config.model_copy(update={"max_prompt": limit}).build()
+    note = (f"{config.kind}: prompts sized to the cluster's smallest context, {max_context} tokens "
+            f"(max_prompt {limit}; set workload.max_prompt to choose)")
+    return replace(wl, notes=(*wl.notes, note))
 
 
 __all__ = ["BUILTIN_WORKLOADS", "WORKLOAD_KINDS", "QuerySpec", "Workload", "load_workload"]

@@ -3,18 +3,42 @@ know about them in advance (expected remaining calls, output-length priors)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from flowserve.graph.plan import Plan
+from flowserve.graph.oracle import NO_ORACLE, Oracle
+from flowserve.graph.plan import CallStep, Plan
 from flowserve.graph.replay import Expectation
+from flowserve.graph.workflow import Workflow
+
+
+@dataclass(frozen=True)
+class AppQuery:
+    """A query of a workflow written once (an app: Text-to-SQL, RAG, LLM-in-SQL), for the
+    simulator: a fresh workflow object per run, and the oracle of what only a simulated
+    run knows (true output lengths, tool durations and results). The same workflow
+    class serves live requests in the gateway.
+
+    `standalone_s`, the query's latency alone (the SLO's unit), is measured by
+    simulating the query alone on each kind of instance when None."""
+
+    workflow: str
+    make: Callable[[], Workflow]
+    oracle: Oracle = NO_ORACLE
+    standalone_s: float | None = None
+    expected_calls: int = 0  # for workload statistics only
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def calls(self) -> list[CallStep]:
+        return []
 
 
 @dataclass(frozen=True, slots=True)
 class QuerySpec:
     id: int
     arrival: float
-    plan: Plan
+    plan: Plan | AppQuery
     tenant: str = "default"
     priority: int = 0
 
@@ -25,10 +49,12 @@ class Workload:
     queries: tuple[QuerySpec, ...]
     expectations: Mapping[str, Expectation] = field(default_factory=dict)
     output_priors: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the generator decided for the user (printed by the CLI)
 
     @property
     def calls(self) -> int:
-        return sum(len(q.plan.calls()) for q in self.queries)
+        return sum(q.plan.expected_calls if isinstance(q.plan, AppQuery) else len(q.plan.calls())
+                   for q in self.queries)
 
 
 class SegmentIds:

@@ -21,6 +21,7 @@ from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
 from flowserve.graph.runtime import topological_order
+from flowserve.limits import MAX_PROMPT_TOKENS, OpSeconds, OutputTokens, PromptTokens, Queries, SdLog, Seed
 from flowserve.schema import Strict
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
@@ -30,11 +31,11 @@ class DagNodeConfig(Strict):
     name: str = Field(min_length=1)
     stage: str | None = None
     deps: list[str] = Field(default_factory=list)
-    input: int = Field(0, ge=0)
-    output: int = Field(1, gt=0)
-    shared: int = Field(0, ge=0)
+    input: PromptTokens = 0
+    output: OutputTokens = 1
+    shared: PromptTokens = 0
     op: str | None = None
-    duration_s: float = Field(0.0, ge=0)
+    duration_s: OpSeconds = 0.0
 
     @model_validator(mode="after")
     def _llm_or_op(self) -> DagNodeConfig:
@@ -48,12 +49,12 @@ class DagNodeConfig(Strict):
 class DagConfig(Strict):
     kind: Literal["dag"]
     rate: float = Field(gt=0)
-    queries: int = Field(gt=0)
-    seed: int = 0
+    queries: Queries
+    seed: Seed = 0
     arrival: Literal["poisson", "gamma"] = "poisson"
-    cv: float | None = Field(None, gt=0)
+    cv: float | None = Field(None, ge=0.01, le=100)  # gamma shape 1/cv² under/overflows outside
     workflow: str = "dag"
-    sd_log: float = Field(0.25, ge=0)
+    sd_log: SdLog = 0.25
     nodes: list[DagNodeConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -83,7 +84,7 @@ class DagConfig(Strict):
                 if cfg.op is not None:
                     item: CallStep | OpStep = OpStep(stage, cfg.op, cfg.duration_s)
                 else:
-                    n_in = max(cfg.shared + 1, _draw(rng, cfg.input, self.sd_log))
+                    n_in = min(max(cfg.shared + 1, _draw(rng, cfg.input, self.sd_log)), MAX_PROMPT_TOKENS)
                     segs = [Segment(ids.shared(f"{self.workflow}/{name}"), cfg.shared)] if cfg.shared else []
                     segs.append(Segment(ids.unique(), n_in - cfg.shared))
                     item = CallStep(stage, tuple(segs), _draw(rng, cfg.output, self.sd_log))

@@ -16,11 +16,9 @@ query also share a per-query segment. Per-database lengths are the traces' means
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ import numpy as np
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate
 from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment, Step
+from flowserve.workloads.agent_trace import read_agent_trace
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
@@ -92,10 +91,6 @@ DATABASES: dict[str, Database] = {
     ),
 }
 TRACES = {"financial": ("financial",), "formula1": ("formula1",), "mixed": ("financial", "formula1")}
-BUILTIN_TRACE_FILES = {
-    "chess-trace1": "chess-trace1.json", "chess-trace2": "chess-trace2.json",
-    "chess-financial": "chess-financial.json", "chess-formula1": "chess-formula1.json",
-}
 TRACE_DB = {"chess-trace1": "financial", "chess-financial": "financial",
             "chess-trace2": "formula1", "chess-formula1": "formula1"}
 
@@ -267,33 +262,18 @@ def synthetic(trace: str, rate: float, queries: int, seed: int, arrival: str = "
 
 def load_trace_file(file: str) -> tuple[list[list[tuple[str, int, int]]], str]:
     """Read a CHESS trace: per query, its calls (stage, input, output) in file order."""
-    path = Path(file)
-    db = TRACE_DB.get(file, "formula1" if "formula1" in path.name or "trace2" in path.name
-                      else "financial")
-    if file in BUILTIN_TRACE_FILES:
-        text = (resources.files("flowserve") / "data" / "text2sql" / BUILTIN_TRACE_FILES[file]).read_text()
-    else:
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read trace file {file!r}: {e.strerror}") from None
-    try:
-        data = json.loads(text)
-        queries = []
-        for item in data:
-            calls = []
-            for s in item["Text2SQLRequest"]:
-                step = str(s["step"])
-                stage = CAND if step.startswith("generate_candidate") else TRACE_STEP.get(step)
-                if stage is None:
-                    raise ConfigError(f"trace {file!r}: unknown step {step!r}")
-                calls.append((stage, int(s["input_length"]), int(s["output_length"])))
-            queries.append(calls)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise ConfigError(f"trace {file!r} is not a CHESS trace "
-                          f"(list of {{Text2SQLRequest: [...]}}): {e}") from None
-    if not queries:
-        raise ConfigError(f"trace {file!r} holds no queries")
+    trace = read_agent_trace(file)
+    queries = []
+    for calls in trace.queries:
+        mapped = []
+        for step, n_in, n_out in calls:
+            stage = CAND if step.startswith("generate_candidate") else TRACE_STEP.get(step)
+            if stage is None:
+                raise ConfigError(f"trace {file!r}: step {step!r} is not a CHESS step "
+                                  f"(replay it with kind: agent_trace)")
+            mapped.append((stage, n_in, n_out))
+        queries.append(mapped)
+    db = TRACE_DB.get(file, "formula1" if "formula1" in file or "trace2" in file else "financial")
     return queries, db
 
 

@@ -1,114 +1,19 @@
-"""Registered workflows (Text-to-SQL over SQLite) and the generic hooks a tuning policy
-uses live: Tick, RunJob → JobFinished, PolicyChanged."""
+"""The generic hooks a tuning policy uses live: Tick, RunJob → JobFinished, PolicyChanged
+(the Text-to-SQL agent has its own tests: test_text2sql_*.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import pytest
-from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver, sim_spec, single
+from live_support import MODEL, run, sim_spec, single
 
-from flowserve.apps.text2sql import TEXT2SQL
 from flowserve.core.view import ClusterView
-from flowserve.errors import RequestError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.dispatch import RoundRobin
-from flowserve.sim.tokenizer import word_ids
-from flowserve.types import Command, Event, InstanceSpec, JobFinished, LLMCall, PolicyChanged, RunJob, Tick
-
-
-@pytest.fixture(scope="module")
-def t2s() -> dict:
-    prepared = TEXT2SQL.prepare({"max_rounds": 2})
-    yield prepared
-    import shutil
-
-    for path in prepared["_cleanup"]:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def contains(seq: Sequence[int], sub: Sequence[int]) -> bool:
-    n = len(sub)
-    return any(tuple(seq[i:i + n]) == tuple(sub) for i in range(len(seq) - n + 1))
-
-
-def sql_answers(by_node: dict[str, str]):
-    def answer(call: LLMCall) -> str:
-        return by_node[call.node]
-    return answer
-
-
-def test_revise_rounds_are_driven_by_real_sql_errors(t2s: dict) -> None:
-    async def body() -> None:
-        a = ScriptedBackend(ext_spec("a"), sql_answers({
-            "cand0": "SELECT * FROM clients;", "cand1": "I think the answer is four.",
-            "rev1": "```sql\nSELECT COUNT(*) FROM client WHERE gender = 'F'\n```"}))
-        d = scripted_driver({"a": a})
-        await d.start()
-        try:
-            program = TEXT2SQL.build({"question": "How many female clients?"}, t2s, None)
-            r = await d.run("text2sql", program)
-        finally:
-            await d.shutdown()
-        assert r.status == "completed"
-        out = r.output
-        assert out["status"] == "ok" and out["revise_rounds"] == 1 and out["llm_calls"] == 3
-        assert out["sql"] == "SELECT COUNT(*) FROM client WHERE gender = 'F'"
-        assert out["columns"] == ["COUNT(*)"] and isinstance(out["rows"][0][0], int)
-        revise = next(c for c in a.calls if c.node == "rev1")
-        # the scripted engine has no tokenizer: the gateway's word tokenizer stands in
-        assert contains(revise.prompt, word_ids(" such table: clients"))
-        assert contains(revise.prompt, word_ids(" FROM clients;"))
-        # every prompt begins with the schema: one long shared prefix
-        cand = next(c for c in a.calls if c.node == "cand0")
-        shared = next(i for i, (x, y) in enumerate(zip(cand.prompt, revise.prompt, strict=False)) if x != y)
-        assert shared > 200
-
-    run(body())
-
-
-def test_a_candidate_that_runs_ends_the_query_without_revisions(t2s: dict) -> None:
-    async def body() -> None:
-        a = ScriptedBackend(ext_spec("a"), sql_answers({"cand0": "SELECT 1", "cand1": "SELECT 2"}))
-        d = scripted_driver({"a": a})
-        await d.start()
-        try:
-            r = await d.run("text2sql", TEXT2SQL.build({"question": "One?"}, t2s, None))
-        finally:
-            await d.shutdown()
-        assert r.output["status"] == "ok" and r.output["revise_rounds"] == 0 and len(a.calls) == 2
-        assert r.output["rows"] in ([[1]], [[2]])
-
-    run(body())
-
-
-def test_revisions_stop_at_the_cap_with_the_last_sql_error(t2s: dict) -> None:
-    async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=200.0))
-        await d.start()
-        try:
-            r = await d.run("text2sql", TEXT2SQL.build({"question": "Total loans?", "candidates": 1}, t2s, None))
-        finally:
-            await d.shutdown()
-        out = r.output
-        assert r.status == "completed" and out["status"] == "unresolved"
-        assert out["revise_rounds"] == 2 and out["llm_calls"] == 3 and len(r.calls) == 3
-        assert "syntax error" in out["error"]  # SQLite's own message about the placeholder text
-
-    run(body())
-
-
-def test_bad_workflow_inputs_are_request_errors(t2s: dict) -> None:
-    with pytest.raises(RequestError, match="question"):
-        TEXT2SQL.build({}, t2s, None)
-    with pytest.raises(RequestError, match="unknown database 'hr'"):
-        TEXT2SQL.build({"question": "q", "database": "hr"}, t2s, None)
-    with pytest.raises(RequestError, match="candidates"):
-        TEXT2SQL.build({"question": "q", "candidates": 0}, t2s, None)
-    assert TEXT2SQL.build({"question": "q", "candidates": 9}, t2s, None).candidates == 2  # capped by config
-
+from flowserve.types import Command, Event, InstanceSpec, JobFinished, PolicyChanged, RunJob, Tick
 
 # --------------------------------------------------------------------------- jobs and ticks
 

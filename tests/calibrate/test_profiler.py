@@ -9,6 +9,7 @@ from flowserve.cli import app
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp import free_port
 from flowserve.profiles.fitted import load_profile
+from flowserve.profiles.slot_config import SlotConfig
 
 
 def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model):
@@ -23,6 +24,10 @@ def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model)
     assert (fitted.model, fitted.slots, fitted.max_context, fitted.kv_capacity_tokens) == ("tiny-llama", 2, 4096, 4096)
     kinds = [s.kind for s in report.samples]
     assert kinds.count("prefill") == 3 and kinds.count("decode") == 4 and kinds.count("cached_prefill") == 1
+    assert kinds.count("mixed") == 1  # one decoder (slots − 1) beside a 128-token prefill
+    (mixed,) = [s for s in report.samples if s.kind == "mixed"]
+    assert mixed.x[4] == 1.5  # decoding sequences: one per prefill chunk plus half the step in flight
+    assert fitted.slot_config == SlotConfig()  # a llama-server profile carries its slot rules
     assert all(s.seconds > 0 for s in report.samples) and min(fitted.coefficients) >= 0
     assert set(report.cache_speedups) == {"256+32"}
     assert fitted.narrow_prefill_tokens == 64
@@ -38,7 +43,7 @@ def test_cli_writes_a_profile_the_simulator_accepts(llama_server, tiny_model, tm
     assert "fit error" in res.output and "cached-prefix speed-up" in res.output
     fitted = load_profile(out)
     assert fitted.model == "tiny-llama" and fitted.slots == 2
-    assert len(json.loads(js.read_text())["samples"]) == 8
+    assert len(json.loads(js.read_text())["samples"]) == 9
     cluster = tmp_path / "c.yaml"
     cluster.write_text(yaml.safe_dump({"instances": [{"name": "llama", "profile": "tiny.yaml", "count": 2}]}))
     trace = tmp_path / "t.jsonl"

@@ -91,6 +91,11 @@ def test_demo_runs_small(tmp_path):
     data = json.loads((tmp_path / "demo.json").read_text())
     assert set(data["results"]) >= {"round_robin+fcfs", "least_load+fcfs"}
     assert (tmp_path / "demo-attainment.png").stat().st_size > 1000
+    # stderr is no terminal here: a line per finished policy instead of the progress bar
+    n = len(data["results"])
+    progress = [line for line in r.output.splitlines() if line.startswith("[") and f"/{n}] " in line]
+    assert [line.split("]")[0] for line in progress] == [f"[{i}/{n}" for i in range(1, n + 1)]
+    assert "round_robin+fcfs: 1 simulation in" in progress[0]
 
 
 def test_calibrate_and_bench_core(tmp_path):

@@ -1,8 +1,10 @@
+import json
+
 import gguf
 import pytest
 
 from flowserve.engines.client import LocalTokenizer
-from flowserve.engines.tinymodel import TinyLlamaConfig, corpus, write_tiny_llama
+from flowserve.engines.tinymodel import TinyLlamaConfig, corpus, hf_name, write_tiny_hf, write_tiny_llama
 from flowserve.errors import ConfigError
 
 
@@ -52,3 +54,30 @@ def test_config_rejects_inconsistent_sizes():
         TinyLlamaConfig(n_embd=130)
     with pytest.raises(ConfigError, match="vocab_size"):
         TinyLlamaConfig(vocab_size=100)
+
+
+def test_hugging_face_folder_holds_the_same_model(tmp_path):
+    from safetensors.numpy import load_file
+
+    cfg = TinyLlamaConfig(n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96)
+    hf = write_tiny_hf(tmp_path / "hf", cfg)
+    gg = write_tiny_llama(tmp_path / "t.gguf", cfg)
+    assert hf.vocab_size == gg.vocab_size
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["num_hidden_layers"] == 2
+    assert (config["hidden_size"], config["num_key_value_heads"], config["vocab_size"]) == (64, 2, hf.vocab_size)
+    tensors = load_file(str(hf.gguf))
+    assert len(tensors) == 3 + 9 * 2
+    assert tensors["model.layers.1.self_attn.k_proj.weight"].shape == (32, 64)  # 2 KV heads of 16
+    assert tensors["lm_head.weight"].shape == (hf.vocab_size, 64)
+    reader = gguf.GGUFReader(str(gg.gguf))
+    q = next(t for t in reader.tensors if t.name == "blk.0.attn_q.weight")
+    assert abs(float(q.data.astype("float32").sum()) - float(tensors[hf_name(q.name)].sum())) < 1e-3
+    tok_cfg = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert tok_cfg["tokenizer_class"] == "PreTrainedTokenizerFast" and tok_cfg["eos_token"] == "<|eos|>"
+
+
+def test_hf_names():
+    assert hf_name("blk.3.attn_q.weight") == "model.layers.3.self_attn.q_proj.weight"
+    assert hf_name("token_embd.weight") == "model.embed_tokens.weight"
+    assert hf_name("output.weight") == "lm_head.weight"

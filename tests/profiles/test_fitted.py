@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flowserve.errors import ConfigError
 from flowserve.profiles.cost_model import CostModel
@@ -117,3 +119,21 @@ def test_request_overhead_is_the_median_residual_and_never_negative():
     saved = FittedCostModel.from_dict(
         FittedCostModel("m", model.coefficients, 8192, 10**5, 4, request_overhead_s=0.02).to_dict())
     assert saved.request_overhead_s == 0.02
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["kv_unified", "cache_ram_tokens", "slot_prompt_similarity",
+                                        "cache_idle_slots", "other"]),
+                       st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(-1, 2),
+                                 st.text(max_size=5)), max_size=5))
+def test_slot_cache_section_fuzz(section):
+    """Any `slot_cache:` either loads as a valid SlotConfig or is a ConfigError naming the source."""
+    data = {**FittedCostModel("m", TRUE, 4096, 16384, 4).to_dict(), "slot_cache": section}
+    try:
+        m = FittedCostModel.from_dict(data, "fuzz.yaml")
+    except ConfigError as e:
+        assert "fuzz.yaml" in str(e)
+        return
+    cfg = m.slot_config
+    assert cfg is not None and 0 <= cfg.similarity <= 1
+    assert cfg.cache_ram_tokens is None or cfg.cache_ram_tokens >= 0

@@ -10,18 +10,66 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server
+from flowserve.engines.llamacpp import LlamaServer, binary_path, ensure_llama_server
 from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
+
+BUILD_NOTE = "about 5-7 minutes on 2 cores, once; cached afterwards"
+
+
+def llama_server_cached() -> bool:
+    return bool(os.environ.get("FLOWSERVE_LLAMA_SERVER")) or os.access(binary_path(), os.X_OK)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if llama_server_cached():
+        return f"llama-server: {os.environ.get('FLOWSERVE_LLAMA_SERVER') or binary_path()}"
+    return (f"llama-server: not built yet; the first test that needs it builds it from the "
+            f"llama-cpp-python sdist ({BUILD_NOTE}) into {binary_path().parent}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any test runs: say that the llama-server build is coming and how long it takes."""
+    needing = sum("llama_server_binary" in getattr(item, "fixturenames", ()) for item in session.items)
+    if needing and not llama_server_cached():
+        terminal_writer(session.config)(
+            f"[llama-server] {needing} tests need llama-server, which is not built yet: the first of them "
+            f"builds it from the llama-cpp-python sdist ({BUILD_NOTE}) into {binary_path().parent}")
+
+
+def terminal_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Writes a line to the terminal now, past pytest's output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(msg: str) -> None:
+        if reporter is None:
+            print(msg, flush=True)
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(msg)
+
+    return say
 
 
 @pytest.fixture(scope="session")
-def llama_server_binary() -> Path:
-    return ensure_llama_server(progress=lambda msg: print(f"[llama-server] {msg}", flush=True))
+def llama_server_binary(pytestconfig: pytest.Config) -> Path:
+    say = terminal_writer(pytestconfig)
+    building = not llama_server_cached()
+    if building:
+        say(f"\n[llama-server] building llama-server for the tests that need a real engine ({BUILD_NOTE})")
+    start = time.monotonic()
+    path = ensure_llama_server(progress=lambda msg: say(f"[llama-server] {msg}"))
+    if building:
+        say(f"[llama-server] ready after {time.monotonic() - start:.0f} s: {path}")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,90 @@
+"""Close the loop between a live run and the simulator: replay a recorded live run (the
+published trace format with the live measurements `flowserve text2sql eval --trace`
+writes) in the simulator, at the recorded arrival times, and compare.
+
+The replay is the generic `agent_trace` workload: every recorded LLM call with its
+recorded input and output lengths, candidates and evaluations in parallel. It does not
+replay tool time (SQL execution, retrieval: not in the format), so the live latency
+includes work the replay lacks; the report shows both and the per-query error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowserve.apps.text2sql.record import PARALLEL_STEPS
+from flowserve.bench.report import markdown_table
+from flowserve.errors import ConfigError
+from flowserve.sim.run import PolicySpec, simulate
+from flowserve.types import InstanceSpec
+from flowserve.workloads.agent_trace import agent_trace, read_agent_trace
+from flowserve.workloads.base import Workload
+
+
+def live_measurements(file: str) -> list[tuple[float, float]]:
+    """(arrival_s, latency_s) per query, in file order; ConfigError when absent."""
+    trace = read_agent_trace(file)  # the format's own checks first (and built-in names)
+    if not Path(file).is_file():  # a built-in trace: published lengths, no live measurements
+        raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); "
+                          "record a live run with `flowserve text2sql eval --trace`")
+    data = json.loads(Path(file).read_text(encoding="utf-8"))
+    out = []
+    for i, item in enumerate(data):
+        a, lat = item.get("arrival_s"), item.get("latency_s")
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
+                 for v in (a, lat))
+        if not ok:
+            raise ConfigError(f"trace {file!r}: query {i} has no live measurements (arrival_s, latency_s ≥ 0); "
+                              "record a live run with `flowserve text2sql eval --trace`")
+        out.append((float(a), float(lat)))
+    assert len(out) == len(trace.queries)
+    return out
+
+
+def _stats(xs: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(xs, dtype=float)
+    return {"mean": float(a.mean()), "p50": float(np.median(a)), "p90": float(np.percentile(a, 90)),
+            "max": float(a.max())}
+
+
+def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "round_robin",
+                   queue: str = "fcfs") -> tuple[dict[str, Any], str]:
+    live = live_measurements(file)
+    steps = read_agent_trace(file).steps()
+    wl = agent_trace(file, 1.0, None, 0, parallel=[s for s in PARALLEL_STEPS if s in steps])
+    specs = tuple(dataclasses.replace(q, arrival=live[i][0]) for i, q in enumerate(wl.queries))
+    replay = Workload(wl.name, specs, wl.expectations, wl.output_priors)
+    result = simulate(cluster, replay, PolicySpec(dispatch, queue))
+    sim_lat = {q.id: q.latency for q in result.queries if q.failed is None}
+    pairs = [(live[i][1], sim_lat[i]) for i in range(len(live)) if i in sim_lat]
+    if not pairs:
+        raise ConfigError(f"no query of {file!r} completed in the replay (see the cluster's context and models)")
+    live_l, sim_l = [p[0] for p in pairs], [p[1] for p in pairs]
+    err = [abs(s - v) / v for v, s in pairs if v > 0]
+    calls_live = Counter(s for q in read_agent_trace(file).queries for s, _, _ in q)
+    calls_sim = Counter(c.stage for c in result.calls)
+    report = {
+        "trace": file, "queries": len(live), "replayed": len(pairs),
+        "live_latency_s": _stats(live_l), "replay_latency_s": _stats(sim_l),
+        "latency_ratio_replay_over_live": float(np.mean(sim_l) / np.mean(live_l)) if np.mean(live_l) > 0 else None,
+        "per_query_rel_error": _stats(err) if err else None,
+        "calls": {s: {"live": calls_live[s], "replay": calls_sim.get(s, 0)} for s in steps},
+        "note": "the replay has the recorded LLM calls only (no SQL or retrieval time)",
+    }
+    rows = [["latency mean s", report["live_latency_s"]["mean"], report["replay_latency_s"]["mean"]],
+            ["latency p50 s", report["live_latency_s"]["p50"], report["replay_latency_s"]["p50"]],
+            ["latency p90 s", report["live_latency_s"]["p90"], report["replay_latency_s"]["p90"]]]
+    rows += [[f"calls {s}", v["live"], v["replay"]] for s, v in report["calls"].items()]
+    table = markdown_table(["quantity", "live", "replay"], rows)
+    if err:
+        e = report["per_query_rel_error"]
+        table += (f"\nper-query |replay − live| / live: mean {e['mean']:.3f}, p50 {e['p50']:.3f}, "
+                  f"p90 {e['p90']:.3f}, max {e['max']:.3f}\n{report['note']}")
+    return report, table

@@ -1,0 +1,199 @@
+"""The core's book of non-LLM engine instances: batchable ops queued and batched like calls.
+
+A batchable op whose component has instances (`flowserve.graph.primitives.OP_KINDS`)
+is bound to the instance of its kind with the least queued work and waits in its queue;
+when the instance has a free batch slot (`OpProfile.concurrency`) the core releases a
+batch — ops of any queries, in the queue policy's order, up to `max_units` units (an
+op larger than that runs alone) — as one `RunBatch`. The driver answers each op with
+its `OpFinished`; the slot frees when the whole batch finished.
+
+Order: `topology` keys each op by (its query's arrival, −depth to the graph's output,
+ready order), Teola Alg. 2; any other queue policy serves ops FCFS (ops have no
+deadlines or prompts for `urgency` / `prefix_groups` to read).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flowserve.core.state import QueryState
+from flowserve.graph.nodes import OpNode
+from flowserve.graph.primitives import OP_KINDS, op_units
+from flowserve.profiles.ops import OpProfile, op_profile
+from flowserve.types import Command, InstanceSpec, OpFinished, RunBatch, ToolOp
+
+if TYPE_CHECKING:
+    from flowserve.core.scheduler import SchedulerCore
+
+
+class OpState:
+    __slots__ = ("batch", "id", "instance", "node", "op", "query", "seq", "units")
+
+    def __init__(self, op: ToolOp, node: OpNode, query: QueryState, seq: int) -> None:
+        self.id = op.id
+        self.op = op
+        self.node = node
+        self.query = query
+        self.seq = seq
+        self.units = op_units(node.args)
+        self.instance: OpInstance | None = None
+        self.batch: int | None = None
+
+
+class OpInstance:
+    def __init__(self, spec: InstanceSpec, profile: OpProfile) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.profile = profile
+        self.queue: dict[int, OpState] = {}
+        self.batches: dict[int, set[int]] = {}  # running batch → its unfinished op ids
+        self.queued_units = 0
+        self.up = True
+        self.dispatched = 0
+        self.completed = 0
+
+
+OrderKey = Callable[[OpState], tuple]
+
+
+class OpBook:
+    def __init__(self, core: SchedulerCore, order_key: OrderKey | None) -> None:
+        self._fail = core.fail_query
+        self._order = order_key or (lambda o: (o.seq,))
+        self.instances: dict[str, OpInstance] = {}
+        self.ops: dict[int, OpState] = {}
+        self._seq = itertools.count()
+        self._batches = itertools.count(1)
+        self._dirty: dict[str, None] = {}
+        self.out: list[Command] = []
+
+    # ------------------------------------------------------------------ instances
+
+    def add_instance(self, spec: InstanceSpec) -> None:
+        self.instances[spec.name] = OpInstance(spec, spec.op_profile or op_profile(spec.kind))
+        self._dirty[spec.name] = None
+
+    def kinds(self) -> set[str]:
+        return {i.spec.kind for i in self.instances.values() if i.up}
+
+    def batch_sizes(self) -> dict[str, int]:
+        """op → the smallest efficient micro-batch among the instances that run it."""
+        out: dict[str, int] = {}
+        for op, kind in OP_KINDS.items():
+            sizes = [i.profile.efficient_batch(op) for i in self.instances.values() if i.spec.kind == kind]
+            if sizes:
+                out[op] = min(sizes)
+        return out
+
+    @staticmethod
+    def ops_of(kind: str) -> list[str]:
+        return [op for op, k in OP_KINDS.items() if k == kind]
+
+    def runs(self, node: OpNode) -> bool:
+        """Whether this op runs on an engine instance (else the driver runs it as a tool)."""
+        return node.batchable and node.op in OP_KINDS
+
+    # ------------------------------------------------------------------ ops
+
+    def ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> None:
+        kind = OP_KINDS[node.op]
+        serving = [i for i in self.instances.values() if i.up and i.spec.kind == kind]
+        if not serving:
+            known = ", ".join(sorted(self.kinds())) or "none"
+            self._fail(qs, f"step {node.key!r}: no {kind} instance is up to run op {node.op!r} "
+                           f"(engine kinds up: {known})")
+            return
+        inst = min(serving, key=lambda i: (i.queued_units + sum(len(b) for b in i.batches.values()), i.name))
+        st = OpState(op, node, qs, next(self._seq))
+        self.ops[op.id] = st
+        self._enqueue(st, inst)
+
+    def _enqueue(self, st: OpState, inst: OpInstance) -> None:
+        st.instance = inst
+        st.batch = None
+        inst.queue[st.id] = st
+        inst.queued_units += st.units
+        inst.dispatched += 1
+        self._dirty[inst.name] = None
+
+    def finished(self, ev: OpFinished) -> OpState | None:
+        """The op this report is about, or None when it is not (or no longer) tracked."""
+        st = self.ops.pop(ev.op_id, None)
+        if st is None:
+            return None
+        inst = st.instance
+        assert inst is not None and st.batch is not None, "an op finishes only after its batch was released"
+        left = inst.batches[st.batch]
+        left.discard(st.id)
+        inst.completed += 1
+        if not left:
+            del inst.batches[st.batch]
+            self._dirty[inst.name] = None
+        return st
+
+    def drop_query(self, qs: QueryState) -> None:
+        """Forget a failed query's ops (a running batch's other ops carry on)."""
+        for st in [s for s in self.ops.values() if s.query is qs]:
+            del self.ops[st.id]
+            inst = st.instance
+            if inst is None:
+                continue
+            if st.id in inst.queue:
+                del inst.queue[st.id]
+                inst.queued_units -= st.units
+            elif st.batch is not None and st.batch in inst.batches:
+                inst.batches[st.batch].discard(st.id)
+                if not inst.batches[st.batch]:
+                    del inst.batches[st.batch]
+                    self._dirty[inst.name] = None
+
+    def instance_down(self, name: str) -> None:
+        """Move a lost instance's ops (queued and running) to another of its kind."""
+        inst = self.instances.get(name)
+        if inst is None or not inst.up:
+            return
+        inst.up = False
+        moved = list(inst.queue.values()) + [self.ops[i] for b in inst.batches.values() for i in b if i in self.ops]
+        inst.queue.clear()
+        inst.batches.clear()
+        inst.queued_units = 0
+        for st in moved:
+            del self.ops[st.id]
+            if not st.query.failed:
+                self.ready(st.query, st.node, st.op)
+
+    def instance_up(self, spec: InstanceSpec) -> None:
+        inst = self.instances.get(spec.name)
+        if inst is None or inst.spec != spec:
+            self.add_instance(spec)
+        else:
+            inst.up = True
+            self._dirty[spec.name] = None
+
+    # ------------------------------------------------------------------ batches
+
+    def release_all(self) -> None:
+        while self._dirty:
+            name = next(iter(self._dirty))
+            del self._dirty[name]
+            self._release(self.instances[name])
+
+    def _release(self, inst: OpInstance) -> None:
+        while inst.up and inst.queue and len(inst.batches) < inst.profile.concurrency:
+            order = sorted(inst.queue.values(), key=self._order)
+            batch: list[OpState] = []
+            units = 0
+            for st in order:
+                if batch and units + st.units > inst.profile.max_units:
+                    continue  # a smaller op further down may still fit
+                batch.append(st)
+                units += st.units
+            bid = next(self._batches)
+            for st in batch:
+                del inst.queue[st.id]
+                st.batch = bid
+            inst.queued_units -= units
+            inst.batches[bid] = {st.id for st in batch}
+            self.out.append(RunBatch(inst.name, tuple(st.op for st in batch)))

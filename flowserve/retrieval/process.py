@@ -1,0 +1,74 @@
+"""Start and stop the search service as a child process on 127.0.0.1 (for tests,
+benchmarks and `flowserve bench teola --live`): a free port, `/health` polled up to a
+deadline, the process ended on exit."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from flowserve.retrieval.errors import RetrievalError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SearchServiceProcess:
+    def __init__(self, corpus: Sequence[str | Path], key: str | None = None, delay_s: float = 0.0,
+                 log_path: Path | None = None) -> None:
+        self.corpus = [str(p) for p in corpus]
+        self.key, self.delay_s, self.log_path = key, delay_s, log_path
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> SearchServiceProcess:
+        assert self._proc is None, "started twice"
+        self.port = free_port()
+        cmd = [sys.executable, "-m", "flowserve.retrieval.search_service", "--corpus", *self.corpus,
+               "--port", str(self.port), "--delay-s", str(self.delay_s)] + (["--key", self.key] if self.key else [])
+        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=1.0) as http:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    raise RetrievalError(f"search service exited with code {self._proc.returncode} "
+                                         f"(log: {self.log_path})")
+                try:
+                    if http.get(f"{self.url}/health").status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)  # polling interval of a deadline-bounded wait
+        self.stop()
+        raise RetrievalError(f"search service was not healthy after {timeout_s:g} s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self) -> SearchServiceProcess:
+        return self.start() if self._proc is None else self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

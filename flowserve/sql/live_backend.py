@@ -1,0 +1,83 @@
+"""Statements on a live cluster in-process: the gateway's live driver runs in a thread of
+its own (its asyncio loop); each batch is ONE query — an `LLMBatch` workflow of many
+independent LLM steps in the core's late-binding pool. A batch the core fails as a whole
+(a prompt past every instance's context, an engine down past its retries) is retried
+call by call so only the rows at fault get their error."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.settings import GatewaySettings
+from flowserve.sql.backend import Answer, Progress
+from flowserve.sql.batch import LLMBatch
+from flowserve.sql.output import OutputSpec
+from flowserve.sql.planner import Request
+from flowserve.types import InstanceSpec
+
+
+class LiveClusterBackend:
+    def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None) -> None:
+        self.model = cluster[0].model if cluster else None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="flowserve-sql-driver", daemon=True)
+        self._thread.start()
+        self.driver = LiveDriver(list(cluster), settings or GatewaySettings(dispatch_params={"binding": "late"}))
+        self._await(self.driver.start())
+        self._t0: float | None = None
+        self._t1 = 0.0
+        self._calls = self._prompt = self._cached = 0
+
+    def _await(self, coro: Any) -> Any:
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return fut.result()
+        except KeyboardInterrupt:
+            fut.cancel()
+            raise
+
+    def run(self, requests: Sequence[Request], stage: str, output: OutputSpec, progress: Progress) -> list[Answer]:
+        if self._t0 is None:
+            self._t0 = time.perf_counter()
+        answers = self._await(self._batch(list(requests), stage))
+        if any(a is None for a in answers):  # the batch failed as a whole: find the rows at fault
+            answers = [self._await(self._batch([r], stage))[0] or Answer(None, "the call failed") for r in requests]
+        for a in answers:
+            self._calls += a.error is None
+            self._prompt += a.prompt_tokens
+            self._cached += a.cached_tokens
+        progress(len(answers), sum(a.prompt_tokens for a in answers), sum(a.cached_tokens for a in answers))
+        self._t1 = time.perf_counter()
+        return answers
+
+    async def _batch(self, requests: list[Request], stage: str) -> list[Answer | None]:
+        after = [r.after for r in requests] if len(requests) > 1 else None
+        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model, after=after)
+        res = await self.driver.run("llm_sql", wf, model=self.model)
+        if res.status != "completed":
+            if len(requests) == 1:
+                return [Answer(None, res.reason or "the call failed")]
+            return [None] * len(requests)
+        out = []
+        for a in res.output["answers"]:
+            if a is None or a["error"]:
+                out.append(Answer(None, (a or {}).get("error") or "no answer"))
+            else:
+                out.append(Answer(a["text"] or "", None, a["prompt_tokens"], a["cached_tokens"]))
+        return out
+
+    def report(self) -> dict[str, Any]:
+        lat = 0.0 if self._t0 is None else self._t1 - self._t0
+        return {"latency_s": lat, "calls": self._calls, "prompt_tokens": self._prompt, "cached_tokens": self._cached,
+                "token_hit_rate": self._cached / self._prompt if self._prompt else 0.0}
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._await(self.driver.shutdown(drain_timeout_s=1.0))
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)

@@ -1,0 +1,85 @@
+"""Statements on a simulated cluster: the calls run through the simulator driver.
+
+Answers are modelled (`modelled.py`, deterministic in the prompt) so the statement's
+relational work goes on at once; each batch is recorded as one step of the statement's
+plan — its calls' prompts as segments that keep the fields' sharing structure (equal
+field text ⇒ equal segment), outputs as the modelled lengths. `report()` simulates the
+plan as ONE query on the cluster (one statement = one query; each LLM operator waits for
+the previous one, its calls in the planner's send order through the late-binding pool):
+latency_s is the statement's virtual end-to-end time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
+from flowserve.sim.run import PolicySpec, simulate
+from flowserve.sql.backend import Answer, Progress
+from flowserve.sql.modelled import modelled_answer
+from flowserve.sql.output import OutputSpec
+from flowserve.sql.planner import Request
+from flowserve.types import InstanceSpec
+from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
+
+
+class SimClusterBackend:
+    def __init__(self, cluster: Sequence[InstanceSpec], policy: PolicySpec | None = None, seed: int = 0,
+                 prefix_caching: bool = True) -> None:
+        if not prefix_caching:
+            cluster = [dataclasses.replace(s, engine=dataclasses.replace(s.engine, prefix_caching=False))
+                       for s in cluster]
+        self.cluster = tuple(cluster)
+        self.model = self.cluster[0].model if self.cluster else None
+        self.policy = policy or PolicySpec("round_robin", "fcfs", dispatch_params={"binding": "late"})
+        self.seed = seed
+        self._ids = SegmentIds(first_unique=1)
+        self._nodes: list[DagNode] = []
+        self._barrier: tuple[str, ...] = ()
+        self._report: dict[str, Any] | None = None
+
+    def _segments(self, req: Request) -> tuple[Segment, ...]:
+        return tuple(Segment(self._ids.shared(key), toks) for key, toks in req.parts if toks > 0)
+
+    def run(self, requests: Sequence[Request], stage: str, output: OutputSpec, progress: Progress) -> list[Answer]:
+        answers = []
+        b = len(self._nodes)
+        keys = []
+        for k, req in enumerate(requests):
+            text, out_toks = modelled_answer(req.prompt, output, self.seed, req.max_tokens)
+            deps = self._barrier if req.after is None else (f"b{b}.{req.after}",)
+            keys.append(f"b{b}.{k}")
+            self._nodes.append(DagNode(keys[-1], CallStep(stage, self._segments(req), max(1, out_toks)), deps))
+            answers.append(Answer(text, None, req.tokens, 0))
+        if keys:  # the next operator starts when this batch is done (a zero-time barrier)
+            self._nodes.append(DagNode(f"barrier{b}", OpStep("barrier", "barrier", 0.0), tuple(keys)))
+            self._barrier = (f"barrier{b}",)
+        self._report = None
+        progress(len(requests), sum(r.tokens for r in requests), 0)
+        return answers
+
+    @property
+    def plan(self) -> DagPlan:
+        return DagPlan("llm_sql", tuple(self._nodes))
+
+    def report(self) -> dict[str, Any]:
+        if self._report is None:
+            self._report = simulate_plan(self.cluster, self.plan, self.policy)
+        return self._report
+
+    def close(self) -> None:
+        pass
+
+
+def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: PolicySpec) -> dict[str, Any]:
+    if not plan.nodes:
+        return {"latency_s": 0.0, "calls": 0, "token_hit_rate": 0.0, "prompt_tokens": 0, "cached_tokens": 0}
+    res = simulate(cluster, Workload("llm_sql", (QuerySpec(0, 0.0, plan),)), policy)
+    (q,) = res.queries
+    prompt = sum(c.input_tokens for c in res.calls)
+    cached = sum(c.cached_tokens for c in res.calls)
+    return {"latency_s": q.latency, "calls": len(res.calls), "failed": q.failed,
+            "token_hit_rate": cached / prompt if prompt else 0.0,
+            "prompt_tokens": prompt, "cached_tokens": cached, "sim_wall_s": res.sim_wall_s}

@@ -1,0 +1,157 @@
+"""A statement's LLM calls and the queries that feed them (sqlglot, DuckDB dialect).
+
+Every `LLM*()` call is rewritten into an internal UDF over (operator id, list of the
+argument values) whose template and output spec are parsed once here. For the top-level
+SELECT, each operator gets a *prefetch* query — the argument rows that reach it — so the
+planner sees the whole column before a single call is made. With predicate ordering the
+WHERE's cheap conjuncts run before the LLM ones (and earlier LLM conjuncts before later
+ones), and LLM projections run on the rows that pass every filter, after LIMIT when the
+LIMIT applies to rows; without it every LLM filter sees every row of the FROM clause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+
+from flowserve.sql.errors import SQLInputError
+from flowserve.sql.output import OutputSpec, choice_spec, json_spec
+from flowserve.sql.planner import LLMOp
+from flowserve.sql.templates import parse_template
+
+FUNCS = {"LLM": "text", "LLM_FILTER": "bool", "LLM_NUMBER": "number", "LLM_CHOICE": "choice", "LLM_JSON": "json"}
+UDF = {"text": "__fs_llm_text", "bool": "__fs_llm_bool", "number": "__fs_llm_number",
+       "choice": "__fs_llm_text", "json": "__fs_llm_text"}
+ERROR_UDF = "__fs_llm_error"
+DEFAULT_MAX_TOKENS = {"text": 64, "bool": 4, "number": 8, "choice": 8, "json": 96}
+
+
+@dataclass
+class Prefetch:
+    op_id: int
+    sql: str  # SELECT <argument list> FROM ... WHERE ...
+    clause: str  # "where" | "select"
+
+
+@dataclass
+class Statement:
+    sql: str  # the rewritten statement (internal UDFs)
+    ops: dict[int, LLMOp] = field(default_factory=dict)
+    prefetch: list[Prefetch] = field(default_factory=list)
+    error_column: bool = False
+
+
+def _literal(node: exp.Expression, what: str, fn: str) -> str:
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        raise SQLInputError(f"{fn}(): the {what} must be a string literal, got {node.sql()[:60]!r}")
+    return node.this
+
+
+def _op(call: exp.Anonymous, max_tokens: int | None, model: str | None) -> tuple[LLMOp, list[exp.Expression]]:
+    fn = call.name.upper()
+    kind = FUNCS[fn]
+    args = list(call.expressions)
+    spec = OutputSpec(kind)  # type: ignore[arg-type]
+    if kind in ("choice", "json"):
+        if not args:
+            raise SQLInputError(f"{fn}(): missing the {'allowed answers' if kind == 'choice' else 'JSON schema'}")
+        first = _literal(args.pop(0), "allowed answers" if kind == "choice" else "JSON schema", fn)
+        spec = choice_spec(first) if kind == "choice" else json_spec(first)
+    if not args:
+        raise SQLInputError(f"{fn}(): missing the prompt template")
+    template = parse_template(_literal(args.pop(0), "prompt template", fn), len(args))
+    mt = max_tokens or DEFAULT_MAX_TOKENS[kind]
+    return LLMOp(fn, template, spec, mt, model), args
+
+
+def _arg_list(args: list[exp.Expression]) -> exp.Expression:
+    return exp.Anonymous(this="list_value", expressions=[exp.Cast(this=a.copy(), to=exp.DataType.build("VARCHAR"))
+                                                         for a in args])
+
+
+def _top_select(node: exp.Expression, top: exp.Select) -> bool:
+    return node.find_ancestor(exp.Select) is top
+
+
+def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, predicates: bool = True,
+            error_column: bool = True) -> Statement:
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError as e:
+        raise SQLInputError(f"SQL syntax error: {str(e).splitlines()[0]}") from None
+    calls = [c for c in tree.find_all(exp.Anonymous) if c.name.upper() in FUNCS]
+    if not calls:
+        return Statement(sql)
+    calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
+    top = tree if isinstance(tree, exp.Select) else None
+    ops: dict[int, LLMOp] = {}
+    located: list[tuple[int, exp.Expression, str]] = []  # (op id, rewritten call, clause)
+    err_calls: list[exp.Expression] = []
+    for i, call in enumerate(calls):
+        op, args = _op(call, max_tokens, model)
+        ops[i] = op
+        udf = exp.Anonymous(this=UDF[op.output.kind], expressions=[exp.Literal.number(i), _arg_list(args)])
+        clause = "other"
+        if top is not None and _top_select(call, top):
+            clause = "where" if call.find_ancestor(exp.Where) is not None else "select"
+            if clause == "select" and call.find_ancestor(exp.Order, exp.Having, exp.Group) is not None:
+                clause = "other"
+        if clause == "select" and call.find_ancestor(exp.Select) is top and \
+                any(call is e or call in e.find_all(exp.Anonymous) for e in top.expressions):
+            err_calls.append(exp.Anonymous(this=ERROR_UDF, expressions=[exp.Literal.number(i), _arg_list(args)]))
+        call.replace(udf)
+        located.append((i, udf, clause))
+    st = Statement(tree.sql(dialect="duckdb"), ops)
+    if top is None:
+        return st
+    st.prefetch = _prefetch(top, located, predicates)
+    aggregated = top.args.get("group") is not None or top.args.get("distinct") is not None or \
+        any(e.find(exp.AggFunc) is not None for e in top.expressions)
+    if error_column and err_calls and not aggregated:
+        joined = exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string("; "), *err_calls])
+        col = exp.alias_(exp.Nullif(this=joined, expression=exp.Literal.string("")), "llm_error")
+        top.set("expressions", [*top.expressions, col])
+        st.sql = tree.sql(dialect="duckdb")
+        st.error_column = True
+    return st
+
+
+def _prefetch(top: exp.Select, located: list[tuple[int, exp.Expression, str]], predicates: bool) -> list[Prefetch]:
+    where = top.args.get("where")
+    conjuncts = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else \
+        ([where.this] if where is not None else [])
+    is_llm = [any(n.name in UDF.values() for n in c.find_all(exp.Anonymous)) for c in conjuncts]
+    cheap = [c for c, llm in zip(conjuncts, is_llm, strict=True) if not llm]
+    llm_conj = [c for c, llm in zip(conjuncts, is_llm, strict=True) if llm]
+    out: list[Prefetch] = []
+    limit_ok = (top.args.get("group") is None and top.args.get("having") is None and top.args.get("distinct") is None
+                and not any(e.find(exp.AggFunc, exp.Window) is not None for e in top.expressions))
+    order = top.args.get("order")
+    if order is not None and any(n.name in UDF.values() for n in order.find_all(exp.Anonymous)):
+        limit_ok = False
+    for op_id, udf, clause in located:
+        if clause == "other":
+            continue
+        q = top.copy()
+        for key in ("group", "having", "distinct", "order", "limit", "offset", "qualify", "windows"):
+            q.set(key, None)
+        q.set("expressions", [udf.expressions[1].copy()])
+        conds: list[exp.Expression] = []
+        if clause == "where":
+            k = next(j for j, c in enumerate(llm_conj) if any(n is udf for n in c.find_all(exp.Anonymous)))
+            conds = [*cheap, *llm_conj[:k]] if predicates else []
+        else:
+            conds = list(conjuncts)
+            if predicates and limit_ok:
+                if order is not None:
+                    q.set("order", order.copy())
+                for key in ("limit", "offset"):
+                    if top.args.get(key) is not None:
+                        q.set(key, top.args[key].copy())
+        q.set("where", exp.Where(this=exp.and_(*[c.copy() for c in conds])) if conds else None)
+        out.append(Prefetch(op_id, q.sql(dialect="duckdb"), "where" if clause == "where" else "select"))
+    # where-clause operators run first (in conjunct order), then the projections
+    out.sort(key=lambda p: p.clause != "where")
+    return out

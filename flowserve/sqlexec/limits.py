@@ -1,0 +1,27 @@
+"""What the sandbox allows: its limits and the errors it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SQLError(Exception):
+    """The statement failed (the database's own message, or a limit it hit)."""
+
+
+class SQLRefused(SQLError):
+    """The sandbox refused the statement before or while running it; names what was refused."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    time_limit_s: float = 5.0
+    max_rows: int = 20  # rows returned (the rest is counted as truncated)
+    max_result_bytes: int = 256 * 1024  # JSON size of the returned rows
+    max_value_bytes: int = 1_000_000  # SQLITE_LIMIT_LENGTH: no string or blob larger than this
+    memory_limit: str = "256MB"  # DuckDB
+    threads: int = 1  # DuckDB
+
+    def __post_init__(self) -> None:
+        assert self.time_limit_s > 0 and self.max_rows >= 0, self
+        assert self.max_result_bytes > 0 and self.max_value_bytes > 0 and self.threads >= 1, self

@@ -1,0 +1,160 @@
+"""The workflow IR: the Graph builder, the per-query runtime, Out resolution, passes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from flowserve.errors import ConfigError, WorkflowError
+from flowserve.graph.nodes import LLMNode, NodeResult, OpNode
+from flowserve.graph.passes import PassContext, make_passes
+from flowserve.graph.prompt import Lit, Out, Segment, Toks, as_prompt, output_segment_id, refs
+from flowserve.graph.runtime import QueryRun, topological_order
+from flowserve.graph.workflow import Graph, Workflow
+
+
+class Search(Workflow):
+    """plan → search(plan) → answer(question, hits); up to `rounds` self-checks."""
+
+    def __init__(self, question: str, rounds: int = 2) -> None:
+        self.question, self.rounds = question, rounds
+        self.checks = 0
+
+    def start(self, g: Graph) -> None:
+        plan = g.llm("plan", ["Plan: ", self.question], max_tokens=8)
+        hits = g.tool("search", "web_search", query=plan)
+        g.llm("answer", ["Q: ", self.question, "\nHits: ", hits], max_tokens=16)
+
+    def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+        if key in ("answer", f"check{self.checks}") and self.checks < self.rounds:
+            self.checks += 1
+            g.llm(f"check{self.checks}", ["Check: ", Out(key)], max_tokens=4, stage="check")
+
+
+def finish(run: QueryRun, node, **kw):
+    return run.complete(node.key, NodeResult(**kw))
+
+
+def test_dependencies_come_from_the_data_a_step_reads():
+    run = QueryRun(Search("why?"), query_id=7)
+    ready = run.start()
+    assert [n.key for n in ready] == ["plan"]
+    assert run.nodes["search"].deps == ("plan",) and run.nodes["answer"].deps == ("search",)
+    [search] = finish(run, ready[0], output_tokens=3, text="find why")
+    # Out(plan) in a tool argument resolves to the plan's text when the op is issued.
+    assert isinstance(search, OpNode) and search.args == {"query": "find why"}
+    [answer] = finish(run, search, value=["doc one", "doc two"])
+    assert answer.prompt == (Lit("Q: "), Lit("why?"), Lit("\nHits: "), Lit("doc one\n\ndoc two"))
+
+
+def test_the_graph_grows_at_run_time_until_the_workflow_stops():
+    run = QueryRun(Search("q", rounds=2))
+    node = run.start()[0]
+    node = finish(run, node, output_tokens=2)[0]
+    node = finish(run, node, value="hits")[0]
+    seen = []
+    while node is not None:
+        seen.append(node.key)
+        nxt = finish(run, node, output_tokens=5)
+        node = nxt[0] if nxt else None
+    assert seen == ["answer", "check1", "check2"] and run.finished and run.outstanding == 0
+
+
+def test_simulated_outputs_resolve_to_a_segment_of_their_length():
+    run = QueryRun(Search("q", rounds=1), query_id=3)
+    plan = run.start()[0]
+    search = finish(run, plan, output_tokens=12)[0]
+    answer = finish(run, search, value=None)[0]
+    check = finish(run, answer, output_tokens=40)[0]
+    assert check.prompt[-1] == Segment(output_segment_id(3, "answer"), 40)
+    # The same step of another query is a different segment (no false sharing).
+    assert output_segment_id(4, "answer") != output_segment_id(3, "answer")
+
+
+def test_explicit_dependencies_with_rshift():
+    class Fan(Workflow):
+        def start(self, g: Graph) -> None:
+            a = g.llm("a", "x", max_tokens=1)
+            b, c = g.llm("b", "y", max_tokens=1), g.llm("c", "z", max_tokens=1)
+            a >> [b, c]
+            [b, c] >> g.tool("join", "aggregate")
+
+    run = QueryRun(Fan())
+    assert [n.key for n in run.start()] == ["a"]
+    assert set(run.nodes["join"].deps) == {"b", "c"}
+    ready = finish(run, run.nodes["a"], output_tokens=1)
+    assert sorted(n.key for n in ready) == ["b", "c"]
+    assert finish(run, run.nodes["b"], output_tokens=1) == []
+    assert [n.key for n in finish(run, run.nodes["c"], output_tokens=1)] == ["join"]
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda g: (g.llm("a", "x", max_tokens=1, after=["b"]), g.llm("b", "y", max_tokens=1, after=["a"])),
+     "cycle"),
+    (lambda g: g.llm("a", ["x", Out("ghost")], max_tokens=1), "unknown node 'ghost'"),
+    (lambda g: (g.llm("a", "x", max_tokens=1), g.llm("a", "y", max_tokens=1)), "duplicate"),
+    (lambda g: g.llm("a", "", max_tokens=1), "empty prompt"),
+    (lambda g: g.llm("a", "x", max_tokens=0), "max_tokens"),
+])
+def test_bad_graphs_raise_a_workflow_error(build, match):
+    class Bad(Workflow):
+        def start(self, g: Graph) -> None:
+            build(g)
+
+    with pytest.raises(WorkflowError, match=match):
+        QueryRun(Bad()).start()
+
+
+def test_a_step_cannot_take_dependencies_after_its_batch():
+    class Late(Workflow):
+        def start(self, g: Graph) -> None:
+            g.llm("a", "x", max_tokens=1)
+
+        def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
+            g.depend("a", "b")
+
+    run = QueryRun(Late())
+    with pytest.raises(WorkflowError, match="earlier batch"):
+        finish(run, run.start()[0], output_tokens=1)
+
+
+def test_passes_run_on_every_batch_including_run_time_ones():
+    seen: list[list[str]] = []
+
+    def shorten(batch, ctx: PassContext):
+        # A pass sees the graph so far read-only and returns the nodes to add instead.
+        seen.append(sorted(n.key for n in batch))
+        assert all(k not in ctx.nodes for k in (n.key for n in batch))
+        return [dataclasses.replace(n, max_tokens=1) if isinstance(n, LLMNode) else n for n in batch]
+
+    run = QueryRun(Search("q", rounds=1), passes=[shorten])
+    plan = run.start()[0]
+    assert plan.max_tokens == 1
+    search = finish(run, plan, output_tokens=1)[0]
+    answer = finish(run, search, value="h")[0]
+    check = finish(run, answer, output_tokens=1)[0]
+    assert check.max_tokens == 1
+    assert seen == [["answer", "plan", "search"], ["check1"]]
+
+
+def test_make_passes_names():
+    assert make_passes("none") == () and make_passes(None) == ()
+    with pytest.raises(ConfigError, match="unknown graph pass"):
+        make_passes("no_such_pass")
+
+
+def test_topological_order_puts_producers_first():
+    a = LLMNode("a", "s", (Lit("x"),), 1)
+    b = LLMNode("b", "s", (Out("a"),), 1, ("a",))
+    c = OpNode("c", "agg", "aggregate", deps=("b", "z"))
+    order = topological_order([c, b, a], known={"z"})
+    assert [n.key for n in order] == ["a", "b", "c"]
+
+
+def test_prompt_parts():
+    p = as_prompt("Hi ", [Lit("a"), ["b", Toks((1, 2))]], Segment(5, 10), "")
+    assert p == (Lit("Hi "), Lit("a"), Lit("b"), Toks((1, 2)), Segment(5, 10))
+    assert refs((Lit("x"), Out("s1"), Out("s2"))) == ("s1", "s2")
+    with pytest.raises(TypeError, match="float"):
+        as_prompt(1.5)

@@ -1,0 +1,64 @@
+"""The live paths: a running gateway over its OpenAI API, and a live cluster in-process
+(the gateway's live driver with real-time simulated engines)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+import flowserve.sql as fsql
+from flowserve.gateway.app import create_app
+from flowserve.gateway.server import BackgroundServer
+from flowserve.gateway.settings import serve_config
+from flowserve.sql.connection import Connection
+from flowserve.sql.live_backend import LiveClusterBackend
+from flowserve.types import InstanceSpec
+
+MODEL = "llama-3.1-8b"
+TABLE = pa.table({"info": ["long shared description of a film " * 4] * 3 + ["another film entirely " * 4] * 3,
+                  "review": ["good", "bad", "fine", "good", None, "meh"]})
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[BackgroundServer]:
+    cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}],
+                        "gateway": {"time_scale": 200.0, "dispatch": "prefix_affinity"}}, "test")
+    with BackgroundServer(create_app(cfg)) as srv:
+        yield srv
+
+
+def test_gateway_statement_in_row_order_with_cached_prefixes(gateway: BackgroundServer) -> None:
+    con = fsql.connect(gateway=gateway.url, optimize="all")
+    con.register("t", TABLE)
+    r = con.sql("SELECT review, LLM('Summarise {info} {review}', info, review) AS s FROM t")
+    assert [row[0] for row in r.rows] == TABLE.column("review").to_pylist()
+    assert all(isinstance(row[1], str) and row[1] for i, row in enumerate(r.rows) if i != 4)
+    assert r.rows[4][1] is None and r.rows[4][2] == "NULL in field 'review'"
+    assert r.report["calls"] == 7  # 5 distinct rows + one warm-up per film
+    assert r.report["cached_tokens"] > 0
+
+
+def test_gateway_down_mid_statement_gives_row_errors_not_silence() -> None:
+    con = fsql.connect(gateway="http://127.0.0.1:9", optimize="none", model=MODEL)
+    con.register("t", TABLE)
+    r = con.sql("SELECT LLM('Summarise {review}', review) AS s FROM t")
+    assert all(row[0] is None for row in r.rows)
+    assert all("gateway unreachable" in row[1] or "NULL" in row[1] for row in r.rows)
+    assert len(r.report["errors"]) == 6
+
+
+def test_live_cluster_in_process_runs_each_batch_as_one_query() -> None:
+    spec = InstanceSpec("a", "A100-80G", MODEL, backend="sim", reports_capacity=True)
+    backend = LiveClusterBackend([spec])
+    con = Connection(backend, "all")
+    try:
+        con.register("t", TABLE)
+        r = con.sql("SELECT LLM_FILTER('Kids? {info} {review}', info, review) AS k FROM t")
+        assert len(r.rows) == 6 and r.rows[4][0] is None
+        # one query per operator batch reached the core (plus none per row)
+        assert backend.driver.core.decisions >= 5
+        assert r.report["calls"] == 7
+    finally:
+        con.close()
