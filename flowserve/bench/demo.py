@@ -17,7 +17,6 @@ from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 from flowserve.sim.run import PolicySpec, standalone_times
 from flowserve.workloads import load_workload
 
-
 # The pairs the papers and peers deploy: every dispatch policy with FCFS queues, and the
 # queue policies with the dispatch policy each was designed with.
 DESIGNED_PAIRS = (("round_robin", "urgency"), ("least_load", "urgency"), ("hexgen_wb", "urgency"),

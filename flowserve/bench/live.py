@@ -11,6 +11,7 @@
   engine-reported token hit rate, and the ratio first policy / last policy measured in
   one run. The same workload is also simulated with the engines' fitted profile.
 * validate — `flowserve validate` against one llama-server (profiled first).
+* admission — `max_queue_s` at a sustained load and at 3× (`flowserve.bench.admission_bench`).
 """
 
 from __future__ import annotations
@@ -253,6 +254,11 @@ def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], qu
     if "overhead" in parts:
         say("gateway overhead with simulated engines")
         data["gateway_overhead"] = overhead_bench(overhead_requests, console)
+    if "admission" in parts:
+        from flowserve.bench.admission_bench import admission_bench
+
+        say("admission control at a sustained load and at 3x (simulated A100s)")
+        data["admission"] = admission_bench(console)
     if parts & {"prefix", "validate"}:
         binary = ensure_llama_server(progress=say)
         model = write_tiny_llama(OUT / "tiny.gguf").gguf

@@ -102,8 +102,8 @@ def bench_live(
     queries: Annotated[int, typer.Option(help="queries of the shared-prefix run per policy")] = 120,
     rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
     overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
-    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate")] = (
-        "overhead,prefix,validate"),
+    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate, admission")] = (
+        "overhead,prefix,validate,admission"),
 ) -> None:
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
     with simulated engines, and `validate` against llama-server."""
@@ -112,6 +112,35 @@ def bench_live(
 
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
                        overhead_requests, {p.strip() for p in parts.split(",")})
+
+
+@bench_app.command("gateway")
+def bench_gateway(
+    json_out: Annotated[Path, typer.Option("--json", help="results JSON")] = Path("out/bench-gateway.json"),
+    policies: Annotated[str, typer.Option(help="comma-separated dispatch policies (default: all registered)")] = "",
+    seconds: Annotated[float, typer.Option(help="seconds of load per cell")] = 2.0,
+    workers: Annotated[str, typer.Option(help="comma-separated gateway process counts to measure")] = "1",
+    sglang: Annotated[bool, typer.Option(help="measure sglang-router cache_aware (the bench extra)")] = True,
+    gateway_src: Annotated[Path | None, typer.Option(help="serve the gateway from this source tree instead "
+                                                          "(e.g. `git archive` of an older commit)")] = None,
+) -> None:
+    """Gateway data plane vs the bare backend and sglang-router: req/s, added latency, CPU."""
+    with user_errors():
+        from flowserve.bench.gateway_bench import run_gateway_bench
+        from flowserve.errors import ConfigError
+        from flowserve.policies import DISPATCH_POLICIES
+
+        names = [p.strip() for p in policies.split(",") if p.strip()] or sorted(DISPATCH_POLICIES)
+        unknown = sorted(set(names) - set(DISPATCH_POLICIES))
+        if unknown:
+            raise ConfigError(f"--policies: unknown {unknown}; known: {', '.join(sorted(DISPATCH_POLICIES))}")
+        try:
+            counts = [int(w) for w in workers.split(",")]
+        except ValueError:
+            raise ConfigError(f"--workers: expected integers, got {workers!r}") from None
+        if seconds <= 0 or any(w < 1 or w > 64 for w in counts):
+            raise ConfigError("--seconds must be positive and --workers between 1 and 64")
+        run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src)
 
 
 @bench_app.command("fidelity")

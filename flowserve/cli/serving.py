@@ -124,13 +124,17 @@ def serve(
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    workers: Annotated[int, typer.Option(help="gateway processes on one port (each with its own core)")] = 1,
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
+        from flowserve.errors import ConfigError
         from flowserve.gateway.server import serve as run_server
         from flowserve.gateway.settings import load_serve_config
 
-        run_server(load_serve_config(config), host, port, log_level)
+        if not 1 <= workers <= 64:
+            raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
+        run_server(load_serve_config(config), host, port, log_level, workers)
 
 
 @app.command()

@@ -86,8 +86,8 @@ def demo(
     out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/demo"),
     queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
-    every_pair: Annotated[bool, typer.Option("--every-pair", help="every dispatch × queue policy pair "
-                                             "(50; slow) instead of every dispatch policy and the designed pairs")] = False,
+    every_pair: Annotated[bool, typer.Option(
+        "--every-pair", help="every dispatch × queue policy pair (50; slow) instead of the 15 designed pairs")] = False,
 ) -> None:
     """Text-to-SQL on Hetero-1: every dispatch policy with FCFS and each queue policy with the
     dispatch policy it was designed with (15 pairs)."""

@@ -156,10 +156,10 @@ class SchedulerCore:
         return 0 if idx is None else min(idx.match_by_instance(prompt)[1].get(instance, 0), len(prompt))
 
     def predicted_wait_s(self, model: str | None) -> float | None:
-        """The least outstanding predicted work over the up instances serving `model`: what
-        a new call would wait at best (Hexgen's t_queue); None when none serves it."""
-        loads = [i.outstanding for i in self.view.up_instances(model)]
-        return max(min(loads), 0.0) if loads else None
+        """What a new call would wait at best over the up instances serving `model`, with
+        the engines batching (`ClusterView.queueing_delay_s`); None when none serves it."""
+        waits = [self.view.queueing_delay_s(i) for i in self.view.up_instances(model)]
+        return min(waits) if waits else None
 
     def max_context(self, model: str | None) -> int | None:
         limits = [i.max_context for i in self.calls.instances.values() if i.serves(model)]

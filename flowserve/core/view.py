@@ -22,6 +22,25 @@ def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, 
     return cost.call_time(input_tokens, output_tokens, min(cached_tokens, max(input_tokens - 1, 0)))
 
 
+TYPICAL_CONTEXT = 1024  # tokens per sequence when estimating a batch's decode step
+
+
+def batch_speedup(cost: CostModel, batch: int, context: float = TYPICAL_CONTEXT) -> float:
+    """How many serial seconds of work a batch of `batch` sequences completes per second:
+    b·step(1, c) / step(b, b·c) (Orca/vLLM iteration-level batching; ≥ 1)."""
+    if batch <= 1:
+        return 1.0
+    return max(1.0, batch * cost.decode_step_time(1, context) / cost.decode_step_time(batch, batch * context))
+
+
+def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
+    """The delay a new call adds to its own service on an instance that batches: the
+    outstanding serial work drained at the batch's speedup (Hexgen's t_queue, Eq. 3,
+    divided by the batched throughput instead of summed as if calls ran one by one).
+    A call joining a big batch waits no queue but runs slower; this counts both."""
+    return max(outstanding_s, 0.0) / max(speedup, 1.0)
+
+
 class ClusterView:
     """What policies may read: instances, predicted costs, prefix index, queries."""
 
@@ -53,6 +72,12 @@ class ClusterView:
         if cost is None:
             cost = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, cached)
         return cost
+
+    def queueing_delay_s(self, inst: InstanceState) -> float:
+        """A new call's predicted wait on `inst` (`queueing_delay_s` at its current batch)."""
+        slots = min(inst.spec.engine.max_num_seqs, inst.spec.max_inflight or inst.spec.engine.max_num_seqs)
+        batch = min(len(inst.running) + len(inst.queue) + 1, slots)
+        return queueing_delay_s(inst.outstanding, batch_speedup(inst.cost, batch))
 
     def up_instances(self, model: str | None = None) -> list[InstanceState]:
         return [i for i in self.instances.values() if i.up and i.serves(model)]

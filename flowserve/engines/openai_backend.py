@@ -82,7 +82,10 @@ class OpenAIBackend:
             def relay(chunk: Mapping[str, Any]) -> None:
                 for choice in chunk.get("choices") or ():
                     sink.push(choice.get("text") or "")
-        res = await client.complete(list(call.prompt), req.max_tokens, stream=True, temperature=temperature,
+        # only a streaming client needs the engine's stream: a whole answer is one JSON body
+        # to parse instead of a chunk per token (the TTFT metric then covers streams only)
+        res = await client.complete(list(call.prompt), req.max_tokens, stream=sink is not None,
+                                    temperature=temperature,
                                     ignore_eos=req.ignore_eos, extra=params, on_chunk=relay)
         return CallOutcome(output_tokens=res.output_tokens, cached_tokens=res.cached_tokens or 0,
                            prompt_tokens=res.prompt_tokens or call.input_tokens, text=res.text,

@@ -15,36 +15,26 @@ import asyncio
 import contextlib
 import hmac
 import shutil
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.apps.base import WorkflowDef
 from flowserve.apps.registry import builtin_workflows
-from flowserve.apps.single import SingleCall
 from flowserve.config import InstanceConfig
-from flowserve.engines.backend import TokenSink
-from flowserve.engines.tokenizer import message_text
 from flowserve.errors import ConfigError, FlowserveError, RequestError
+from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.driver import BackendFactory, LiveDriver
+from flowserve.gateway.llm import LLMRoutes
 from flowserve.gateway.openai_api import (
     APIError,
-    ChatRequest,
-    CompletionRequest,
-    chat_body,
-    chunk,
-    completion_body,
     decode_json,
     failure_error,
-    parse,
-    sse,
-    usage,
 )
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
@@ -63,8 +53,9 @@ class Headers:
     cls: QueryClass = "interactive"
 
 
-def read_headers(request: Request) -> Headers:
-    h = request.headers
+def read_headers(h: Mapping[str, str]) -> Headers:
+    """x-tenant (else the API key's tenant), x-priority, x-slo-ms, x-flowserve-class from
+    lower-cased request headers."""
     tenant = h.get("x-tenant", "").strip() or key_tenant(h.get("authorization", "")) or "default"
     if len(tenant) > 128:
         raise APIError(400, "x-tenant: at most 128 characters", param="x-tenant")
@@ -107,6 +98,7 @@ class Gateway:
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
+        self.read_headers = read_headers
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
@@ -121,9 +113,11 @@ class Gateway:
     # ------------------------------------------------------------------ helpers
 
     def check_key(self, request: Request, keys: Sequence[str]) -> None:
+        self.check_key_header(request.headers.get("authorization", ""), keys)
+
+    def check_key_header(self, auth: str, keys: Sequence[str]) -> None:
         if not keys:
             return
-        auth = request.headers.get("authorization", "")
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise APIError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
@@ -154,86 +148,10 @@ class Gateway:
                                 f"{max_tokens} for the completion)", code="context_length_exceeded",
                            param="prompt")
 
-    # ------------------------------------------------------------------ LLM requests
-
-    async def llm_request(self, request: Request, kind: str) -> Response:
-        hdr = read_headers(request)
-        body = decode_json(await request.body())
-        req = parse(ChatRequest, body) if kind == "chat" else parse(CompletionRequest, body)
-        if req.n != 1:
-            raise APIError(400, "n: only n = 1 is supported", param="n")
-        model = self.model_of(req.model)
-        max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
-                      or self.config.gateway.default_max_tokens)
-        messages: tuple[dict[str, Any], ...] = ()
-        try:
-            if kind == "chat":
-                messages = tuple(m.model_dump(exclude_none=True) for m in req.messages)
-                for m in messages:
-                    m["content"] = message_text(m)
-                text: str | None = await self.driver.render_chat(messages, model)
-                ids = await self.driver.tokenize(text or "", model)
-            else:
-                text, ids = await self._prompt_ids(req.prompt, model)
-        except FlowserveError as e:
-            raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
-        if not ids:
-            raise APIError(400, "the prompt is empty", param="prompt")
-        self.check_context(model, len(ids), max_tokens)
-        queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
-        sink = TokenSink(queue.put_nowait) if queue is not None else None
-        program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
-        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
-        await self.submit(h)
-        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
-        if queue is not None:
-            h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
-            return StreamingResponse(self._stream(kind, rid, model, queue, h, req.include_usage()),
-                                     media_type="text/event-stream",
-                                     headers={"x-flowserve-query-id": str(h.id), "cache-control": "no-cache"})
-        result = await h.done
-        if result.status != "completed":
-            raise failure_error(result.reason or "failed")
-        call = result.calls[-1]
-        use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
-        make = chat_body if kind == "chat" else completion_body
-        return JSONResponse(make(rid, model, call.text, call.finish_reason, use),
-                            headers={"x-flowserve-instance": call.instance, "x-flowserve-query-id": str(h.id)})
-
-    async def _prompt_ids(self, prompt: Any, model: str) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, str):
-            return prompt, await self.driver.tokenize(prompt, model)
-        if prompt and isinstance(prompt[0], str | list):
-            if len(prompt) != 1:
-                raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
-                               param="prompt")
-            return await self._prompt_ids(prompt[0], model)
-        if any(t < 0 for t in prompt):
-            raise APIError(400, "prompt: token ids must be non-negative", param="prompt")
-        return None, list(prompt)
-
-    async def _stream(self, kind: str, rid: str, model: str, queue: asyncio.Queue[Any], h: QueryHandle,
-                      include_usage: bool) -> AsyncIterator[str]:
-        created = int(time.time())
-        first = True
-        while (item := await queue.get()) is not _END:
-            yield sse(chunk(kind, rid, model, created, item, None, first))
-            first = False
-        result = h.done.result()
-        if result.status == "completed":
-            call = result.calls[-1]
-            final = chunk(kind, rid, model, created, None, call.finish_reason, first)
-            if include_usage:
-                final["usage"] = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
-            yield sse(final)
-        else:
-            yield sse(failure_error(result.reason or "failed").body())
-        yield "data: [DONE]\n\n"
-
     # ------------------------------------------------------------------ workflows
 
     async def workflow_request(self, request: Request, name: str) -> Response:
-        hdr = read_headers(request)
+        hdr = read_headers(request.headers)
         wf = self.workflows.get(name)
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
@@ -244,7 +162,12 @@ class Gateway:
         inputs = body.get("input", {})
         if not isinstance(inputs, dict):
             raise APIError(400, "input: expected an object", param="input")
-        model = self.model_of(body["model"]) if body.get("model") else None
+        model = body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise APIError(400, "model: expected a string", param="model")
+        if not isinstance(body.get("async", False), bool):
+            raise APIError(400, "async: expected true or false", param="async")
+        model = self.model_of(model) if model else None
         try:
             program = wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
@@ -309,7 +232,9 @@ def query_body(r: QueryResult) -> dict[str, Any]:
 
 
 def create_app(config: ServeConfig, backend_factory: BackendFactory | None = None,
-               workflows: Mapping[str, WorkflowDef] | None = None) -> FastAPI:
+               workflows: Mapping[str, WorkflowDef] | None = None) -> GatewayASGI:
+    """The gateway's ASGI app: the OpenAI LLM routes raw (`flowserve.gateway.llm`), the
+    rest through FastAPI."""
     gw = Gateway(config, backend_factory, workflows)
 
     @contextlib.asynccontextmanager
@@ -336,17 +261,9 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
-        return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error").response()
-
-    @app.post("/v1/completions")
-    async def completions(request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return await gw.llm_request(request, "completion")
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return await gw.llm_request(request, "chat")
+        # starlette re-raises after this answer and uvicorn then drops the connection: say so
+        return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error",
+                        headers={"connection": "close"}).response()
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
@@ -397,4 +314,4 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         gw.check_key(request, admin_keys)
         return await gw.remove_instance(name)
 
-    return app
+    return GatewayASGI(app, LLMRoutes(gw))

@@ -153,15 +153,15 @@ class LiveDriver:
         if tick:
             self._tick_timer = asyncio.get_running_loop().call_later(tick, self._tick, tick)
 
-    async def shutdown(self, drain_timeout_s: float | None = None) -> None:
-        """Stop taking queries, let the open ones finish (up to the timeout; the rest
-        fail with that reason), then stop every task and engine connection."""
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Stop taking queries (503) and let the open ones finish, up to the timeout; the
+        rest fail with that reason (clients get a 503 JSON body or an in-band error event)."""
         if self._loop_task is None:
             return
         self._draining = True
         if self._progress is not None:
             self._progress.set()
-        timeout = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        timeout = self.settings.drain_timeout_s if timeout_s is None else timeout_s
         if self._open:
             assert self._drained is not None
             self._drained.clear()
@@ -170,6 +170,12 @@ class LiveDriver:
         for h in list(self._open.values()):
             self._resolve(h, "failed", f"the gateway shut down before the query finished "
                                        f"(drain timeout {timeout:g} s)", self.clock(), None)
+
+    async def shutdown(self, drain_timeout_s: float | None = None) -> None:
+        """Drain (see `drain`), then stop every task and engine connection."""
+        if self._loop_task is None:
+            return
+        await self.drain(drain_timeout_s)
         if self._tick_timer is not None:
             self._tick_timer.cancel()
         assert self._inbox is not None
@@ -195,7 +201,7 @@ class LiveDriver:
         loop = asyncio.get_running_loop()
         return QueryHandle(next(self._ids), workflow, program, model, tenant, priority,
                            None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
-                           oracle, cls=cls)
+                           oracle, cls=cls, routed=loop.create_future())
 
     async def submit(self, handle: QueryHandle) -> QueryHandle:
         """Hand a query to the core; returns once it is accepted (raises `Rejected`)."""
@@ -349,6 +355,12 @@ class LiveDriver:
             if h is not None:
                 self._meta[cmd.call.id] = h
                 h.call_ids.add(cmd.call.id)
+                if h.sink is not None and h.sink.sent:  # the client saw text: never a second answer
+                    self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
+                                         "the answer was streamed; not retried", False))
+                    return
+                if h.routed is not None and not h.routed.done():
+                    h.routed.set_result(cmd.instance)
             self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)

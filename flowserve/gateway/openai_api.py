@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 # sampling parameters passed through to the engine
 PASS_THROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k",
@@ -31,6 +31,9 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+    def encoded(self) -> bytes:
+        return orjson.dumps(self.body())
 
 
 class _Request(BaseModel):
@@ -54,11 +57,33 @@ class CompletionRequest(_Request):
     max_tokens: int | None = Field(None, ge=1)
 
 
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: StrictStr = "text"
+    text: StrictStr | None = None
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: str = Field(min_length=1)
-    content: str | list[dict[str, Any]] | None = None
+    role: StrictStr = Field(min_length=1)
+    content: StrictStr | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        """The content as text (OpenAI allows a string or a list of text parts)."""
+        c = self.content
+        if c is None or isinstance(c, str):
+            return c or ""
+        for p in c:
+            if p.type != "text" or p.text is None:
+                raise APIError(400, f"messages: content parts of type {p.type!r} are not supported; "
+                                    "send text parts ({\"type\": \"text\", \"text\": ...})", param="messages")
+        return "".join(p.text or "" for p in c)
+
+    def plain(self) -> dict[str, Any]:
+        """The message for a chat template: role and text content (and any other fields)."""
+        return {**(self.model_extra or {}), "role": self.role, "content": self.text()}
 
 
 class ChatRequest(_Request):
@@ -73,17 +98,39 @@ def parse(model: type[BaseModel], body: Any) -> Any:
     try:
         return model.model_validate(body)
     except ValidationError as e:
-        err = e.errors()[0]
+        err = max(e.errors(), key=lambda x: len(x["loc"]))  # a union's deepest miss says most
         param = ".".join(str(x) for x in err["loc"]) or None
         msg = "required field is missing" if err["type"] == "missing" else err["msg"]
         raise APIError(400, f"{param}: {msg}" if param else msg, param=param) from None
 
 
+MAX_DEPTH = 32  # JSON nesting a request may use; OpenAI bodies need 5
+
+
 def decode_json(raw: bytes) -> Any:
+    """The body as JSON, or a 400: not JSON, not UTF-8, lone surrogates (orjson refuses
+    them: they could not be encoded again), or nested deeper than MAX_DEPTH."""
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = orjson.loads(raw)
+    except (orjson.JSONDecodeError, RecursionError) as e:
         raise APIError(400, f"the request body is not valid JSON: {e}") from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        raise APIError(400, f"the request body nests JSON deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def json_depth(data: Any) -> int:
+    """The nesting depth of decoded JSON (iterative: no recursion limit to hit)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+    return deepest
 
 
 def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
@@ -114,8 +161,35 @@ def chunk(kind: str, rid: str, model: str, created: int, delta: str | None, fini
             "choices": [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]}
 
 
-def sse(data: Any) -> str:
-    return f"data: {json.dumps(data)}\n\n"
+def sse(data: Any) -> bytes:
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+class ChunkEncoder:
+    """A stream's delta chunks as SSE bytes: everything but the delta is encoded once, so
+    each token costs one string encoding (the engine's text, not its whole chunk)."""
+
+    def __init__(self, kind: str, rid: str, model: str, created: int) -> None:
+        self.kind, self.rid, self.model, self.created = kind, rid, model, created
+        body = chunk(kind, rid, model, created, "\x00", None)
+        head, _, tail = orjson.dumps(body).partition(b'"\\u0000"')
+        self._head, self._tail = b"data: " + head, tail + b"\n\n"
+        self.first = kind == "chat"  # chat's first delta carries the role
+
+    def delta(self, text: str) -> bytes:
+        if self.first:
+            self.first = False
+            return sse(chunk(self.kind, self.rid, self.model, self.created, text, None, True))
+        return self._head + orjson.dumps(text) + self._tail
+
+    def final(self, finish: str | None, use: dict[str, Any] | None) -> bytes:
+        body = chunk(self.kind, self.rid, self.model, self.created, None, finish, self.first)
+        if use is not None:
+            body["usage"] = use
+        return sse(body)
 
 
 def failure_error(reason: str) -> APIError:

@@ -61,8 +61,9 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
 @dataclass(eq=False)
 class QueryHandle:
     """A query the driver took: `accepted` resolves when the core has it (or raises
-    `Rejected`), `done` with its result. `sink` receives the streamed text of a
-    one-call query; `oracle` makes a replayed query produce its recorded lengths."""
+    `Rejected`), `done` with its result, `routed` with the instance its first call went
+    to. `sink` receives the streamed text of a one-call query; `oracle` makes a replayed
+    query produce its recorded lengths."""
 
     id: int
     workflow: str
@@ -79,3 +80,4 @@ class QueryHandle:
     cls: QueryClass = "interactive"
     calls_finished: int = 0
     call_ids: set[int] = field(default_factory=set)
+    routed: asyncio.Future[str] | None = None  # the instance of the first call sent

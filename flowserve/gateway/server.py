@@ -1,8 +1,20 @@
 """Running the gateway under uvicorn: `flowserve serve`, and a background server for
-tests and benchmarks (bound to 127.0.0.1 on a free port, ready once start-up finished)."""
+tests and benchmarks (bound to 127.0.0.1 on a free port, ready once start-up finished).
+
+Shutdown is a drain: on SIGINT/SIGTERM the listener closes, the driver refuses new
+queries and gives the open ones `drain_timeout_s`; what is still open then fails with
+that reason (503 JSON, or an in-band error event and `[DONE]` on a stream). uvicorn's own
+graceful-shutdown timeout is the drain timeout plus `DRAIN_MARGIN_S`, so it never cuts
+the drain short. uvloop and httptools serve HTTP (the fastest loop and parser uvicorn has).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
 import socket
 import threading
 from typing import Any
@@ -12,15 +24,17 @@ import uvicorn
 from flowserve.gateway.app import create_app
 from flowserve.gateway.settings import ServeConfig
 
-
-def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve until interrupted; SIGINT/SIGTERM drain in-flight work before exiting."""
-    app = create_app(config)
-    uvicorn.run(app, host=host, port=port, log_level=log_level,
-                timeout_graceful_shutdown=int(config.gateway.drain_timeout_s) + 1)
+DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
 
 
-class _Server(uvicorn.Server):
+def uvicorn_config(app: Any, drain_timeout_s: float, **kw: Any) -> uvicorn.Config:
+    return uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+                          timeout_graceful_shutdown=int(drain_timeout_s + DRAIN_MARGIN_S) + 1, **kw)
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn that drains the gateway's driver while it waits for open connections."""
+
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.ready = threading.Event()
@@ -29,22 +43,76 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         self.ready.set()
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        gw = getattr(getattr(self.config.app, "state", None), "gateway", None)
+        drain = asyncio.ensure_future(gw.driver.drain()) if gw is not None else None
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if drain is not None:
+                with contextlib.suppress(Exception):
+                    await drain
+
+
+def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          workers: int = 1) -> None:
+    """Serve until interrupted; SIGINT/SIGTERM drain in-flight work before exiting.
+
+    workers > 1: that many gateway processes accept on one listening socket (the kernel
+    spreads connections). Each is a whole gateway — its own scheduler core and prefix
+    index over all instances — so HTTP, JSON and SSE work scales with cores while each
+    process routes the requests it took (see README: gateway performance)."""
+    if workers <= 1:
+        app = create_app(config)
+        GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, host=host, port=port,
+                                     log_level=log_level)).run()
+        return
+    sock = listening_socket(host, port)
+    ctx = multiprocessing.get_context("fork")  # children inherit the bound socket
+    procs = [ctx.Process(target=_worker, args=(config, sock, log_level), name=f"flowserve-gateway-{i}")
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+
+    def stop(_sig: int, _frame: object) -> None:
+        for p in procs:
+            if p.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for p in procs:
+        p.join()
+    sock.close()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
+    # (else each response waits ~40 ms for the client's delayed ACK)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker(config: ServeConfig, sock: socket.socket, log_level: str) -> None:
+    app = create_app(config)
+    GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, log_level=log_level)).run(sockets=[sock])
+
 
 class BackgroundServer:
     """An ASGI app served by uvicorn in a thread of this process."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", log_level: str = "warning",
-                 graceful_s: float = 30.0) -> None:
+                 graceful_s: float | None = None) -> None:
         self.app = app
-        # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
-        # (else each response waits ~40 ms for the client's delayed ACK)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
+        self._sock = listening_socket(host, 0)
         self.host, self.port = self._sock.getsockname()[:2]
-        config = uvicorn.Config(app, log_level=log_level, lifespan="on",
-                                timeout_graceful_shutdown=int(graceful_s))
-        self.server = _Server(config)
+        gw = getattr(getattr(app, "state", None), "gateway", None)
+        drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0
+        self.server = GatewayServer(uvicorn_config(app, drain, log_level=log_level))
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="flowserve-gateway", daemon=True)
 
@@ -67,8 +135,8 @@ class BackgroundServer:
             raise RuntimeError(f"the gateway did not start: {self._error!r}")
         return self
 
-    def stop(self, timeout_s: float = 60.0) -> None:
-        """Graceful: uvicorn finishes open requests, then the driver drains."""
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """Graceful: the driver drains, uvicorn finishes the open responses."""
         self.server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(timeout_s)

@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ class GatewayTokens:
         self._words = WordTokenizer()
         self._markers = Materializer()
         self.segments = segments
+        self._recent = RecentTokenizations()
 
     # ------------------------------------------------------------------ synchronous
 
@@ -112,7 +115,7 @@ class GatewayTokens:
         local = self._local_text(model)
         if local is not None:
             return local(text)
-        return await self._ask(model, lambda tok: tok.encode(text))
+        return await self._recent.get((model, text), lambda: self._ask(model, lambda tok: tok.encode(text)))
 
     async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
         return await self._ask(model, lambda tok: tok.render_chat(messages))
@@ -139,3 +142,38 @@ class GatewayTokens:
             return Tokenized(clock(), cmd.call_id, await self.prompt(cmd.prompt, cmd.model))
         except EngineError as e:
             return Tokenized(clock(), cmd.call_id, error=str(e))
+
+
+class RecentTokenizations:
+    """The engines' answers for recent texts (LRU), and one request in flight per text:
+    repeated prompts (system prompts, retries, agent loops) skip the `/tokenize` round
+    trip, and concurrent identical ones share it. A failure is not cached."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._done: OrderedDict[Hashable, list[int]] = OrderedDict()
+        self._pending: dict[Hashable, asyncio.Future[list[int]]] = {}
+
+    async def get(self, key: Hashable, ask: Callable[[], Awaitable[list[int]]]) -> list[int]:
+        ids = self._done.get(key)
+        if ids is not None:
+            self._done.move_to_end(key)
+            return list(ids)
+        pending = self._pending.get(key)
+        if pending is not None:
+            return list(await asyncio.shield(pending))
+        fut: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._pending[key] = fut
+        try:
+            ids = await ask()
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: waiters get it, nobody else must
+            raise
+        finally:
+            del self._pending[key]
+        fut.set_result(ids)
+        self._done[key] = ids
+        if len(self._done) > self.size:
+            self._done.popitem(last=False)
+        return list(ids)

@@ -1,0 +1,111 @@
+"""The raw ASGI front of the gateway: the hot OpenAI routes without a framework, the rest
+(workflows, admin, metrics) through the FastAPI app behind it.
+
+Every exception ends as an OpenAI-style JSON error: 4xx for bad input (`APIError`), 500
+for a bug — then with `Connection: close`, so a pooled client does not send its next
+request down a connection the server is about to drop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import SimpleNamespace
+from typing import Any
+
+from flowserve.gateway.llm import LLMRoutes, Reply, error_reply
+from flowserve.gateway.openai_api import APIError
+
+log = logging.getLogger("flowserve.gateway")
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
+MAX_BODY = 64 * 1024 * 1024  # a request body above this is refused (413)
+_INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
+
+
+class GatewayASGI:
+    """`create_app`'s result: `state.gateway` is the `Gateway` (as on the FastAPI app)."""
+
+    def __init__(self, inner: Any, routes: LLMRoutes) -> None:
+        self.inner = inner
+        self.routes = routes
+        self.state = SimpleNamespace(gateway=routes.gw)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if kind is None or scope["method"] != "POST":
+            return await self._guarded(self.inner, scope, receive, send)
+        started = [False]
+
+        async def tracked(msg: MutableMapping[str, Any]) -> None:
+            started[0] = True
+            await send(msg)
+
+        try:
+            raw = await read_body(receive)
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            reply = await self.routes.handle(headers, raw, kind)
+        except APIError as e:
+            reply = error_reply(e)
+        except Exception:
+            log.exception("internal error on %s", scope.get("path"))
+            reply = error_reply(_INTERNAL)
+            reply.headers.append((b"connection", b"close"))
+        try:
+            await send_reply(reply, tracked)
+        except Exception:  # the client went away, or the stream broke after its first byte
+            if not started[0]:
+                raise
+            log.debug("stream ended early", exc_info=True)
+
+    async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(msg: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await app(scope, receive, tracked)
+        except Exception:
+            if scope["type"] != "http" or started:
+                raise
+            log.exception("internal error on %s", scope.get("path"))
+            reply = error_reply(_INTERNAL)
+            reply.headers.append((b"connection", b"close"))
+            await send_reply(reply, send)
+
+
+async def read_body(receive: Receive) -> bytes:
+    msg = await receive()
+    body = msg.get("body", b"")
+    if not msg.get("more_body"):
+        return body
+    parts = [body]
+    size = len(body)
+    while msg.get("more_body"):
+        msg = await receive()
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise APIError(413, f"the request body exceeds {MAX_BODY} bytes", code="request_too_large")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def send_reply(reply: Reply, send: Send) -> None:
+    if reply.chunks is None:
+        headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode())]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply.body})
+        return
+    await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
+    async for part in reply.chunks:
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,153 @@
+"""The OpenAI LLM routes (`/v1/completions`, `/v1/chat/completions`) without a web
+framework: headers and body bytes in, a `Reply` out (JSON bytes, or a stream of SSE
+bytes). The raw ASGI front (`flowserve.gateway.asgi`) serves them; validation happens
+once, here (orjson, then one pydantic model), and every bad input is an `APIError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from flowserve.apps.single import SingleCall
+from flowserve.engines.backend import TokenSink
+from flowserve.errors import FlowserveError
+from flowserve.gateway.openai_api import (
+    SSE_DONE,
+    APIError,
+    ChatRequest,
+    ChunkEncoder,
+    CompletionRequest,
+    chat_body,
+    completion_body,
+    decode_json,
+    failure_error,
+    parse,
+    sse,
+    usage,
+)
+from flowserve.gateway.query import QueryHandle
+
+if TYPE_CHECKING:
+    from flowserve.gateway.app import Gateway
+
+MAX_TOKEN_ID = 2**31 - 1  # engines' vocabularies are int32
+_END = object()
+Headers = list[tuple[bytes, bytes]]
+
+
+@dataclass
+class Reply:
+    """What the ASGI front sends: `body` (JSON) or `chunks` (an SSE stream)."""
+
+    status: int = 200
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+    chunks: AsyncIterator[bytes] | None = None
+
+
+def json_reply(data: Any, status: int = 200, headers: Headers | None = None) -> Reply:
+    return Reply(status, [(b"content-type", b"application/json"), *(headers or [])], orjson.dumps(data))
+
+
+def error_reply(e: APIError) -> Reply:
+    extra = [(k.lower().encode(), str(v).encode()) for k, v in e.headers.items()]
+    return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
+
+
+class LLMRoutes:
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+        self.driver = gw.driver
+
+    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str) -> Reply:
+        gw = self.gw
+        gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
+        hdr = gw.read_headers(headers)
+        req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
+        if req.n != 1:
+            raise APIError(400, "n: only n = 1 is supported", param="n")
+        model = gw.model_of(req.model)
+        max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
+                      or gw.config.gateway.default_max_tokens)
+        try:
+            if kind == "chat":
+                text = await self.driver.render_chat([m.plain() for m in req.messages], model)
+                ids = await self.driver.tokenize(text or "", model)
+            else:
+                ids = await self._prompt_ids(req.prompt, model)
+        except FlowserveError as e:
+            raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
+        if not ids:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        gw.check_context(model, len(ids), max_tokens)
+        queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
+        sink = TokenSink(queue.put_nowait) if queue is not None else None
+        program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
+        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
+                                  cls=hdr.cls)
+        await gw.submit(h)
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
+        qid = (b"x-flowserve-query-id", str(h.id).encode())
+        if queue is not None:
+            h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
+            # the headers wait for the routing decision, so they can name the instance
+            await asyncio.wait([h.routed, h.done], return_when=asyncio.FIRST_COMPLETED)
+            instance = h.routed.result() if h.routed.done() else ""
+            return Reply(200, [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), qid,
+                               (b"x-flowserve-instance", instance.encode())],
+                         chunks=self._stream(ChunkEncoder(kind, rid, model, int(time.time())), queue, h,
+                                             req.include_usage()))
+        result = await h.done
+        if result.status != "completed":
+            return error_reply(failure_error(result.reason or "failed"))
+        call = result.calls[-1]
+        use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
+        make = chat_body if kind == "chat" else completion_body
+        return json_reply(make(rid, model, call.text, call.finish_reason, use),
+                          headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
+
+    async def _prompt_ids(self, prompt: Any, model: str) -> list[int]:
+        if isinstance(prompt, str):
+            return await self.driver.tokenize(prompt, model)
+        if prompt and isinstance(prompt[0], str | list):
+            if len(prompt) != 1:
+                raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
+                               param="prompt")
+            return await self._prompt_ids(prompt[0], model)
+        if any(t < 0 or t > MAX_TOKEN_ID for t in prompt):
+            raise APIError(400, f"prompt: token ids must lie in [0, {MAX_TOKEN_ID}]", param="prompt")
+        return list(prompt)
+
+    async def _stream(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle,
+                      include_usage: bool) -> AsyncIterator[bytes]:
+        # every delta already queued goes out in one write: a token per syscall and loop
+        # turn is what made relaying cost more than routing
+        ended = False
+        while not ended:
+            parts = []
+            item = await queue.get()
+            while True:
+                if item is _END:
+                    ended = True
+                    break
+                parts.append(enc.delta(item))
+                if queue.empty():
+                    break
+                item = queue.get_nowait()
+            if parts:
+                yield b"".join(parts)
+        result = h.done.result()
+        if result.status == "completed":
+            call = result.calls[-1]
+            use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens) if include_usage else None
+            yield enc.final(call.finish_reason, use)
+        else:  # in-band: the status line went out with the first byte
+            yield sse(failure_error(result.reason or "failed").body())
+        yield SSE_DONE
+
