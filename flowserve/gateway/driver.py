@@ -26,7 +26,6 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +39,8 @@ from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected, call_reports
+from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query_book import QueryBook
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tokens import GatewayTokens
 from flowserve.gateway.tools import ToolRunner
@@ -74,12 +74,10 @@ from flowserve.types import (
     SendCall,
     Tick,
     Tokenize,
-    Tokenized,
     ToolOp,
 )
 
 log = logging.getLogger("flowserve.gateway")
-FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 
 BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]  # default: `backends.default_backend`
 
@@ -128,10 +126,7 @@ class LiveDriver:
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._meta: dict[int, QueryHandle] = {}  # call id → its query
-        self._op_query: dict[int, int] = {}  # running tool op → its query id
-        self._open: dict[int, QueryHandle] = {}
-        self._finished: OrderedDict[int, QueryHandle] = OrderedDict()
+        self.book = QueryBook(self.metrics)
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
@@ -162,12 +157,12 @@ class LiveDriver:
         if self._progress is not None:
             self._progress.set()
         timeout = self.settings.drain_timeout_s if timeout_s is None else timeout_s
-        if self._open:
+        if self.book.open:
             assert self._drained is not None
             self._drained.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), timeout)
-        for h in list(self._open.values()):
+        for h in list(self.book.open.values()):
             self._resolve(h, "failed", f"the gateway shut down before the query finished "
                                        f"(drain timeout {timeout:g} s)", self.clock(), None)
 
@@ -223,11 +218,11 @@ class LiveDriver:
                 await self._progress.wait()
 
     def query(self, query_id: int) -> QueryHandle | None:
-        return self._open.get(query_id) or self._finished.get(query_id)
+        return self.book.get(query_id)
 
     @property
     def open_queries(self) -> int:
-        return len(self._open)
+        return len(self.book.open)
 
     async def add_instance(self, spec: InstanceSpec) -> None:
         """Add (or replace) an instance at run time: InstanceUp to the core."""
@@ -304,29 +299,18 @@ class LiveDriver:
                 else:
                     self._feed(dataclasses.replace(item, time=now))
                     if isinstance(item, OpFinished):
-                        self._op_query.pop(item.op_id, None)
+                        self.book.ops.pop(item.op_id, None)
             except Exception as e:  # a bug: say so loudly, end the query it hit, keep serving the others
                 log.exception("driver failed on %r", item)
-                h = self._query_of(item)
+                h = self.book.query_of(item)
                 if h is not None and not h.done.done():
                     self._resolve(h, "failed", f"internal error while scheduling the query: "
                                                f"{type(e).__name__}: {e}", now, None)
             assert self._progress is not None
             self._progress.set()
 
-    def _query_of(self, item: Any) -> QueryHandle | None:
-        """The open query an inbox item belongs to, if any."""
-        if isinstance(item, QueryHandle):
-            return item
-        if isinstance(item, CallFinished | CallFailed | Tokenized):
-            return self._meta.get(item.call_id)
-        if isinstance(item, OpFinished):
-            qid = self._op_query.pop(item.op_id, None)
-            return None if qid is None else self._open.get(qid)
-        return None
-
     def _arrive(self, h: QueryHandle, now: float) -> None:
-        refused = self.admission.check(len(self._open), h.model, self._draining)
+        refused = self.admission.check(len(self.book.open), h.model, self._draining)
         if refused is not None:
             if refused.status == 429:
                 self.metrics.queries.labels(h.workflow, "rejected").inc()
@@ -334,7 +318,7 @@ class LiveDriver:
             return
         h.arrival = now
         deadline = None if h.slo_s is None else now + h.slo_s
-        self._open[h.id] = h
+        self.book.open[h.id] = h
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority,
                                                 h.cls)))
@@ -343,7 +327,7 @@ class LiveDriver:
         now = ev.time
         if isinstance(ev, CallFinished | CallFailed):
             self.runner.on_end(ev)
-            if isinstance(ev, CallFinished) and (h := self._meta.get(ev.call_id)) is not None \
+            if isinstance(ev, CallFinished) and (h := self.book.calls.get(ev.call_id)) is not None \
                     and self.core.is_current(ev.call_id, ev.instance):
                 h.calls_finished += 1
         for cmd in self.core.handle(ev):
@@ -351,10 +335,9 @@ class LiveDriver:
 
     def _execute(self, cmd: Command, now: float) -> None:
         if isinstance(cmd, SendCall):
-            h = self._open.get(cmd.call.query_id)
+            h = self.book.open.get(cmd.call.query_id)
             if h is not None:
-                self._meta[cmd.call.id] = h
-                h.call_ids.add(cmd.call.id)
+                self.book.track_call(cmd.call.id, h)
                 if h.sink is not None and h.sink.sent:  # the client saw text: never a second answer
                     self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
                                          "the answer was streamed; not retried", False))
@@ -367,20 +350,19 @@ class LiveDriver:
         elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op on its executor
             spec = self._op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
             for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
-                self._op_query[op.id] = op.query_id
+                self.book.ops[op.id] = op.query_id
                 self._spawn(self._op_task(op, spec))
         elif isinstance(cmd, Tokenize):
-            h = self._open.get(cmd.query_id)
+            h = self.book.open.get(cmd.query_id)
             if h is not None:
-                self._meta[cmd.call_id] = h
-                h.call_ids.add(cmd.call_id)
+                self.book.track_call(cmd.call_id, h)
             self._spawn(self._tokenize_task(cmd))
         elif isinstance(cmd, QueryDone):
-            h = self._open.get(cmd.query_id)
+            h = self.book.open.get(cmd.query_id)
             if h is not None:
                 self._resolve(h, "completed", None, now, cmd.deadline_met, cmd)
         elif isinstance(cmd, QueryFailed):
-            h = self._open.get(cmd.query_id)
+            h = self.book.open.get(cmd.query_id)
             if h is not None:
                 self._resolve(h, "failed", cmd.reason, now, False if h.slo_s is not None else None)
         elif isinstance(cmd, PolicyChanged):
@@ -396,33 +378,14 @@ class LiveDriver:
 
     def _resolve(self, h: QueryHandle, status: str, reason: str | None, now: float,
                  met: bool | None, done: QueryDone | None = None) -> None:
-        self._open.pop(h.id, None)
-        for cid in h.call_ids:
-            self._meta.pop(cid, None)
-        latency = now - (h.arrival if h.arrival is not None else now)
-        output = dict(done.output) if done is not None else {}
-        calls = call_reports(dict(done.results)) if done is not None else ()
-        if not h.done.done():
-            h.done.set_result(QueryResult(h.id, h.workflow, status, reason, latency, met, output, calls))
-        m = self.metrics
-        m.queries.labels(h.workflow, status).inc()
-        if status == "completed":
-            m.latency.labels(h.workflow).observe(latency)
-        if h.slo_s is not None:
-            m.slo.labels(h.tenant, "met" if met else "missed").inc()
-        for c in calls:
-            m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
-            m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
-        self._finished[h.id] = h
-        while len(self._finished) > FINISHED_KEPT:
-            self._finished.popitem(last=False)
-        if self._draining and not self._open and self._drained is not None:
+        self.book.resolve(h, status, reason, now, met, done)
+        if self._draining and not self.book.open and self._drained is not None:
             self._drained.set()
 
     # ------------------------------------------------------------------ ops, tokens, jobs, ticks
 
     async def _op_task(self, op: ToolOp, instance: InstanceSpec | None = None) -> None:
-        h = self._open.get(op.query_id)
+        h = self.book.open.get(op.query_id)
         replayed = h.oracle.tool(op.node) if h is not None and h.oracle is not None else None
         self._put(await self.tools.finish(op, replayed, self.clock, instance))
 

@@ -1,0 +1,64 @@
+"""The gateway's ledger of queries: the open ones, the recently finished ones (for
+`GET /v1/queries/{id}`), and which query each call and tool op belongs to."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from flowserve.gateway.metrics import GatewayMetrics
+from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
+from flowserve.types import CallFailed, CallFinished, OpFinished, QueryDone, Tokenized
+
+FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
+
+
+class QueryBook:
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+        self.open: dict[int, QueryHandle] = {}
+        self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
+        self.calls: dict[int, QueryHandle] = {}  # call id → its query
+        self.ops: dict[int, int] = {}  # running tool op → its query id
+
+    def get(self, query_id: int) -> QueryHandle | None:
+        return self.open.get(query_id) or self.finished.get(query_id)
+
+    def track_call(self, call_id: int, h: QueryHandle) -> None:
+        self.calls[call_id] = h
+        h.call_ids.add(call_id)
+
+    def query_of(self, item: Any) -> QueryHandle | None:
+        """The open query an inbox item belongs to, if any."""
+        if isinstance(item, QueryHandle):
+            return item
+        if isinstance(item, CallFinished | CallFailed | Tokenized):
+            return self.calls.get(item.call_id)
+        if isinstance(item, OpFinished):
+            qid = self.ops.pop(item.op_id, None)
+            return None if qid is None else self.open.get(qid)
+        return None
+
+    def resolve(self, h: QueryHandle, status: str, reason: str | None, now: float,
+                met: bool | None, done: QueryDone | None = None) -> None:
+        """End a query: its client's result, its metrics, and it moves to the finished."""
+        self.open.pop(h.id, None)
+        for cid in h.call_ids:
+            self.calls.pop(cid, None)
+        latency = now - (h.arrival if h.arrival is not None else now)
+        output = dict(done.output) if done is not None else {}
+        calls = call_reports(dict(done.results)) if done is not None else ()
+        if not h.done.done():
+            h.done.set_result(QueryResult(h.id, h.workflow, status, reason, latency, met, output, calls))
+        m = self.metrics
+        m.queries.labels(h.workflow, status).inc()
+        if status == "completed":
+            m.latency.labels(h.workflow).observe(latency)
+        if h.slo_s is not None:
+            m.slo.labels(h.tenant, "met" if met else "missed").inc()
+        for c in calls:
+            m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
+            m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
+        self.finished[h.id] = h
+        while len(self.finished) > FINISHED_KEPT:
+            self.finished.popitem(last=False)
