@@ -78,17 +78,26 @@ def panel_groups(labels: Sequence[str]) -> dict[str, list[str]]:
     return groups
 
 
+PANELS_PER_ROW = 5
+
+
 def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, title: str,
                     latencies: Mapping[str, Sequence[float]] | None = None) -> Path:
     """SLO attainment vs scale (and, with `latencies`, latency CDFs below), one column of
     panels per dispatch policy when there are many series; one legend outside the axes."""
     styles = series_styles(list(summaries))
     groups = panel_groups(list(summaries))
-    rows, cols = (2 if latencies else 1), len(groups)
-    fig, axes = plt.subplots(rows, cols, figsize=(max(6.4, 3.6 * cols), 3.8 * rows), squeeze=False,
-                             sharey="row")
+    rows, n = (2 if latencies else 1), len(groups)
+    cols = min(n, PANELS_PER_ROW)
+    bands = -(-n // cols)  # panels wrap onto further rows, so the figure stays readable
+    fig, axes = plt.subplots(rows * bands, cols, figsize=(max(6.4, 3.6 * cols), 3.8 * rows * bands),
+                             squeeze=False, sharey="row")
+    for extra in range(n, bands * cols):
+        for r in range(rows):
+            axes[(bands - 1) * rows + r][extra % cols].set_visible(False)
     for c, (group, labels) in enumerate(groups.items()):
-        ax = axes[0][c]
+        top, col = (c // cols) * rows, c % cols
+        ax = axes[top][col]
         for label in labels:
             curve = summaries[label]["slo_attainment"]
             ax.plot([p["scale"] for p in curve], [p["attainment"] for p in curve], markersize=3,
@@ -102,19 +111,20 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
         ax.set_ylim(0, 1.02)
         ax.set_title(f"dispatch: {group}" if group else title, fontsize=9)
         if latencies:
-            cdf = axes[1][c]
+            cdf = axes[top + 1][col]
             for label in labels:
                 xs = sorted(latencies.get(label, ()))
                 style = {k: v for k, v in styles[label].items() if k != "marker"}
                 cdf.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], lw=1.2, label=label, **style)
             cdf.set_xlabel("query latency (s)")
             cdf.set_ylim(0, 1.02)
-    axes[0][0].set_ylabel("SLO attainment")
-    if latencies:
-        axes[1][0].set_ylabel("latency CDF")
-    if cols > 1:
+    for band in range(bands):
+        axes[band * rows][0].set_ylabel("SLO attainment")
+        if latencies:
+            axes[band * rows + 1][0].set_ylabel("latency CDF")
+    if n > 1:
         fig.suptitle(title)
-    handles = [h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]]
+    handles = [h for r in range(0, rows * bands, rows) for ax in axes[r] for h in ax.get_legend_handles_labels()[0]]
     fig.legend(handles, [str(h.get_label()) for h in handles], loc="center left", bbox_to_anchor=(1.0, 0.5),
                fontsize=8, frameon=False)
     fig.tight_layout()
