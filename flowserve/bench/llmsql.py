@@ -16,7 +16,8 @@ import flowserve.sql as fsql
 from flowserve.sql.generators import products, squad_like
 from flowserve.sql.queries import MOVIES, PRODUCTS, RAG
 
-MOVIES_CSV = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "llmsql" / "movies_small.csv"
+# The real table, shipped with the package (a copy of ../shared/data/llmsql/movies_small.csv).
+MOVIES_CSV = Path(__file__).resolve().parents[1] / "data" / "llmsql" / "movies_small.csv"
 STEPS: list[tuple[str, str, bool]] = [  # (label, optimize, engine prefix caching); sorted rows need the
 # prefix warm-up: an engine admits a sorted group in one iteration and computes its prefix once per call
     ("no cache", "none", False),
@@ -29,11 +30,7 @@ STEPS: list[tuple[str, str, bool]] = [  # (label, optimize, engine prefix cachin
 
 
 def movies_path() -> Path:
-    for p in (Path("../shared/data/llmsql/movies_small.csv"), Path("/work/shared/data/llmsql/movies_small.csv"),
-              MOVIES_CSV):
-        if p.exists():
-            return p
-    raise FileNotFoundError("movies_small.csv not found (../shared/data/llmsql/)")
+    return MOVIES_CSV
 
 
 def run_step(sql: str, tables: dict[str, Any], optimize: str, caching: bool) -> dict[str, Any]:

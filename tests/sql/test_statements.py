@@ -8,12 +8,9 @@ import pyarrow as pa
 import pytest
 
 import flowserve.sql as fsql
+from flowserve.bench.llmsql import MOVIES_CSV
 from flowserve.sql.errors import SQLInputError, StatementFailed
 from flowserve.sql.queries import MOVIES, query
-
-MOVIES_CSV = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmsql" / "movies_small.csv"
-if not MOVIES_CSV.exists():
-    MOVIES_CSV = Path("/work/shared/data/llmsql/movies_small.csv")
 
 
 def small() -> pa.Table:

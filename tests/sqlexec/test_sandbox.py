@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from flowserve.sqlexec import SandboxLimits, SQLError, SQLRefused, database_kind, run_query
 
-CHINOOK = Path("/work/shared/data/sqlite/chinook.sqlite")
+CHINOOK = Path(__file__).resolve().parents[2] / "flowserve" / "data" / "sqlite" / "chinook.sqlite"
 
 
 @pytest.fixture(scope="module")
