@@ -114,7 +114,8 @@ async def run_arm(setup: LiveSetup, app: str, passes: str, queue: str, times: Se
         start = time.perf_counter()
         r = await d.run(app, program)
         return (time.perf_counter() - start, None if r.status == "completed" else r.reason,
-                sum(c.output_tokens for c in r.calls))
+                # engine calls only: a streamed part (`expand[0]`) reports its share of its source
+                sum(c.output_tokens for c in r.calls if "[" not in c.node))
 
     try:
         # warm-up query (loads WordLlama and the tokenizer; not counted)
