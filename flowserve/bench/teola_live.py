@@ -72,6 +72,7 @@ class LiveSetup:
     """What one live run talks to: the engines' instances and the search service."""
     llm: tuple[InstanceSpec, ...]
     search_url: str
+    search_key: str = SEARCH_KEY
 
 
 def op_specs(search_url: str) -> list[InstanceSpec]:
@@ -104,7 +105,7 @@ async def run_arm(setup: LiveSetup, app: str, passes: str, queue: str, times: Se
     prepared = wf.prepare(SETTINGS[app])
     d = LiveDriver([*setup.llm, *op_specs(setup.search_url)],
                    GatewaySettings(passes=passes, queue=queue,
-                                   retrieval={"search_key": SEARCH_KEY, "search_timeout_s": 10.0}))
+                                   retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
     await d.start()
 
     async def one(i: int, at: float, t0: float) -> tuple[float, str | None, int]:
@@ -149,7 +150,8 @@ def run_apps(setup: LiveSetup, apps: Sequence[str], queries: int, rate: float, s
                        "mean_speedup": base["mean_s"] / best["mean_s"], "p99_speedup": base["p99_s"] / best["p99_s"]}
         rows = [[label, r["passes"], r["queue"], f"{r['mean_s']:.3f}", f"{r['p99_s']:.3f}", r["completed"],
                  r["failed"], f"{r['output_tokens_per_query']:.1f}"] for label, r in runs.items()]
-        echo(markdown_table(["variant", "passes", "queue", "mean s", "p99 s", "ok", "failed", "out tokens/query"], rows))
+        echo(markdown_table(["variant", "passes", "queue", "mean s", "p99 s", "ok", "failed", "out tokens/query"],
+                            rows))
         echo(f"{app} live: all passes + topology vs module chain: mean {report[app]['mean_speedup']:.2f}×, "
              f"p99 {report[app]['p99_speedup']:.2f}×")
     return report
