@@ -65,6 +65,9 @@ class _Modules:
 
 class _App(Workflow):
     answer_key = "answer"
+    # extra sampling parameters of every LLM step (the live benchmark pins output lengths
+    # with `ignore_eos`, so both arms of a comparison decode the same number of tokens)
+    llm_params: Mapping[str, Any] = {}
 
     def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
         if result.error is not None:
@@ -101,7 +104,7 @@ class SearchGen(_App):
     def start(self, g: Graph) -> None:
         m = _Modules()
         expand = m.add(g.llm("expand", [EXPAND.format(n=self.n), self.question], max_tokens=self.query_tokens * self.n,
-                             splittable=True, model=self.model))
+                             splittable=True, model=self.model, params=self.llm_params))
         m.next()
         queries = _parts(g, m, expand, self.n, "expand_part")
         m.next()
@@ -111,7 +114,7 @@ class SearchGen(_App):
                                      k=self.results)))
             m.next()
         g.llm("answer", [ANSWER, self.question, "\nSearch results:\n", *hits, "\nAnswer:"],
-              max_tokens=self.max_tokens, chain=m.prev, model=self.model)
+              max_tokens=self.max_tokens, chain=m.prev, model=self.model, params=self.llm_params)
 
 
 class NaiveRAG(_App):
@@ -138,11 +141,12 @@ class NaiveRAG(_App):
         drafts = []
         for j, ctx in enumerate(best):  # tree-summarize: one answer per chunk, in turn (LlamaIndex sync)
             drafts.append(m.add(g.llm(f"draft{j}", [ANSWER, self.question, "\nContext:\n", ctx, "\nAnswer:"],
-                                      max_tokens=self.max_tokens, chain=m.prev, model=self.model)))
+                                      max_tokens=self.max_tokens, chain=m.prev, model=self.model,
+                                      params=self.llm_params)))
             m.next()
         sources = [x for j, d in enumerate(drafts) for x in (f"\nCandidate answer {j + 1}:\n", d)]
         g.llm("answer", [SUMMARIZE, self.question, *sources, "\nAnswer:"], max_tokens=self.max_tokens,
-              chain=m.prev, model=self.model)
+              chain=m.prev, model=self.model, params=self.llm_params)
 
 
 class AdvancedRAG(_App):
@@ -164,7 +168,7 @@ class AdvancedRAG(_App):
         index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap, self.index_dim)
         m.next()
         expand = m.add(g.llm("expand", [EXPAND.format(n=self.n), self.question], max_tokens=self.query_tokens * self.n,
-                             splittable=True, chain=m.prev, model=self.model))
+                             splittable=True, chain=m.prev, model=self.model, params=self.llm_params))
         m.next()
         queries = _parts(g, m, expand, self.n, "expand_part")
         m.next()
@@ -187,7 +191,8 @@ class AdvancedRAG(_App):
             else:
                 prompt = [REFINE, self.question, "\nNew context:\n", ctx, "\nExisting answer:\n", prev,
                           "\nRefined answer:"]
-            prev = m.add(g.llm(f"refine{j}", prompt, max_tokens=self.max_tokens, chain=m.prev, model=self.model))
+            prev = m.add(g.llm(f"refine{j}", prompt, max_tokens=self.max_tokens, chain=m.prev, model=self.model,
+                               params=self.llm_params))
             m.next()
 
 

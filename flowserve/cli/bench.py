@@ -212,12 +212,16 @@ def bench_compare(
 def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
     = None,
-    queries: Annotated[int, typer.Option(help="queries per app")] = 200,
-    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate)")] = None,
+    queries: Annotated[int | None, typer.Option(help="queries per app (default 200; live: 12)")] = None,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate; "
+                                               "live: 0.5)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
     out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
+    live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers (tiny model) with the real embedding, "
+                                       "vector and search components; module chain vs all + topology")] = False,
 ) -> None:
-    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation."""
+    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation
+    (simulated), or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
     with user_errors():
         from flowserve.bench.teola import APPS, run_teola_bench
         from flowserve.errors import ConfigError
@@ -225,4 +229,16 @@ def bench_teola(
         for a in app_ or ():
             if a not in APPS:
                 raise ConfigError(f"--app: unknown {a!r}; known: {', '.join(APPS)}")
-        run_teola_bench(out, app_ or APPS, queries, rate, seed, lambda s: console.print(s, highlight=False))
+        if queries is not None and queries < 1:
+            raise ConfigError("--queries must be positive")
+        if rate is not None and not rate > 0:
+            raise ConfigError("--rate must be positive")
+        echo = lambda s: console.print(s, highlight=False)  # noqa: E731
+        if live:
+            from flowserve.bench.teola_live import run_teola_live
+            from flowserve.engines.llamacpp import ensure_llama_server
+
+            run_teola_live(out, app_ or APPS, queries or 12, rate or 0.5, seed, echo,
+                           ensure_llama_server(progress=echo))
+            return
+        run_teola_bench(out, app_ or APPS, queries or 200, rate, seed, echo)

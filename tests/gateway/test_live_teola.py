@@ -7,14 +7,17 @@ from pathlib import Path
 
 import httpx
 import yaml
-from fixtures_retrieval import TOPICS
+from fixtures_retrieval import SEARCH_KEY, TOPICS
 from live_support import tiny_profile
 
+from flowserve.bench.teola_live import LiveSetup, run_apps
+from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
+from flowserve.retrieval.process import SearchServiceProcess
 
 KEY = "sk-teola"
 
@@ -47,3 +50,23 @@ def test_naive_rag_through_the_gateway_on_llama_server(llama_server: LlamaServer
         assert calls["draft0"]["prompt_tokens"] > calls["draft0.prefill"]["prompt_tokens"] + 5
         bad = http.post("/v1/workflows/naive_rag", json={"input": {"question": "Which volcano?"}})
         assert bad.status_code == 400 and "input 'document'" in bad.json()["error"]["message"]
+
+
+def test_bench_teola_live_runs_both_arms_on_llama_server(llama_server: LlamaServer, tiny_model: TinyModel,
+                                                         search_service: SearchServiceProcess,
+                                                         tmp_path: Path) -> None:
+    """`flowserve bench teola --live`'s plumbing, one query per arm: every query completes,
+    and both arms decode the pinned lengths (the optimised arm adds ≤ 1 token per split
+    prefill)."""
+    profile = tiny_profile(tmp_path / "p.yaml", tiny_model, 2)
+    setup = LiveSetup((engine_instance(llama_server.base_url, profile, "llama0"),), search_service.url, SEARCH_KEY)
+    lines: list[str] = []
+    report = run_apps(setup, ["search_gen", "naive_rag"], 1, 1.0, 0, lines.append)
+    pinned = {"search_gen": 3 * 8 + 16, "naive_rag": 2 * 16 + 16}  # expand + answer; two drafts + answer
+    for app, want in pinned.items():
+        chain, best = report[app]["runs"]["module chain"], report[app]["runs"]["all + topology"]
+        assert chain["completed"] == best["completed"] == 1, (chain["errors"], best["errors"])
+        assert chain["output_tokens_per_query"] == want
+        assert want < best["output_tokens_per_query"] <= want + 2
+        assert report[app]["mean_speedup"] > 0
+    assert any("naive_rag live: all passes + topology vs module chain" in line for line in lines)
