@@ -92,7 +92,7 @@ def run_llmsql_live_bench(names: list[str], rows: int, json_out: Path, console: 
     from flowserve.engines.llamacpp import ensure_llama_server
     from flowserve.engines.tinymodel import write_tiny_llama
 
-    out = json_out.parent / "bench-llmsql-live"
+    out = Path("out/bench-llmsql-live")  # engine logs and the tiny GGUF, never next to the results
     binary = ensure_llama_server(progress=lambda m: console.print(f"[llama-server] {m}", highlight=False))
     setup = LiveSetup(binary, write_tiny_llama(out / "tiny.gguf"), out, engines=engines)
     results = run_live(setup, live_datasets(rows), names, STEPS,
