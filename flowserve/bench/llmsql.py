@@ -71,3 +71,37 @@ def run_llmsql_bench(names: list[str], rows: int, json_out: Path, console: Conso
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(results, indent=2))
     return results
+
+
+def live_datasets(rows: int) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
+    from flowserve.bench.llmsql_live import head
+
+    qs, docs = squad_like(rows, contexts=max(4, rows // 8))
+    return {"movies": ({"movies": head(movies_path(), rows)}, MOVIES),
+            "products": ({"products": products(rows)}, PRODUCTS),
+            "squad": ({"questions": qs, "documents": docs}, RAG)}
+
+
+def run_llmsql_live_bench(names: list[str], rows: int, json_out: Path, console: Console,
+                          engines: int = 2) -> dict[str, Any]:
+    """The ablation on `engines` llama-servers (tiny random-weight GGUF), in one run."""
+    from flowserve.bench.llmsql_live import LiveSetup, run_live, write_results
+    from flowserve.engines.llamacpp import ensure_llama_server
+    from flowserve.engines.tinymodel import write_tiny_llama
+
+    out = Path("out/bench-llmsql-live")  # engine logs and the tiny GGUF, never next to the results
+    binary = ensure_llama_server(progress=lambda m: console.print(f"[llama-server] {m}", highlight=False))
+    setup = LiveSetup(binary, write_tiny_llama(out / "tiny.gguf"), out, engines=engines)
+    results = run_live(setup, live_datasets(rows), names, STEPS,
+                       lambda m: console.print(f"[dim]{m}[/dim]", highlight=False))
+    table = Table(title=f"LLM-in-SQL live on {engines}× llama-server (tiny GGUF, {rows} rows): "
+                        "wall s (speed-up vs no cache) · engine token hit rate · calls")
+    table.add_column("query")
+    for label, _, _ in STEPS:
+        table.add_column(label, justify="right")
+    for key, entry in results.items():
+        table.add_row(key, *[f"{r['latency_s']:.2f} ({r['speedup']:.2f}×) · {r['token_hit_rate']:.0%} · {r['calls']}"
+                             for r in entry["steps"].values()])
+    console.print(table)
+    write_results(results, setup, rows, json_out)
+    return results

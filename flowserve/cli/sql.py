@@ -89,11 +89,20 @@ def sql_command(
 def bench_llmsql(
     rows: Annotated[int, typer.Option(help="rows of the generated products table")] = 3000,
     queries: Annotated[str, typer.Option(help="query types")] = "Q1,Q2,Q3,Q4,Q5",
-    json_out: Annotated[Path, typer.Option("--json")] = Path("out/bench-llmsql.json"),
+    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    live: Annotated[bool, typer.Option("--live", help="run on real llama-servers (tiny GGUF) instead")] = False,
+    engines: Annotated[int, typer.Option(min=1, max=4, help="llama-servers in --live")] = 2,
 ) -> None:
     """Per query type: no cache / cache + original order / + reorder / + GGR / + dedup / all,
-    end-to-end time and token hit rate, simulated on Llama-3-8B on one L4."""
+    end-to-end time and token hit rate, simulated on Llama-3-8B on one L4 (or --live on
+    llama-servers with the tiny GGUF; use a few hundred rows there)."""
     with user_errors():
+        names = [q.strip().upper() for q in queries.split(",") if q.strip()]
+        if live:
+            from flowserve.bench.llmsql import run_llmsql_live_bench
+
+            run_llmsql_live_bench(names, rows, json_out or Path("out/bench-llmsql-live.json"), console, engines)
+            return
         from flowserve.bench.llmsql import run_llmsql_bench
 
-        run_llmsql_bench([q.strip().upper() for q in queries.split(",") if q.strip()], rows, json_out, console)
+        run_llmsql_bench(names, rows, json_out or Path("out/bench-llmsql.json"), console)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -31,6 +31,9 @@ from flowserve.sql.tables import register_table
 from flowserve.sql.udf import register
 from flowserve.types import InstanceSpec
 
+if TYPE_CHECKING:
+    from flowserve.gateway.settings import GatewaySettings
+
 PAPER_CLUSTER = (InstanceSpec("l4", "L4", "llama-3.1-8b"),)  # Llama-3-8B on one L4, as the paper
 
 
@@ -43,7 +46,8 @@ def cluster_specs(cluster: str | Sequence[InstanceSpec]) -> tuple[InstanceSpec, 
 
 
 def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | None = None,
-                 seed: int = 0, model: str | None = None, prefix_caching: bool = True) -> Backend:
+                 seed: int = 0, model: str | None = None, prefix_caching: bool = True,
+                 settings: GatewaySettings | None = None) -> Backend:
     if (cluster is None) == (gateway is None):
         raise SQLInputError("connect(): give exactly one of cluster=... or gateway=URL")
     if gateway is not None:
@@ -57,7 +61,7 @@ def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: s
         from flowserve.sql.sim_backend import SimClusterBackend
         return SimClusterBackend(specs, seed=seed, prefix_caching=prefix_caching)
     from flowserve.sql.live_backend import LiveClusterBackend
-    return LiveClusterBackend(specs)
+    return LiveClusterBackend(specs, settings, prefix_caching=prefix_caching)
 
 
 @dataclass
@@ -185,9 +189,10 @@ def connect(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | 
             optimize: str | Optimizations = "all", on_error: str = "null", cache: bool | str | None = None,
             seed: int = 0, model: str | None = None, max_tokens: int | None = None,
             prefix_caching: bool = True, on_progress: Callable[[Stats], None] | None = None,
-            tables: dict[str, str] | None = None) -> Connection:
-    con = Connection(make_backend(cluster, gateway, seed, model, prefix_caching), optimize, on_error, cache, seed,
-                     max_tokens, on_progress=on_progress)
+            tables: dict[str, str] | None = None, settings: GatewaySettings | None = None) -> Connection:
+    """`settings`: the in-process live driver's gateway settings (dispatch, tokenizers)."""
+    backend = make_backend(cluster, gateway, seed, model, prefix_caching, settings)
+    con = Connection(backend, optimize, on_error, cache, seed, max_tokens, on_progress=on_progress)
     for name, path in (tables or {}).items():
         con.register(name, path)
     return con

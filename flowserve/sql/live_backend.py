@@ -22,8 +22,11 @@ from flowserve.types import InstanceSpec
 
 
 class LiveClusterBackend:
-    def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None) -> None:
+    def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None,
+                 prefix_caching: bool = True) -> None:
         self.model = cluster[0].model if cluster else None
+        # off: every call asks the engine not to reuse cached KV (llama-server's `cache_prompt`)
+        self.params: dict[str, Any] = {"temperature": 0.0} | ({} if prefix_caching else {"cache_prompt": False})
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="flowserve-sql-driver", daemon=True)
         self._thread.start()
@@ -57,7 +60,8 @@ class LiveClusterBackend:
 
     async def _batch(self, requests: list[Request], stage: str) -> list[Answer | None]:
         after = [r.after for r in requests] if len(requests) > 1 else None
-        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model, after=after)
+        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model,
+                      params=self.params, after=after)
         res = await self.driver.run("llm_sql", wf, model=self.model)
         if res.status != "completed":
             if len(requests) == 1:
