@@ -23,6 +23,7 @@ import numpy as np
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate
 from flowserve.graph.plan import CallStep, QueryPlan, Segment, Step
+from flowserve.schema import read_text
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
@@ -48,12 +49,7 @@ class AgentTrace:
 def _text(file: str) -> str:
     if file in BUILTIN_TRACE_FILES:
         return (resources.files("flowserve") / "data" / "text2sql" / BUILTIN_TRACE_FILES[file]).read_text()
-    try:
-        return Path(file).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read trace file {file!r}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"trace file {file!r} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return read_text(file, "trace file")
 
 
 def _length(s: Mapping[str, object], field: str) -> int:

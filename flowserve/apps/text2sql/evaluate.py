@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from flowserve.errors import ConfigError
+from flowserve.schema import read_text
 from flowserve.sqlexec import SandboxLimits, SQLError, run_query
 
 EVAL_LIMITS = SandboxLimits(time_limit_s=30.0, max_rows=100_000, max_result_bytes=64 * 1024 * 1024)
@@ -41,12 +42,7 @@ def questions_path(name: str) -> Path:
 
 def load_questions(name: str) -> list[Question]:
     path = questions_path(name)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read questions {name!r}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"questions {name!r} are not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = read_text(path, "questions").splitlines()
     out, seen = [], set()
     for n, line in enumerate(lines, 1):
         if not line.strip():
