@@ -39,14 +39,6 @@ PASSES: dict[str, GraphPass] = {
 }
 
 
-def register(name: str) -> Callable[[GraphPass], GraphPass]:
-    def add(fn: GraphPass) -> GraphPass:
-        assert name not in PASSES, name
-        PASSES[name] = fn
-        return fn
-    return add
-
-
 def make_passes(spec: str | Sequence[str] | None) -> tuple[GraphPass, ...]:
     """'none', 'all', or a comma-separated list of registered pass names (in order)."""
     if spec is None:
@@ -59,4 +51,3 @@ def make_passes(spec: str | Sequence[str] | None) -> tuple[GraphPass, ...]:
     if unknown:
         raise ConfigError(f"unknown graph pass(es) {unknown}; known: {', '.join(PASSES) or 'none'}")
     return tuple(PASSES[n] for n in names)
-

@@ -154,16 +154,15 @@ class LLMD(Dispatch):
                view: ClusterView) -> InstanceState:
         queues = [len(i.queue) for i in candidates]
         lo, hi = min(queues), max(queues)
-        best, best_key = candidates[0], None
-        for inst, q in zip(candidates, queues, strict=True):
+
+        def key(inst: InstanceState) -> tuple[float, int]:
             score = (self.prefix_weight * llmd_prefix_score(view.cached_tokens(cs, inst), cs.input_tokens,
                                                             self.block_size)
                      + self.kv_weight * (1.0 - self.kv_utilization(inst))
-                     + self.queue_weight * llmd_queue_score(q, lo, hi))
-            key = (score, -inst.dispatched)
-            if best_key is None or key > best_key:
-                best, best_key = inst, key
-        return best
+                     + self.queue_weight * llmd_queue_score(len(inst.queue), lo, hi))
+            return score, -inst.dispatched
+
+        return max(candidates, key=key)  # the first of equal keys, as the scorer's strict `>`
 
 
 class DynamoKV(Dispatch):
@@ -194,17 +193,15 @@ class DynamoKV(Dispatch):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
         own_blocks = self._blocks(cs.input_tokens)
-        best, best_key = candidates[0], None
-        for inst in candidates:
-            waiting = sum(c.input_tokens for c in inst.queue)
-            active = sum(self._blocks(c.input_tokens) for c in inst.queue)
-            active += sum(self._blocks(c.input_tokens) for c in inst.running.values())
-            prefill = waiting + cs.input_tokens - view.cached_tokens(cs, inst)
-            logit = dynamo_logit(prefill, active + own_blocks, self.block_size, self.overlap_score_weight)
-            key = (logit, inst.dispatched)
-            if best_key is None or key < best_key:
-                best, best_key = inst, key
-        return best
+
+        def key(inst: InstanceState) -> tuple[float, int]:
+            queued = [c.input_tokens for c in inst.queue]
+            active = sum(map(self._blocks, queued)) + sum(self._blocks(c.input_tokens) for c in inst.running.values())
+            prefill = sum(queued) + cs.input_tokens - view.cached_tokens(cs, inst)
+            return dynamo_logit(prefill, active + own_blocks, self.block_size, self.overlap_score_weight), \
+                inst.dispatched
+
+        return min(candidates, key=key)
 
 
 class PowerOfTwo(Dispatch):

@@ -46,12 +46,12 @@ class PolicySpec:
 def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
                      cost_models: Mapping[str, CostModel] | None = None) -> list[float]:
     """Each query's latency alone on the fastest instance (SLO = scale × this)."""
-    if cost_models is not None:
-        costs = list({id(c): c for c in (cost_models[s.name] for s in cluster)}.values())
-    else:
-        costs = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): roofline_for(s)
-                      for s in cluster if s.kind == "llm"}.values())
+    # one instance of each kind of LLM instance (the same hardware, model and profile)
     kinds = list({(s.gpu, s.model, s.tp, s.model_spec, s.profile): s for s in cluster if s.kind == "llm"}.values())
+    if cost_models is not None:
+        costs = list({id(c): c for c in (cost_models[s.name] for s in cluster if s.kind == "llm")}.values())
+    else:
+        costs = [roofline_for(s) for s in kinds]
     others = [s for s in cluster if s.kind != "llm"]  # embedding, search, ... instances
     out = []
     for q in workload.queries:
