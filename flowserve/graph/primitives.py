@@ -23,12 +23,10 @@ OP_KINDS: dict[str, str] = {
     "rerank": "reranker",
     "web_search": "search",
 }
-ENGINE_KINDS = ("llm", *sorted(set(OP_KINDS.values())))
 
 PART = "part"  # item `index` of a splittable step's output (a line / JSON item)
 AGGREGATE = "aggregate"  # joins micro-batches back into one value
 CHUNK = "chunk"  # splits a document into overlapping chunks
-DRIVER_OPS = (PART, AGGREGATE, CHUNK, "sql")
 
 
 def op_units(args: Mapping[str, Any]) -> int:
@@ -55,19 +53,8 @@ def split_parts(text: str) -> list[str]:
     return out
 
 
-def chunk_words(text: str, size: int, overlap: int) -> list[str]:
-    """Overlapping chunks of `size` words, consecutive ones sharing `overlap` words
-    (LlamaIndex's splitter counts tokens; words are the tokenizer-free stand-in)."""
-    assert 0 <= overlap < size, (size, overlap)
-    words = text.split()
-    if not words:
-        return []
-    step = size - overlap
-    return [" ".join(words[i:i + size]) for i in range(0, max(len(words) - overlap, 1), step)]
-
-
 def chunk_count(tokens: int, size: int, overlap: int) -> int:
-    """Chunks `chunk_words` makes of a text of `tokens` words."""
+    """Chunks of `size` tokens, consecutive ones sharing `overlap`, in a text of `tokens` tokens."""
     if tokens <= 0:
         return 0
     step = size - overlap
