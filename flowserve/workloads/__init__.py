@@ -67,7 +67,7 @@ class AgentTraceConfig(Arrivals):
 
     kind: Literal["agent_trace"]
     file: str
-    queries: int | None = Field(None, gt=0)
+    queries: Queries | None = None
     parallel: list[str] = Field(default_factory=list)
     shared_fraction: float = Field(0.5, ge=0, le=1)
 
@@ -176,7 +176,7 @@ class LLMSQLConfig(Strict):
     table: str
     query: str
     optimize: str = "all"
-    seed: int = 0
+    seed: Seed = 0
 
     def build(self) -> Workload:
         from flowserve.workloads.llm_sql import llm_sql_workload
