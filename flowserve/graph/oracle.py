@@ -26,6 +26,10 @@ class Oracle(Protocol):
 
     def tool(self, key: str) -> ToolOutcome | None: ...
 
+    def marks(self, key: str) -> tuple[int, ...]:
+        """Where the parts of a splittable output end (cumulative tokens; decode pipelining)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TableOracle:

@@ -233,8 +233,7 @@ class Simulator:
             call = cmd.call
             eng = self.engines[cmd.instance]
             oracle = self._sim_queries[call.query_id].oracle
-            marks = getattr(oracle, "marks", None)
-            pending.extend(eng.submit(call, t, oracle.output_tokens(call.node), marks(call.node) if marks else ()))
+            pending.extend(eng.submit(call, t, oracle.output_tokens(call.node), oracle.marks(call.node)))
             touched[eng] = None
         elif isinstance(cmd, RunBatch):
             self._run_batch(cmd, t)

@@ -83,6 +83,9 @@ class AgentOracle:
         sd = self.run.output_sd_log
         return max(1, round(float(self._rng(key).lognormal(math.log(mean) - sd * sd / 2, sd))))
 
+    def marks(self, key: str) -> tuple[int, ...]:
+        return ()  # the agent's outputs are not split
+
     def tool(self, key: str) -> ToolOutcome | None:
         stage = stage_of_key(key)
         tokens = self.run.tool_tokens.get(stage, 0)
