@@ -262,7 +262,6 @@ class SchedulerCore:
                 call.input_tokens, ev.output_tokens, ev.cached_tokens, cs.ready, cs.enqueued,
                 released, ev.started, ev.first_token, ev.time, ev.preemptions, cs.attempts + 1))
         del qs.inflight[call.id]
-        qs.calls_done += 1
         self._complete(qs, call.node, NodeResult(
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
             instance=inst.name,

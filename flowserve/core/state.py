@@ -73,13 +73,12 @@ class CallState:
 class QueryState:
     """One query while it runs."""
 
-    __slots__ = ("calls_done", "failed", "inflight", "progressed", "query", "run")
+    __slots__ = ("failed", "inflight", "progressed", "query", "run")
 
     def __init__(self, query: Query, run: QueryRun) -> None:
         self.query = query
         self.run = run
         self.inflight: dict[int, CallState] = {}
-        self.calls_done = 0
         self.failed = False
         # When the workflow last progressed (a node finished; arrival before that):
         # deadline budgets of the remaining calls are re-split from here (Hexgen Eq. 5).
