@@ -124,7 +124,6 @@ class FlowserveDispatch(Dispatch):
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         self.w_free = w_free
-        self._now = 0.0
         self.wait_model = wait_model
         if efficiency < 0:
             raise ValueError(f"efficiency must be ≥ 0, got {efficiency}")
@@ -165,7 +164,7 @@ class FlowserveDispatch(Dispatch):
             t = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, 0)
         return t
 
-    def wait(self, inst: InstanceState, batch: bool) -> float:
+    def wait(self, inst: InstanceState, batch: bool, now: float) -> float:
         """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
         t_queue); "batched": the queued calls' work plus the running batch's mean remaining
         call (running calls share the engine's batch with a new one rather than precede it)."""
@@ -181,7 +180,7 @@ class FlowserveDispatch(Dispatch):
             w = prefill
             pending = getattr(queue, "running_prefill", None)
             if pending is not None:
-                w += pending(inst, self._now)
+                w += pending(inst, now)
             n = len(inst.running)
             if n:  # the mean running call, weighed by how full the engine is (slots or KV)
                 w += (inst.outstanding - queued) / n * occupancy(inst)
@@ -195,7 +194,6 @@ class FlowserveDispatch(Dispatch):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
         batch = is_batch(cs)
-        self._now = view.now
         # slack, or the cluster's backlog: when calls queue everywhere, capacity is what all lack
         w = max(self.slack(cs, candidates, view), backlog(candidates))
         best, best_key = candidates[0], (math.inf, math.inf)
@@ -205,7 +203,7 @@ class FlowserveDispatch(Dispatch):
         rows = []
         for inst in candidates:
             tc = view.t_comp(cs, inst)
-            wait = self.wait(inst, batch)
+            wait = self.wait(inst, batch, view.now)
             harm = 0.0
             if self.wait_model == "batched" and inst.running:
                 n = len(inst.running)
