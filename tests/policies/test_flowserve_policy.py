@@ -131,8 +131,8 @@ def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> Non
     assert a.queue.queued_prefill > 0
     assert a.queue.batch_prefill == pytest.approx(a.queue.queued_prefill)
     batched = FlowserveDispatch()
-    assert batched.wait(a, batch=False) == 0.0
-    assert batched.wait(a, batch=True) == pytest.approx(a.queue.queued_prefill)
+    assert batched.wait(a, batch=False, now=0.0) == 0.0
+    assert batched.wait(a, batch=True, now=0.0) == pytest.approx(a.queue.queued_prefill)
 
 
 def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
@@ -146,7 +146,7 @@ def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
     a.outstanding = queued.t_comp + 3.0  # the running calls' predicted 3 s
     # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots)
     expected = COST.prefill_time(len(P), 0) + 3.0 / 2 * 2 / 256
-    assert FlowserveDispatch().wait(a, batch=False) == pytest.approx(expected)
+    assert FlowserveDispatch().wait(a, batch=False, now=0.0) == pytest.approx(expected)
     a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
     a.running[queued.id] = queued
     a.outstanding = queued.t_comp + 3.0
@@ -155,7 +155,7 @@ def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
     del a.running[queued.id]
     a.queue.running_prefill(a, 0.0)
     assert not a.queue._started  # forgotten once it no longer runs
-    assert FlowserveDispatch(wait_model="serial").wait(a, batch=False) == pytest.approx(a.outstanding)
+    assert FlowserveDispatch(wait_model="serial").wait(a, batch=False, now=0.0) == pytest.approx(a.outstanding)
 
 
 def test_queue_serves_interactive_first_and_caps_batch() -> None:
