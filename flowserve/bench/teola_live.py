@@ -31,25 +31,12 @@ from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.ops import op_profile
-from flowserve.retrieval.process import SearchServiceProcess
+from flowserve.retrieval.process import SAMPLE_CORPUS as CORPUS
+from flowserve.retrieval.process import SearchServiceProcess, write_corpus
 from flowserve.types import InstanceSpec
 
 ARMS: tuple[tuple[str, str, str], ...] = (("module chain", "none", "fcfs"), ("all + topology", "all", "topology"))
 SEARCH_KEY = "sk-bench-search"
-CORPUS = {
-    "volcano.txt": "Volcanoes erupt when magma rises through the crust. Lava flows and ash clouds follow an "
-                   "eruption; basalt forms when lava cools. Mount Etna is an active volcano in Sicily.",
-    "bread.txt": "Bread dough is made from flour, water, salt and yeast. The yeast ferments sugars and the "
-                 "dough rises; baking in a hot oven sets the crumb and browns the crust of the loaf.",
-    "orbit.txt": "A satellite stays in orbit because its speed balances the pull of gravity. The Moon orbits "
-                 "the Earth every 27 days; geostationary satellites orbit once per day above the equator.",
-    "tide.txt": "Tides rise and fall twice a day because the Moon's gravity pulls the oceans. Spring tides "
-                "come when the Sun and the Moon line up; neap tides when they pull at right angles.",
-    "coffee.txt": "Coffee beans are the roasted seeds of the coffee cherry. Roasting browns the beans through "
-                  "the Maillard reaction; espresso forces hot water through finely ground coffee.",
-    "glacier.txt": "Glaciers form where snow piles up faster than it melts and compacts into ice. They flow "
-                   "slowly downhill, carving U-shaped valleys and leaving moraines of rock behind.",
-}
 QUESTIONS = ("Which volcano is in Sicily?", "What makes bread dough rise?", "Why do satellites stay in orbit?",
              "What causes spring tides?", "How is espresso made?", "How do glaciers carve valleys?")
 # small shapes: every arm decodes the same tokens; RAG chunks of 24 words (≈ one topic each)
@@ -163,10 +150,7 @@ def run_teola_live(out: Path, apps: Sequence[str], queries: int, rate: float, se
     tiny = write_tiny_llama(out / "tiny.gguf")
     ctx = 2048
     profile = tiny_profile(out / "tiny-profile.yaml", tiny.name, slots, ctx)
-    corpus = out / "corpus"
-    corpus.mkdir(exist_ok=True)
-    for name, text in CORPUS.items():
-        (corpus / name).write_text(text)
+    corpus = write_corpus(out / "corpus", CORPUS)
     servers = [LlamaServer(tiny.gguf, ctx_size=ctx * slots, parallel=slots, threads=1, alias=tiny.name,
                            binary=binary, log_path=out / f"llama-{i}.log") for i in range(2)]
     try:

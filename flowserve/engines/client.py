@@ -43,6 +43,12 @@ import aiohttp
 import httpx
 import orjson
 
+from flowserve.engines.local_tokenizer import (  # re-exported where they always lived
+    EngineTokenizer,
+    LocalTokenizer,
+    Tokenizer,
+    make_tokenizer,
+)
 from flowserve.errors import FlowserveError
 
 EngineKind = Literal["openai", "llamacpp", "vllm", "sglang"]
@@ -387,23 +393,7 @@ def _json_or_error_raw(status: int, raw: bytes, url: str) -> Any:
 
 
 def _json_or_error(resp: httpx.Response) -> Any:
-    try:
-        data = resp.json()
-    except ValueError:
-        data = {"message": resp.text[:300]}
-        if resp.status_code < 400:
-            raise EngineError(f"{resp.request.url}: response is not JSON: {resp.text[:100]!r}",
-                              retryable=False, status=resp.status_code) from None
-    if resp.status_code >= 400:
-        raise _error_from_body(data, resp.status_code)
-    return data
+    return _json_or_error_raw(resp.status_code, resp.content, str(resp.request.url))
 
-
-from flowserve.engines.local_tokenizer import (  # noqa: E402 - re-exported where they always lived
-    EngineTokenizer,
-    LocalTokenizer,
-    Tokenizer,
-    make_tokenizer,
-)
 
 __all__ = ["EngineTokenizer", "LocalTokenizer", "Tokenizer", "make_tokenizer"]

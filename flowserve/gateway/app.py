@@ -16,7 +16,6 @@ import contextlib
 import hmac
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -38,46 +37,10 @@ from flowserve.gateway.openai_api import (
 )
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
-from flowserve.gateway.tenancy import key_tenant, query_class
+from flowserve.gateway.tenancy import read_headers
 from flowserve.schema import validate
-from flowserve.types import QUERY_CLASSES, QueryClass
 
 _END = object()
-
-
-@dataclass(frozen=True)
-class Headers:
-    tenant: str
-    priority: int
-    slo_s: float | None
-    cls: QueryClass = "interactive"
-
-
-def read_headers(h: Mapping[str, str]) -> Headers:
-    """x-tenant (else the API key's tenant), x-priority, x-slo-ms, x-flowserve-class from
-    lower-cased request headers."""
-    tenant = h.get("x-tenant", "").strip() or key_tenant(h.get("authorization", "")) or "default"
-    if len(tenant) > 128:
-        raise APIError(400, "x-tenant: at most 128 characters", param="x-tenant")
-    try:
-        priority = int(h.get("x-priority", "0"))
-    except ValueError:
-        raise APIError(400, f"x-priority: expected an integer, got {h.get('x-priority')!r}",
-                       param="x-priority") from None
-    slo_s = None
-    if "x-slo-ms" in h:
-        try:
-            slo_ms = float(h["x-slo-ms"])
-        except ValueError:
-            slo_ms = -1.0
-        if not slo_ms > 0:
-            raise APIError(400, f"x-slo-ms: expected a positive number of milliseconds, got {h['x-slo-ms']!r}",
-                           param="x-slo-ms")
-        slo_s = slo_ms / 1000.0
-    cls = query_class(h.get("x-flowserve-class"))
-    if cls is None:
-        raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}", param="x-flowserve-class")
-    return Headers(tenant, priority, None if cls == "batch" else slo_s, cls)
 
 
 class Gateway:
@@ -98,7 +61,6 @@ class Gateway:
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
-        self.read_headers = read_headers
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from flowserve.gateway.openai_api import (
     usage,
 )
 from flowserve.gateway.query import QueryHandle
+from flowserve.gateway.tenancy import read_headers
 
 if TYPE_CHECKING:
     from flowserve.gateway.app import Gateway
@@ -68,7 +69,7 @@ class LLMRoutes:
     async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str) -> Reply:
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
-        hdr = gw.read_headers(headers)
+        hdr = read_headers(headers)
         req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
         if req.n != 1:
             raise APIError(400, "n: only n = 1 is supported", param="n")

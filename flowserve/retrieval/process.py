@@ -8,13 +8,37 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
 from flowserve.retrieval.errors import RetrievalError
+
+# a small topical corpus, one topic per file (tests and `flowserve bench teola --live`)
+SAMPLE_CORPUS: dict[str, str] = {
+    "volcano.txt": "Volcanoes erupt when magma rises through the crust. Lava flows and ash clouds follow an "
+                   "eruption; basalt forms when lava cools. Mount Etna is an active volcano in Sicily.",
+    "bread.txt": "Bread dough is made from flour, water, salt and yeast. The yeast ferments sugars and the "
+                 "dough rises; baking in a hot oven sets the crumb and browns the crust of the loaf.",
+    "orbit.txt": "A satellite stays in orbit because its speed balances the pull of gravity. The Moon orbits "
+                 "the Earth every 27 days; geostationary satellites orbit once per day above the equator.",
+    "tide.txt": "Tides rise and fall twice a day because the Moon's gravity pulls the oceans. Spring tides "
+                "come when the Sun and the Moon line up; neap tides when they pull at right angles.",
+    "coffee.txt": "Coffee beans are the roasted seeds of the coffee cherry. Roasting browns the beans through "
+                  "the Maillard reaction; espresso forces hot water through finely ground coffee.",
+    "glacier.txt": "Glaciers form where snow piles up faster than it melts and compacts into ice. They flow "
+                   "slowly downhill, carving U-shaped valleys and leaving moraines of rock behind.",
+}
+
+
+def write_corpus(folder: Path, texts: Mapping[str, str]) -> Path:
+    """Write `texts` (file name → text) into `folder` (created if needed); returns it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return folder
 
 
 def free_port() -> int:

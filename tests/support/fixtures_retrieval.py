@@ -14,18 +14,11 @@ from pathlib import Path
 import pytest
 
 from flowserve.retrieval.embedding import Embedder
-from flowserve.retrieval.process import SearchServiceProcess
+from flowserve.retrieval.process import SAMPLE_CORPUS, SearchServiceProcess, write_corpus
 
 SEARCH_KEY = "sk-search"
 README = Path(__file__).resolve().parents[2] / "README.md"
-TOPICS = {
-    "volcano.txt": "Volcanoes erupt when magma rises through the crust. Lava flows and ash clouds follow an "
-                   "eruption; basalt forms when lava cools. Mount Etna is an active volcano in Sicily.",
-    "bread.txt": "Bread dough is made from flour, water, salt and yeast. The yeast ferments sugars and the "
-                 "dough rises; baking in a hot oven sets the crumb and browns the crust of the loaf.",
-    "orbit.txt": "A satellite stays in orbit because its speed balances the pull of gravity. The Moon orbits "
-                 "the Earth every 27 days; geostationary satellites orbit once per day above the equator.",
-}
+TOPICS = {name: SAMPLE_CORPUS[name] for name in ("volcano.txt", "bread.txt", "orbit.txt")}
 
 
 @pytest.fixture(scope="session")
@@ -35,10 +28,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("corpus")
-    for name, text in TOPICS.items():
-        (d / name).write_text(text)
-    return d
+    return write_corpus(tmp_path_factory.mktemp("corpus"), TOPICS)
 
 
 @pytest.fixture(scope="session")
