@@ -76,6 +76,8 @@ class RetrievalTools:
         self._clients: dict[str, SearchClient] = {}
 
     async def embedder(self) -> Embedder:
+        if self._embedder is not None:  # loaded: no lock on every op
+            return self._embedder
         async with self._loading:
             if self._embedder is None:
                 self._embedder = await asyncio.to_thread(Embedder, self.settings.dim)
@@ -128,7 +130,9 @@ class RetrievalTools:
         e = await self.embedder()
 
         def score() -> list[str]:
-            return [h.text for h in rerank(e.embed([query]), e.embed(docs), int(op.args.get("top", 3)))]
+            both = e.embed([query, *docs])  # one model pass for the query and its documents
+            q, d = Embedded(both.texts[:1], both.vectors[:1]), Embedded(both.texts[1:], both.vectors[1:])
+            return [h.text for h in rerank(q, d, int(op.args.get("top", 3)))]
 
         return await asyncio.to_thread(score)
 
