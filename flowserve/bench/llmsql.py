@@ -5,7 +5,6 @@ prefix warm-up). Figures: the statement's end-to-end time and the engine's token
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 import flowserve.sql as fsql
+from flowserve.bench.report import write_json
 from flowserve.sql.generators import products, squad_like
 from flowserve.sql.queries import MOVIES, PRODUCTS, RAG
 
@@ -29,15 +29,11 @@ STEPS: list[tuple[str, str, bool]] = [  # (label, optimize, engine prefix cachin
 ]
 
 
-def movies_path() -> Path:
-    return MOVIES_CSV
-
-
 def run_step(sql: str, tables: dict[str, Any], optimize: str, caching: bool) -> dict[str, Any]:
-    con = fsql.connect(cluster="paper-l4", optimize=optimize, prefix_caching=caching)
-    for name, src in tables.items():
-        con.register(name, src)
-    res = con.sql(sql)
+    with fsql.connect(cluster="paper-l4", optimize=optimize, prefix_caching=caching) as con:
+        for name, src in tables.items():
+            con.register(name, src)
+        res = con.sql(sql)
     rep = res.report
     return {"latency_s": rep["latency_s"], "token_hit_rate": rep["token_hit_rate"], "calls": rep["calls"],
             "rows": len(res.rows), "solver_s": rep["solver_s"]}
@@ -45,7 +41,7 @@ def run_step(sql: str, tables: dict[str, Any], optimize: str, caching: bool) -> 
 
 def run_llmsql_bench(names: list[str], rows: int, json_out: Path, console: Console) -> dict[str, Any]:
     qs, docs = squad_like(max(50, rows // 6))
-    datasets = {"movies": ({"movies": str(movies_path())}, MOVIES),
+    datasets = {"movies": ({"movies": str(MOVIES_CSV)}, MOVIES),
                 "products": ({"products": products(rows)}, PRODUCTS),
                 "squad": ({"questions": qs, "documents": docs}, RAG)}
     results: dict[str, Any] = {}
@@ -68,8 +64,7 @@ def run_llmsql_bench(names: list[str], rows: int, json_out: Path, console: Conso
             table.add_row(f"{ds}/{name}", *[f"{r['latency_s']:.1f} ({r['speedup']:.2f}×) · {r['token_hit_rate']:.0%}"
                                             for r in runs.values()])
     console.print(table)
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_text(json.dumps(results, indent=2))
+    write_json(json_out, results)
     return results
 
 
@@ -77,7 +72,7 @@ def live_datasets(rows: int) -> dict[str, tuple[dict[str, Any], dict[str, str]]]
     from flowserve.bench.llmsql_live import head
 
     qs, docs = squad_like(rows, contexts=max(4, rows // 8))
-    return {"movies": ({"movies": head(movies_path(), rows)}, MOVIES),
+    return {"movies": ({"movies": head(MOVIES_CSV, rows)}, MOVIES),
             "products": ({"products": products(rows)}, PRODUCTS),
             "squad": ({"questions": qs, "documents": docs}, RAG)}
 

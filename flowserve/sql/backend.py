@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
 
@@ -34,3 +35,9 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def usage_report(t0: float | None, t1: float, calls: int, prompt_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """`report()` of a backend that counts engine-reported usage itself (gateway, live)."""
+    return {"latency_s": 0.0 if t0 is None else t1 - t0, "calls": calls, "prompt_tokens": prompt_tokens,
+            "cached_tokens": cached_tokens, "token_hit_rate": token_hit_rate(cached_tokens, prompt_tokens)}

@@ -14,7 +14,7 @@ from typing import Any
 
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.sql.backend import Answer, Progress
+from flowserve.sql.backend import Answer, Progress, usage_report
 from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
@@ -76,9 +76,7 @@ class LiveClusterBackend:
         return out
 
     def report(self) -> dict[str, Any]:
-        lat = 0.0 if self._t0 is None else self._t1 - self._t0
-        return {"latency_s": lat, "calls": self._calls, "prompt_tokens": self._prompt, "cached_tokens": self._cached,
-                "token_hit_rate": self._cached / self._prompt if self._prompt else 0.0}
+        return usage_report(self._t0, self._t1, self._calls, self._prompt, self._cached)
 
     def close(self) -> None:
         if self._loop.is_running():

@@ -107,6 +107,7 @@ def plan_op(op: LLMOp, rows: Sequence[Sequence[Any]], opts: Optimizations,
     suffix_toks = token_count(suffix) if suffix else 0
     prompts = []
     parts_of = []
+    field_parts: dict[str, tuple[str, int]] = {}  # repeated cells are tokenized and hashed once
     orders: Counter[tuple[str, ...]] = Counter()
     for i, order in arrangement:
         values = [str(v) for v in rows[i]]
@@ -114,7 +115,10 @@ def plan_op(op: LLMOp, rows: Sequence[Sequence[Any]], opts: Optimizations,
         parts = [(instr_key, instr_toks)]
         for c in order:
             text = field_text(labels[c], values[c])
-            parts.append(("f:" + _digest(text), token_count(text)))
+            part = field_parts.get(text)
+            if part is None:
+                part = field_parts[text] = ("f:" + _digest(text), token_count(text))
+            parts.append(part)
         if suffix:
             parts.append(("s:" + op.signature, suffix_toks))
         parts_of.append(tuple(parts))

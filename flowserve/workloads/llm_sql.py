@@ -17,11 +17,7 @@ def llm_sql_workload(table: str, query: str, optimize: str, seed: int) -> Worklo
     from flowserve.sql.sim_backend import SimClusterBackend
 
     backend = SimClusterBackend(PAPER_CLUSTER, seed=seed)
-
-    con = Connection(backend, optimize, seed=seed)
-    try:
+    with Connection(backend, optimize, seed=seed) as con:
         con.register(Path(table).stem, table)
         con.sql(query)
-    finally:
-        con.db.close()
     return Workload(f"llm_sql:{Path(table).stem}", (QuerySpec(0, 0.0, backend.plan),))
