@@ -12,6 +12,7 @@ from typing import Any
 from flowserve.sql.backend import Answer, Backend
 from flowserve.sql.cache import ResultCache, cache_key
 from flowserve.sql.errors import OutputError, StatementFailed
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations
 from flowserve.sql.planner import LLMOp, PlannedOp, plan_op
@@ -34,7 +35,7 @@ class Stats:
 
     @property
     def hit_rate(self) -> float:
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return token_hit_rate(self.cached_tokens, self.prompt_tokens)
 
 
 class Executor:

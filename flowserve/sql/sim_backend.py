@@ -18,6 +18,7 @@ from typing import Any
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sql.backend import Answer, Progress
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.modelled import modelled_answer
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
@@ -81,5 +82,5 @@ def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: Policy
     prompt = sum(c.input_tokens for c in res.calls)
     cached = sum(c.cached_tokens for c in res.calls)
     return {"latency_s": q.latency, "calls": len(res.calls), "failed": q.failed,
-            "token_hit_rate": cached / prompt if prompt else 0.0,
+            "token_hit_rate": token_hit_rate(cached, prompt),
             "prompt_tokens": prompt, "cached_tokens": cached, "sim_wall_s": res.sim_wall_s}
