@@ -64,8 +64,11 @@ class SearchServiceProcess:
         self.port = free_port()
         cmd = [sys.executable, "-m", "flowserve.retrieval.search_service", "--corpus", *self.corpus,
                "--port", str(self.port), "--delay-s", str(self.delay_s)] + (["--key", self.key] if self.key else [])
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        if self.log_path:  # the child keeps its own descriptor: close ours at once
+            with open(self.log_path, "wb") as log:
+                self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        else:
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=1.0) as http:
             while time.monotonic() < deadline:
