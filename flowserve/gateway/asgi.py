@@ -52,9 +52,7 @@ class GatewayASGI:
         except APIError as e:
             reply = error_reply(e)
         except Exception:
-            log.exception("internal error on %s", scope.get("path"))
-            reply = error_reply(_INTERNAL)
-            reply.headers.append((b"connection", b"close"))
+            reply = internal_error(scope)
         try:
             await send_reply(reply, tracked)
         except Exception:  # the client went away, or the stream broke after its first byte
@@ -76,10 +74,15 @@ class GatewayASGI:
         except Exception:
             if scope["type"] != "http" or started:
                 raise
-            log.exception("internal error on %s", scope.get("path"))
-            reply = error_reply(_INTERNAL)
-            reply.headers.append((b"connection", b"close"))
-            await send_reply(reply, send)
+            await send_reply(internal_error(scope), send)
+
+
+def internal_error(scope: Scope) -> Reply:
+    """A bug's reply (logged with its traceback): 500, and the connection closes."""
+    log.exception("internal error on %s", scope.get("path"))
+    reply = error_reply(_INTERNAL)
+    reply.headers.append((b"connection", b"close"))
+    return reply
 
 
 async def read_body(receive: Receive) -> bytes:
