@@ -19,24 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 
 from flowserve.bench.live_workload import shared_prefix_workload
+from flowserve.bench.procs import served
 from flowserve.bench.report import markdown_table
 from flowserve.calibrate.fidelity import FULL, ablation_profiles, pin_self, repeated_validation, split_cpus
 from flowserve.calibrate.profiler import EngineFacts, ProfileSettings, engine_facts, profile_engine
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_hf
-from flowserve.errors import FlowserveError
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.sim.run import PolicySpec
 from flowserve.workloads.base import Workload
@@ -117,32 +113,9 @@ def vllm_server(python: Path, model_dir: Path, port: int, log: Path, cpus: str |
             "--port", str(port)]
     env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1",
                         "VLLM_CPU_OMP_THREADS_BIND": cpus or "auto"}
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:  # a deadline-bounded wait for the server to load the model
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-                raise FlowserveError(f"vLLM exited with {proc.returncode}: {' | '.join(tail)}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise FlowserveError(f"vLLM was not healthy after {timeout:.0f} s; see {log}")
-            time.sleep(1.0)
+    with served(args, f"{url}/health", log, timeout_s=timeout, poll_s=1.0, env=env):
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def vllm_fidelity(vllm_python: Path, console: Console, say: Callable[[str], None], out_dir: Path,

@@ -14,7 +14,6 @@ per 1,000 requests (its process tree's user+system time, read from /proc).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -22,16 +21,15 @@ import platform
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import yaml
 from rich.console import Console
 
+from flowserve.bench.procs import served
 from flowserve.bench.report import markdown_table, write_json
 from flowserve.engines.llamacpp import free_port
 from flowserve.errors import FlowserveError
@@ -60,35 +58,6 @@ def tree_cpu_s(pid: int) -> float:
         total += times.get(p, 0.0)
         todo.extend(c for c, pp in parents.items() if pp == p)
     return total
-
-
-@contextlib.contextmanager
-def process(args: Sequence[str], health: str, log: Path, timeout_s: float = 60.0,
-            env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[subprocess.Popen]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-                                cwd=cwd)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{args[:4]} exited with {proc.returncode}: {log.read_text()[-800:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(health, timeout=1.0).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{args[:4]} did not become healthy: {log.read_text()[-800:]}")
-            time.sleep(0.2)
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
 
 
 def load(url: str, clients: int, seconds: float, stream: bool) -> dict[str, Any]:
@@ -143,7 +112,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
     bport = free_port()
     backend = f"http://127.0.0.1:{bport}"
     py = sys.executable
-    with process([py, "-m", "flowserve.bench.instant_backend", str(bport)], f"{backend}/health",
+    with served([py, "-m", "flowserve.bench.instant_backend", str(bport)], f"{backend}/health",
                  out_dir / "backend.log") as bproc:
         say("bare backend")
         results.append(measure("backend alone", backend, bproc.pid, seconds))
@@ -153,7 +122,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
             else:
                 port = free_port()
                 say("sglang-router cache_aware")
-                with process([py, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+                with served([py, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
                               "--worker-urls", backend, backend.replace("127.0.0.1", "localhost"),
                               "--policy", "cache_aware", "--log-level", "warn"],
                              f"http://127.0.0.1:{port}/health", out_dir / "sglang-router.log") as proc:
@@ -167,7 +136,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                 say(name)
                 cli = [py, "-c", "from flowserve.cli import app; app()", "serve", "--config", str(cfg),
                        "--port", str(port), "--log-level", "warning", *(["--workers", str(w)] if w > 1 else [])]
-                with process(cli, f"http://127.0.0.1:{port}/health", out_dir / f"flowserve-{policy}-{w}.log",
+                with served(cli, f"http://127.0.0.1:{port}/health", out_dir / f"flowserve-{policy}-{w}.log",
                              env=env, cwd=gateway_src) as proc:
                     results.append(measure(name, f"http://127.0.0.1:{port}", proc.pid, seconds))
     bare = results[0]["cells"]

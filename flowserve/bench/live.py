@@ -20,8 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import platform
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -36,6 +34,7 @@ import yaml
 from rich.console import Console
 
 from flowserve.bench.live_workload import shared_prefix_workload
+from flowserve.bench.procs import served
 from flowserve.bench.report import markdown_table, ratio, write_json
 from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
 from flowserve.calibrate.replay import hit_rate, replay_live
@@ -44,7 +43,6 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.engines.tokenizer import TokenMaterializer
-from flowserve.errors import FlowserveError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.sim.run import PolicySpec, simulate
@@ -106,28 +104,8 @@ def _latencies(url: str, n: int, concurrency: int, model: str) -> tuple[list[flo
 def _process(args: list[str], port: int, log: Path) -> Iterator[str]:
     """A server in its own process (so the client's threads do not share its GIL)."""
     url = f"http://127.0.0.1:{port}"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # a deadline-bounded wait for the port to answer
-            if proc.poll() is not None:
-                raise FlowserveError(f"{args[:3]} exited with {proc.returncode}; see {log}")
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{url}/health", timeout=1.0)
-                break
-            if time.monotonic() > deadline:
-                raise FlowserveError(f"{args[:3]} did not start; see {log}")
-            time.sleep(0.05)
+    with served(args, f"{url}/health", log, poll_s=0.05):
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def overhead_bench(n: int, console: Console) -> dict[str, Any]:

@@ -8,6 +8,7 @@ the input and output lengths — means and the two-sample Kolmogorov–Smirnov s
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,16 +21,21 @@ from flowserve.workloads.agent_trace import read_agent_trace
 PAIRS = (("financial", "chess-trace1"), ("formula1", "chess-trace2"))
 
 
-def _profile(queries: list[list[tuple[str, int, int]]]) -> dict[str, Any]:
+def _by_stage(queries: Sequence[Sequence[tuple[str, int, int]]]) -> dict[str, tuple[list[int], list[int]]]:
+    """Per stage (step), the input and the output lengths of its calls."""
     per_stage: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for calls in queries:
         for stage, n_in, n_out in calls:
             per_stage[stage][0].append(n_in)
             per_stage[stage][1].append(n_out)
+    return per_stage
+
+
+def _profile(queries: list[list[tuple[str, int, int]]]) -> dict[str, Any]:
     return {
         "calls": [len(c) for c in queries],
         "revise": [sum(1 for s, _, _ in c if s == text2sql.REVISE) for c in queries],
-        "stages": per_stage,
+        "stages": _by_stage(queries),
     }
 
 
@@ -80,11 +86,7 @@ def trace_statistics(file: str) -> tuple[dict[str, Any], str]:
     """Any agent trace's statistics: calls per query, and per step its count per query and
     its input and output lengths."""
     trace = read_agent_trace(file)
-    per_step: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for calls in trace.queries:
-        for step, n_in, n_out in calls:
-            per_step[step][0].append(n_in)
-            per_step[step][1].append(n_out)
+    per_step = _by_stage(trace.queries)
     report: dict[str, Any] = {"trace": file, "queries": len(trace.queries),
                               "calls_per_query": _stats([len(q) for q in trace.queries]), "steps": {}}
     rows = []
