@@ -57,14 +57,19 @@ Part = Lit | Segment | Out | Toks
 Prompt = tuple[Part, ...]
 
 
+_PART_TYPES = (Lit, Segment, Out, Toks)
+
+
 def as_prompt(*items: Any) -> Prompt:
     """Parts from strings, parts, prompts, step handles (their output) and lists of these."""
+    if len(items) == 1 and type(items[0]) is tuple and all(type(p) in _PART_TYPES for p in items[0]):
+        return items[0]  # already a prompt (replayed plans, tokenized requests): the common case
     out: list[Part] = []
     for item in items:
         if isinstance(item, str):
             if item:
                 out.append(Lit(item))
-        elif isinstance(item, Lit | Segment | Out | Toks):
+        elif isinstance(item, _PART_TYPES):
             out.append(item)
         elif hasattr(item, "out") and isinstance(item.out, Out):  # a step handle
             out.append(item.out)

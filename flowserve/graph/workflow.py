@@ -141,9 +141,9 @@ class Graph:
         if key in self._drafts:
             raise WorkflowError(f"duplicate workflow node(s) [{key!r}]")
         deps = [a.key if isinstance(a, Step) else str(a) for a in after]
-        needed = set(deps) | set(reads)
+        needed = set(deps) | set(reads) if chain else set()
         deps += [r for r in reads if r not in deps]
-        order = tuple(dict.fromkeys(c.key if isinstance(c, Step) else str(c) for c in chain))
+        order = tuple(dict.fromkeys(c.key if isinstance(c, Step) else str(c) for c in chain)) if chain else ()
         deps += [c for c in order if c not in deps]
         fields["chain"] = tuple(c for c in order if c not in needed)
         self._drafts[key] = _Draft(key, stage or key, deps, fields, llm)
