@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flowserve.profiles.ops import PAPER_PROFILES
-from flowserve.types import EngineParams, InstanceSpec
+from flowserve.types.specs import EngineParams, InstanceSpec
 
 
 def _instances(model: str, tp: int, layout: list[tuple[str, str]],

@@ -36,7 +36,7 @@ from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
 from flowserve.profiles.ops import op_profile
 from flowserve.schema import Strict, at_most, read_yaml, validate
-from flowserve.types import EngineParams, InstanceSpec
+from flowserve.types.specs import EngineParams, InstanceSpec
 
 # Llama-3.1-405B has 126 layers, hidden 16,384, 128 heads: 2^20 is beyond any model.
 ArchInt = Annotated[int, Field(ge=1), at_most(1 << 20, "larger than any released model's")]

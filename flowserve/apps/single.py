@@ -8,7 +8,7 @@ from typing import Any
 from flowserve.graph.nodes import CallEstimate, NodeResult
 from flowserve.graph.prompt import Toks
 from flowserve.graph.workflow import Graph, Workflow
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 
 class SingleCall(Workflow):

@@ -22,7 +22,7 @@ from flowserve.bench.report import markdown_table
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import Rejected
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 SCALE = 5.0
 PROMPT, OUTPUT = 1000, 200

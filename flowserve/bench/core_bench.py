@@ -24,7 +24,9 @@ from flowserve.graph.plan import CallStep, QueryPlan, Segment
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
-from flowserve.types import InstanceCapacity, InstanceSpec, Query, QueryArrived
+from flowserve.types.events import InstanceCapacity, QueryArrived
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import QuerySpec, Workload
 

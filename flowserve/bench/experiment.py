@@ -9,7 +9,7 @@ from flowserve.bench.metrics import min_slo_scale, slo_curve, stage_distribution
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import Workload
 
 DEFAULT_SLO_SCALES = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)

@@ -30,7 +30,7 @@ from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS, sweep_alpha
 from flowserve.tune.job import SweepJob
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import Workload
 

@@ -30,7 +30,7 @@ from flowserve.engines.llamacpp import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 SLOTS, CTX_PER_SLOT, MAX_TOKENS = 2, 4096, 4  # per engine; answer tokens per call
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, QueryPlan, Segment
-from flowserve.types import QueryClass
+from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 

@@ -28,7 +28,7 @@ from flowserve.core.state import CallState
 from flowserve.graph.plan import Materializer, Segment
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
-from flowserve.types import LLMCall
+from flowserve.types.work import LLMCall
 
 QUESTIONS_PER_TOOL = 50
 SYSTEM, TOOL, QUESTION = 200, 1600, 200

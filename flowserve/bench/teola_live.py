@@ -33,7 +33,7 @@ from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.process import SAMPLE_CORPUS as CORPUS
 from flowserve.retrieval.process import SearchServiceProcess, write_corpus
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 ARMS: tuple[tuple[str, str, str], ...] = (("module chain", "none", "fcfs"), ("all + topology", "all", "topology"))
 SEARCH_KEY = "sk-bench-search"

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flowserve.cache.radix import RadixNode, RadixTree
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 DEFAULT_WINDOW_S = 180.0  # Preble's history window H (3 min)
 

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 
 class RadixNode:

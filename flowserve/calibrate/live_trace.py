@@ -23,7 +23,7 @@ from flowserve.apps.text2sql.record import PARALLEL_STEPS
 from flowserve.bench.report import markdown_table
 from flowserve.errors import ConfigError
 from flowserve.sim.run import PolicySpec, simulate
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.agent_trace import agent_trace, read_agent_trace
 from flowserve.workloads.base import Workload
 

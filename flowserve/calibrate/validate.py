@@ -30,7 +30,7 @@ from flowserve.graph.plan import Segment
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, simulate
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import Workload
 
 

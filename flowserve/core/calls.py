@@ -24,21 +24,10 @@ from flowserve.graph.prompt import estimate_tokens
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.types import (
-    CallFailed,
-    CallFinished,
-    CancelCall,
-    Command,
-    InstanceCapacity,
-    InstanceDown,
-    InstanceSpec,
-    InstanceUp,
-    LLMCall,
-    SendCall,
-    Tokenize,
-    Tokenized,
-    Tokens,
-)
+from flowserve.types.commands import CancelCall, Command, SendCall, Tokenize
+from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp, Tokenized
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Tokens
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore

@@ -22,7 +22,10 @@ from flowserve.core.state import QueryState
 from flowserve.graph.nodes import OpNode
 from flowserve.graph.primitives import OP_KINDS, op_units
 from flowserve.profiles.ops import OpProfile, op_profile
-from flowserve.types import Command, InstanceSpec, OpFinished, RunBatch, ToolOp
+from flowserve.types.commands import Command, RunBatch
+from flowserve.types.events import OpFinished
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import ToolOp
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore

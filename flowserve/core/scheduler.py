@@ -30,28 +30,24 @@ from flowserve.graph.runtime import QueryRun
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.types import (
+from flowserve.types.commands import Command, QueryDone, QueryFailed, RunOp
+from flowserve.types.events import (
     CallFailed,
     CallFinished,
     CallProgress,
-    Command,
     Event,
     InstanceCapacity,
     InstanceDown,
-    InstanceSpec,
     InstanceUp,
     JobFinished,
     OpFinished,
     PrefixEvicted,
     QueryArrived,
-    QueryDone,
-    QueryFailed,
-    RunOp,
     Tick,
     Tokenized,
-    Tokens,
-    ToolOp,
 )
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Tokens, ToolOp
 
 
 class SchedulerCore:

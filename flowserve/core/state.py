@@ -16,7 +16,8 @@ from flowserve.graph.nodes import CallEstimate, LLMNode
 from flowserve.graph.prompt import Toks
 from flowserve.graph.runtime import QueryRun
 from flowserve.profiles.cost_model import CostModel
-from flowserve.types import InstanceSpec, LLMCall, Query
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Query
 
 if TYPE_CHECKING:
     from flowserve.policies.base import QueuePolicy

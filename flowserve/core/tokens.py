@@ -12,7 +12,7 @@ from typing import Protocol
 
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Prompt, Segment, Toks
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 
 class PromptTokenizer(Protocol):

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from flowserve.engines.client import EngineError
-from flowserve.types import Event, InstanceSpec, LLMCall
+from flowserve.types.events import Event
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 __all__ = ["Backend", "CallOutcome", "Emit", "EngineError", "EngineRequest", "TokenSink"]
 

@@ -13,7 +13,8 @@ correctness — the engine reports the cached tokens it really used.
 from __future__ import annotations
 
 from flowserve.cache.radix import RadixNode, RadixTree
-from flowserve.types import PrefixEvicted, Tokens
+from flowserve.types.events import PrefixEvicted
+from flowserve.types.work import Tokens
 
 
 class CacheEstimate:

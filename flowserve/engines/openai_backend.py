@@ -21,7 +21,8 @@ from flowserve.engines.backend import CallOutcome, EngineRequest
 from flowserve.engines.client import EngineClient, EngineError, EngineKind, make_tokenizer
 from flowserve.engines.tokenizer import render_chat_plain
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.types import InstanceSpec, LLMCall
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 
 class EngineTokens:

@@ -19,7 +19,9 @@ from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequ
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.sequence import Capacity
 from flowserve.sim.slots import make_engine
-from flowserve.types import CallFailed, CallFinished, InstanceCapacity, InstanceSpec, LLMCall, PrefixEvicted
+from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, PrefixEvicted
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 WAKE_SLACK = 1e-6  # virtual seconds: a timer that fires a hair early still advances
 

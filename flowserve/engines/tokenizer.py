@@ -17,7 +17,7 @@ import numpy as np
 
 from flowserve.graph.prompt import Segment
 from flowserve.sim.tokenizer import RESERVED, VOCAB, word_ids
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 RESERVED_IDS = 16  # keep clear of BOS/EOS and other special tokens at the low end
 

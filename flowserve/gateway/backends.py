@@ -10,7 +10,7 @@ from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.engines.simbackend import SimBackend
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 if TYPE_CHECKING:
     from flowserve.gateway.driver import LiveDriver

@@ -27,7 +27,9 @@ from flowserve.gateway.parts import PartSink
 from flowserve.gateway.query import QueryHandle
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.instance import kv_capacity
-from flowserve.types import CallFailed, CallFinished, Event, InstanceDown, InstanceSpec, InstanceUp, LLMCall
+from flowserve.types.events import CallFailed, CallFinished, Event, InstanceDown, InstanceUp
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore

@@ -52,30 +52,30 @@ from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
 from flowserve.tune.alpha import JOBS
 from flowserve.tune.online import attach_tuner
-from flowserve.types import (
-    CallFailed,
-    CallFinished,
+from flowserve.types.commands import (
     CancelCall,
     Command,
-    Event,
-    InstanceDown,
-    InstanceSpec,
-    InstanceUp,
-    OpFinished,
     PolicyChanged,
-    Query,
-    QueryArrived,
-    QueryClass,
     QueryDone,
     QueryFailed,
     RunBatch,
     RunJob,
     RunOp,
     SendCall,
-    Tick,
     Tokenize,
-    ToolOp,
 )
+from flowserve.types.events import (
+    CallFailed,
+    CallFinished,
+    Event,
+    InstanceDown,
+    InstanceUp,
+    OpFinished,
+    QueryArrived,
+    Tick,
+)
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query, QueryClass, ToolOp
 
 log = logging.getLogger("flowserve.gateway")
 

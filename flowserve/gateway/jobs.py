@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Literal
 
-from flowserve.types import JobFinished, RunJob
+from flowserve.types.commands import RunJob
+from flowserve.types.events import JobFinished
 
 log = logging.getLogger("flowserve.gateway")
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flowserve.core.state import InstanceStatus
-from flowserve.types import PolicyChanged
+from flowserve.types.commands import PolicyChanged
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250)
 CIRCUIT = {"closed": 0, "open": 1, "half_open": 2}

@@ -12,7 +12,7 @@ from typing import Any
 
 from flowserve.engines.backend import TokenSink
 from flowserve.graph.primitives import split_parts
-from flowserve.types import CallProgress
+from flowserve.types.events import CallProgress
 
 
 class PartSink(TokenSink):

@@ -10,7 +10,7 @@ from flowserve.engines.backend import TokenSink
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.workflow import Workflow
-from flowserve.types import QueryClass
+from flowserve.types.work import QueryClass
 
 
 class Rejected(Exception):

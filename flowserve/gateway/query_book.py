@@ -8,7 +8,8 @@ from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
-from flowserve.types import CallFailed, CallFinished, OpFinished, QueryDone, Tokenized
+from flowserve.types.commands import QueryDone
+from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
 
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 

@@ -25,7 +25,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 
 class GatewaySettings(Strict):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from flowserve.gateway.openai_api import APIError
-from flowserve.types import QUERY_CLASSES, QueryClass
+from flowserve.types.work import QUERY_CLASSES, QueryClass
 
 
 def key_tenant(auth: str) -> str | None:

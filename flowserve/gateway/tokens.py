@@ -24,7 +24,9 @@ from flowserve.engines.client import LocalTokenizer
 from flowserve.engines.tokenizer import Tokenizer, TokenMaterializer, WordTokenizer
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
-from flowserve.types import Tokenize, Tokenized, Tokens
+from flowserve.types.commands import Tokenize
+from flowserve.types.events import Tokenized
+from flowserve.types.work import Tokens
 
 
 class GatewayTokens:

@@ -26,7 +26,9 @@ from flowserve.graph.primitives import PART, split_parts
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.executors import Executor
 from flowserve.sqlexec import SandboxLimits, SQLError, run_query
-from flowserve.types import InstanceSpec, OpFinished, ToolOp
+from flowserve.types.events import OpFinished
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import ToolOp
 
 MAX_ROWS = 20
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from flowserve.graph.prompt import MAX_SEGMENT, Segment  # noqa: F401  (re-exported)
 from flowserve.profiles.cost_model import CostModel
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 
 @dataclass(frozen=True, slots=True)

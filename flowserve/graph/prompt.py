@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 MAX_SEGMENT = 1 << 18  # tokens in one segment
 OUTPUT_SEGMENT_BASE = 1 << 52  # ids of modelled outputs, above any workload's segment ids

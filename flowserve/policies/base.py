@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
-from flowserve.types import Command, Event
+from flowserve.types.commands import Command
+from flowserve.types.events import Event
 
 
 @runtime_checkable

@@ -30,7 +30,8 @@ from typing import Protocol
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
 from flowserve.policies.base import Dispatch
-from flowserve.types import Command, Event
+from flowserve.types.commands import Command
+from flowserve.types.events import Event
 
 
 class AlphaTuner(Protocol):

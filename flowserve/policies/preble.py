@@ -41,7 +41,7 @@ from flowserve.policies.preble_costs import (
     run_cost,
     should_exploit,
 )
-from flowserve.types import CallFailed, CallFinished, Event
+from flowserve.types.events import CallFailed, CallFinished, Event
 
 MAX_EVICTION_SCAN = 512  # nodes examined for M_i; beyond that the request is huge anyway
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from flowserve.profiles.cost_model import CostModel, RooflineCostModel, kv_capacity_tokens
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 
 @dataclass(frozen=True, slots=True)

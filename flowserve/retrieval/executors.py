@@ -27,7 +27,8 @@ from flowserve.retrieval.embedding import Embedded, Embedder
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.search_client import SearchClient, SearchConfig
 from flowserve.retrieval.vectors import VectorIndex, rerank, search_shards
-from flowserve.types import InstanceSpec, ToolOp
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import ToolOp
 
 Executor = Callable[[ToolOp, InstanceSpec | None], Awaitable[Any]]
 

@@ -26,7 +26,9 @@ from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.marks import OutputMarks
 from flowserve.sim.sequence import DECODE, DONE, PREFILL, WAITING, Capacity, Seq
-from flowserve.types import CallFailed, CallFinished, CallProgress, EngineParams, LLMCall, PrefixEvicted
+from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefixEvicted
+from flowserve.types.specs import EngineParams
+from flowserve.types.work import LLMCall
 
 
 class SimEngine:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 
 from flowserve.sim.sequence import DECODE, Seq
-from flowserve.types import CallProgress
+from flowserve.types.events import CallProgress
 
 NEVER = 1 << 62
 

@@ -21,7 +21,8 @@ from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
 from flowserve.sim.slots import make_engine
 from flowserve.sim.tokenizer import SimTokenizer
 from flowserve.tune.online import attach_tuner
-from flowserve.types import InstanceSpec, Query
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 

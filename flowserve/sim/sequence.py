@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowserve.cache.radix import RadixNode
-from flowserve.types import LLMCall
+from flowserve.types.work import LLMCall
 
 WAITING, PREFILL, DECODE, DONE = range(4)
 

@@ -26,26 +26,20 @@ from flowserve.profiles.ops import OpProfile
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Capacity
 from flowserve.sim.tokenizer import SimTokenizer
-from flowserve.types import (
+from flowserve.types.commands import (
     CancelCall,
     Command,
-    Event,
-    InstanceCapacity,
-    JobFinished,
-    OpFinished,
     PolicyChanged,
-    Query,
-    QueryArrived,
     QueryDone,
     QueryFailed,
     RunBatch,
     RunJob,
     RunOp,
     SendCall,
-    Tick,
     Tokenize,
-    Tokenized,
 )
+from flowserve.types.events import Event, InstanceCapacity, JobFinished, OpFinished, QueryArrived, Tick, Tokenized
+from flowserve.types.work import Query
 
 ARRIVAL, ENGINE, OP, TICK = range(4)
 

@@ -26,7 +26,9 @@ from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.slot_config import SlotConfig
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import PREFILL, WAITING, Capacity, Seq
-from flowserve.types import CallFailed, CallFinished, CallProgress, EngineParams, LLMCall, PrefixEvicted, Tokens
+from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefixEvicted
+from flowserve.types.specs import EngineParams
+from flowserve.types.work import LLMCall, Tokens
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

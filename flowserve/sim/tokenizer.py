@@ -14,7 +14,7 @@ import zlib
 
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Lit, Out, Prompt, Segment, Toks
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 _PIECE = re.compile(r"\s*[\w]+|\s*[^\w\s]|\s+")
 VOCAB = 32000

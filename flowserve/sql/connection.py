@@ -29,7 +29,7 @@ from flowserve.sql.options import Optimizations, parse_optimize
 from flowserve.sql.statement import analyse
 from flowserve.sql.tables import register_table
 from flowserve.sql.udf import register
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 if TYPE_CHECKING:
     from flowserve.gateway.settings import GatewaySettings

@@ -10,7 +10,7 @@ from typing import Any
 from flowserve.profiles.instance import roofline_for
 from flowserve.sql.estimate import estimate_time_s, prefix_hits, token_hit_rate
 from flowserve.sql.planner import PlannedOp
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 USD_PER_GPU_HOUR = 1.0  # a round price; scale the `usd` figure to your provider's
 

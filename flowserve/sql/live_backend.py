@@ -18,7 +18,7 @@ from flowserve.sql.backend import Answer, Progress, usage_report
 from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 
 class LiveClusterBackend:

@@ -22,7 +22,7 @@ from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.modelled import modelled_answer
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
 

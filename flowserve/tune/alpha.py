@@ -19,7 +19,7 @@ from flowserve.policies import queue_factory
 from flowserve.policies.hexgen import DEFAULT_BETA
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.tune.job import ALPHA_SWEEP, COARSE, FINE_STEP, SweepJob, SweepResult
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.trace import read_trace
 
 

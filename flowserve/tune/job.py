@@ -14,7 +14,7 @@ from scipy import stats
 
 from flowserve.policies.hexgen import DEFAULT_BETA
 from flowserve.profiles.cost_model import CostModel
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import Workload
 
 ALPHA_SWEEP = "alpha_sweep"

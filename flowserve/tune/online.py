@@ -23,7 +23,8 @@ from typing import Any
 from flowserve.core.view import ClusterView
 from flowserve.tune.job import ALPHA_SWEEP, SweepJob, latency_regressed
 from flowserve.tune.recorder import TraceRecorder
-from flowserve.types import Command, Event, JobFinished, PolicyChanged, RunJob, Tick
+from flowserve.types.commands import Command, PolicyChanged, RunJob
+from flowserve.types.events import Event, JobFinished, Tick
 
 
 @dataclass(frozen=True)

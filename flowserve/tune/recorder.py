@@ -24,7 +24,7 @@ from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.plan import CallStep, OpStep, QueryPlan, Segment, Step
 from flowserve.tune.segments import BlockIds, prompt_segments
-from flowserve.types import CallFailed, CallFinished, Event, InstanceDown, OpFinished, QueryArrived
+from flowserve.types.events import CallFailed, CallFinished, Event, InstanceDown, OpFinished, QueryArrived
 from flowserve.workloads.base import QuerySpec, Workload
 from flowserve.workloads.trace import expectations_for
 

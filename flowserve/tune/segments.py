@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flowserve.graph.prompt import MAX_SEGMENT, Lit, Prompt, Segment, Toks
 from flowserve.sim.tokenizer import word_ids
-from flowserve.types import Tokens
+from flowserve.types.work import Tokens
 
 BLOCK = 64  # tokens per segment when a prompt is token ids or text
 _FIRST_SYNTHETIC_ID = 1 << 40  # above any id a workload generator hands out

@@ -11,7 +11,7 @@ from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.plan import CallStep, Plan
 from flowserve.graph.replay import Expectation
 from flowserve.graph.workflow import Workflow
-from flowserve.types import QueryClass
+from flowserve.types.work import QueryClass
 
 
 @dataclass(frozen=True)

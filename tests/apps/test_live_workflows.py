@@ -13,7 +13,9 @@ from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.dispatch import RoundRobin
-from flowserve.types import Command, Event, InstanceSpec, JobFinished, PolicyChanged, RunJob, Tick
+from flowserve.types.commands import Command, PolicyChanged, RunJob
+from flowserve.types.events import Event, JobFinished, Tick
+from flowserve.types.specs import InstanceSpec
 
 # --------------------------------------------------------------------------- jobs and ticks
 

@@ -19,7 +19,8 @@ from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.embedding import Embedder
 from flowserve.retrieval.process import SearchServiceProcess, free_port
 from flowserve.sim.tokenizer import word_ids
-from flowserve.types import InstanceSpec, LLMCall
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 DOCUMENT = "\n\n".join(TOPICS.values())
 

@@ -20,7 +20,7 @@ from flowserve.errors import ConfigError, RequestError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import QueryResult
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 MODEL = "llama-3.1-8b"
 QUESTION = "How many albums does AC/DC have?"

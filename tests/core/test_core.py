@@ -8,18 +8,9 @@ from hypothesis import strategies as st
 
 from flowserve.graph.nodes import LLMNode, OpNode
 from flowserve.graph.prompt import Toks
-from flowserve.types import (
-    CallFailed,
-    CallFinished,
-    CancelCall,
-    InstanceCapacity,
-    InstanceDown,
-    InstanceSpec,
-    InstanceUp,
-    QueryDone,
-    QueryFailed,
-    SendCall,
-)
+from flowserve.types.commands import CancelCall, QueryDone, QueryFailed, SendCall
+from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp
+from flowserve.types.specs import InstanceSpec
 
 
 def test_dependencies_respected_and_graph_expands_at_run_time():

@@ -10,7 +10,10 @@ from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import queue_factory
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.profiles.instance import instance_profile
-from flowserve.types import CallFinished, InstanceSpec, Query, QueryArrived, QueryDone, SendCall
+from flowserve.types.commands import QueryDone, SendCall
+from flowserve.types.events import CallFinished, QueryArrived
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query
 
 MODEL = "llama-3.1-70b"
 MAT = Materializer()

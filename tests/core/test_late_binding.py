@@ -14,7 +14,7 @@ from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
-from flowserve.types import QueryDone
+from flowserve.types.commands import QueryDone
 from flowserve.workloads.base import QuerySpec, Workload
 
 

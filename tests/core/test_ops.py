@@ -6,7 +6,10 @@ from helpers import make_core
 
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.profiles.ops import OpProfile
-from flowserve.types import InstanceSpec, OpFinished, Query, QueryArrived, QueryFailed, RunBatch, RunOp
+from flowserve.types.commands import QueryFailed, RunBatch, RunOp
+from flowserve.types.events import OpFinished, QueryArrived
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query
 
 LLM = InstanceSpec("llm", "A100-80G", "llama-3.1-8b", 1, max_inflight=4, backend="openai")
 

@@ -17,7 +17,8 @@ from flowserve.engines.backend import CallOutcome, EngineRequest
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
-from flowserve.types import InstanceSpec, LLMCall
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 KEY = "sk-test-key"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -17,7 +17,9 @@ from flowserve.gateway.parts import PartSink
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.primitives import split_parts
 from flowserve.profiles.ops import op_profile
-from flowserve.types import CallProgress, InstanceSpec, LLMCall, ToolOp
+from flowserve.types.events import CallProgress
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, ToolOp
 
 
 def test_each_complete_line_is_one_part_with_its_token_count() -> None:

@@ -24,7 +24,8 @@ from flowserve.policies.ours_queue import FlowserveQueue
 from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.types import InstanceSpec, LLMCall, Query
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Query
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b")
 P = tuple(range(2000))

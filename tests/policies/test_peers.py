@@ -23,7 +23,8 @@ from flowserve.policies.peers import (
 from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.types import InstanceSpec, LLMCall
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b")
 _ids = iter(range(1000, 10**6))

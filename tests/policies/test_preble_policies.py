@@ -27,7 +27,9 @@ from flowserve.policies.preble_costs import (
 )
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.instance import instance_profile
-from flowserve.types import CallFinished, EngineParams, InstanceSpec, LLMCall
+from flowserve.types.events import CallFinished
+from flowserve.types.specs import EngineParams, InstanceSpec
+from flowserve.types.work import LLMCall
 
 A, B, C = "a", "b", "c"
 

@@ -14,7 +14,7 @@ from flowserve.retrieval.embedding import Embedded, Embedder, chunk_tokens
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.executors import RetrievalTools, aggregate
 from flowserve.retrieval.vectors import VectorIndex, rerank, search_shards
-from flowserve.types import ToolOp
+from flowserve.types.work import ToolOp
 
 
 class _Enc:

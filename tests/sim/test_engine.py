@@ -8,7 +8,9 @@ import pytest
 from flowserve.profiles import cost_model_for
 from flowserve.profiles.cost_model import prefill_attended
 from flowserve.sim.engine import SimEngine
-from flowserve.types import CallFailed, CallFinished, EngineParams, LLMCall
+from flowserve.types.events import CallFailed, CallFinished
+from flowserve.types.specs import EngineParams
+from flowserve.types.work import LLMCall
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b", 1)
 

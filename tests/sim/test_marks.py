@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from flowserve.profiles import cost_model_for
 from flowserve.sim.engine import SimEngine
-from flowserve.types import CallFinished, CallProgress, EngineParams, LLMCall
+from flowserve.types.events import CallFinished, CallProgress
+from flowserve.types.specs import EngineParams
+from flowserve.types.work import LLMCall
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b", 1)
 

@@ -9,7 +9,9 @@ from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.slot_config import SlotConfig, cache_ram_tokens
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.slots import RamCache, Slot, SlotEngine, choose_slot, common_prefix, make_engine
-from flowserve.types import CallFinished, EngineParams, LLMCall, PrefixEvicted
+from flowserve.types.events import CallFinished, PrefixEvicted
+from flowserve.types.specs import EngineParams
+from flowserve.types.work import LLMCall
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b", 1)
 A, B, C = (tuple(range(k * 1000, k * 1000 + 100)) for k in (1, 2, 3))  # three 100-token documents

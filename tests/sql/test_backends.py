@@ -14,7 +14,7 @@ from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import serve_config
 from flowserve.sql.connection import Connection
 from flowserve.sql.live_backend import LiveClusterBackend
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 
 MODEL = "llama-3.1-8b"
 TABLE = pa.table({"info": ["long shared description of a film " * 4] * 3 + ["another film entirely " * 4] * 3,

@@ -12,18 +12,10 @@ from flowserve.graph.prompt import Toks
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
-from flowserve.types import (
-    CallFinished,
-    InstanceSpec,
-    LLMCall,
-    OpFinished,
-    Query,
-    QueryArrived,
-    QueryDone,
-    QueryFailed,
-    RunOp,
-    SendCall,
-)
+from flowserve.types.commands import QueryDone, QueryFailed, RunOp, SendCall
+from flowserve.types.events import CallFinished, OpFinished, QueryArrived
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Query
 
 
 def live_spec(name: str, max_inflight: int = 4, model: str = "llama-3.1-8b", gpu: str = "A100-80G"):

@@ -13,7 +13,8 @@ from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
-from flowserve.types import InstanceSpec, LLMCall, Query
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Query
 
 MODEL = "llama-3.1-70b"
 

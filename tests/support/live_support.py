@@ -13,7 +13,8 @@ from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
-from flowserve.types import InstanceSpec, LLMCall
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall
 
 T = TypeVar("T")
 MODEL = "llama-3.1-8b"

@@ -10,7 +10,7 @@ from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import CallStep
 from flowserve.sim.run import PolicySpec, simulate
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import load_workload, workload_config
 from flowserve.workloads.agent_trace import group_steps, read_agent_trace, stage_counts
 

@@ -22,7 +22,7 @@ from flowserve.apps.text2sql.agent import CAND, CTX, ENT, EVAL, EXEC, GUT, KW, R
 from flowserve.apps.text2sql.catalog import Catalog
 from flowserve.graph.oracle import ToolOutcome
 from flowserve.sim.simulator import SimResult
-from flowserve.types import InstanceSpec
+from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.agent_trace import output_means, read_agent_trace
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload

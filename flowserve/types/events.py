@@ -1,0 +1,144 @@
+"""Events: what drivers tell the scheduler core (`SchedulerCore.handle`).
+
+Every event carries its own timestamp (seconds on the driver's clock: virtual time in
+the simulator, monotonic time in the live gateway); the core never reads a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import Query, Tokens
+
+
+@dataclass(frozen=True, slots=True)
+class QueryArrived:
+    time: float
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinished:
+    time: float
+    call_id: int
+    instance: str
+    output_tokens: int
+    cached_tokens: int = 0
+    started: float | None = None  # when the engine began the call (first scheduled)
+    first_token: float | None = None
+    preemptions: int = 0
+    text: str | None = None  # the answer (live engines)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0  # as the engine counted them (0: unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """Part `index` of a running call's output is complete (decode pipelining): the
+    engine produced `output_tokens` more tokens for it (`text` live)."""
+
+    time: float
+    call_id: int
+    instance: str
+    index: int
+    output_tokens: int = 0
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailed:
+    time: float
+    call_id: int
+    instance: str
+    reason: str
+    retryable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class OpFinished:
+    time: float
+    op_id: int
+    error: str | None = None
+    result: Any = None
+    output_tokens: int = 0  # modelled size of the result (simulated tools)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceUp:
+    time: float
+    spec: InstanceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceDown:
+    time: float
+    instance: str
+    reason: str = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceCapacity:
+    """What the engine can start right now (simulated engines report it after each step).
+
+    free_seqs: sequence slots; headroom_tokens: prompt tokens the next iteration's budget
+    can still take; kv_free_tokens: KV cache tokens free or evictable.
+    """
+
+    time: float
+    instance: str
+    free_seqs: int
+    headroom_tokens: int
+    kv_free_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixEvicted:
+    """The engine evicted tokens[start:] of this cached sequence."""
+
+    time: float
+    instance: str
+    tokens: Tokens
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tokenized:
+    """The driver tokenized a call's prompt (answer to `Tokenize`)."""
+
+    time: float
+    call_id: int
+    tokens: Tokens | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished:
+    """A `RunJob` the driver ran (off the event path) has finished."""
+
+    time: float
+    job_id: int
+    result: Any = None
+    error: str | None = None
+
+
+Event = (
+    QueryArrived
+    | CallFinished
+    | CallProgress
+    | CallFailed
+    | OpFinished
+    | InstanceUp
+    | InstanceDown
+    | InstanceCapacity
+    | PrefixEvicted
+    | Tick
+    | Tokenized
+    | JobFinished
+)

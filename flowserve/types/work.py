@@ -1,0 +1,72 @@
+"""Work items: the LLM calls, tool ops and queries the scheduler core handles.
+
+Plain frozen data; token ids are tuples (`Tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from flowserve.graph.workflow import Workflow
+
+Tokens = tuple[int, ...]
+QueryClass = Literal["interactive", "batch"]
+QUERY_CLASSES: tuple[QueryClass, ...] = ("interactive", "batch")
+
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCall:
+    """One inference request, as the core hands it to an engine instance."""
+
+    id: int
+    query_id: int
+    node: str
+    stage: str
+    workflow: str
+    prompt: Tokens
+    predicted_output: int
+    max_tokens: int
+    model: str | None = None  # None: any instance may serve it
+    tenant: str = "default"
+    priority: int = 0
+    params: Mapping[str, Any] = field(default_factory=dict)  # sampling parameters, passed through
+    # decode pipelining: the driver reports each complete part (line) of the output as a
+    # CallProgress while the call still runs
+    streams_parts: bool = False
+
+    @property
+    def input_tokens(self) -> int:
+        return len(self.prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOp:
+    """A non-LLM node of a workflow (SQL execution, retrieval, ...), run by the driver."""
+
+    id: int
+    query_id: int
+    node: str
+    stage: str
+    op: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One end-to-end application request. `workflow` names it (metrics, predictors);
+    `program` is its own workflow object (`flowserve.graph.workflow.Workflow`)."""
+
+    id: int
+    arrival: float
+    workflow: str
+    program: Workflow
+    deadline: float | None = None  # absolute time on the events' clock
+    tenant: str = "default"
+    priority: int = 0
+    # "interactive" work has an SLO; "batch" work has none: it fills idle capacity and
+    # yields to interactive work (queue policy `flowserve`)
+    cls: QueryClass = "interactive"
