@@ -18,10 +18,10 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.apps.single import SingleCall
-from flowserve.bench.report import markdown_table
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import Rejected
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.metrics.tables import markdown_table
 from flowserve.types.specs import InstanceSpec
 
 SCALE = 5.0

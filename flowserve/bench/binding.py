@@ -18,8 +18,8 @@ from rich.console import Console
 
 from flowserve.bench.experiment import evaluate
 from flowserve.bench.preble import Case, run_case
-from flowserve.bench.report import markdown_table, ratio, write_json
 from flowserve.config import load_cluster
+from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec
 from flowserve.workloads import load_workload
 

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from flowserve.bench.metrics import attainment
 from flowserve.bench.mixes import BATCH_WORKFLOW, MIXED, SINGLE, Case, batch_job, mix, tag
-from flowserve.bench.report import markdown_table, write_json
 from flowserve.bench.scales import ScaleSearch
 from flowserve.config import load_cluster
+from flowserve.metrics.summary import attainment
+from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS

@@ -17,10 +17,10 @@ from typing import Any
 from rich.console import Console
 
 from flowserve.apps.single import SingleCall
-from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.graph.plan import CallStep, QueryPlan, Segment
+from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate

@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.progress import Progress
 
 from flowserve.bench.experiment import DEFAULT_SLO_SCALES, evaluate
-from flowserve.bench.report import plot_attainment, policy_table, write_json
 from flowserve.config import load_cluster
+from flowserve.metrics.plots import plot_attainment
+from flowserve.metrics.tables import policy_table, write_json
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 from flowserve.sim.run import PolicySpec, standalone_times
 from flowserve.workloads import load_workload

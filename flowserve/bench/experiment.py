@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowserve.bench.metrics import min_slo_scale, slo_curve, stage_distribution, summarize
+from flowserve.metrics.summary import min_slo_scale, slo_curve, stage_distribution, summarize
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS

@@ -30,9 +30,9 @@ import yaml
 from rich.console import Console
 
 from flowserve.bench.procs import served
-from flowserve.bench.report import markdown_table, write_json
-from flowserve.engines.llamacpp import free_port
+from flowserve.engines.llamacpp_server import free_port
 from flowserve.errors import FlowserveError
+from flowserve.metrics.tables import markdown_table, write_json
 
 CELLS = ((1, False), (32, False), (1, True), (32, True))
 MODEL = "llama-3.1-8b"

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from flowserve.bench.metrics import summarize
 from flowserve.config import load_cluster
+from flowserve.metrics.summary import summarize
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import SimResult
 from flowserve.workloads import load_workload

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from flowserve.bench.report import markdown_table
+from flowserve.metrics.tables import markdown_table
 
 PAPER = {"95": (1.41, 1.67), "99": (1.35, 1.60), "throughput@1.0": (1.65, 1.75)}
 STAGES = ("schema_linking", "sql_candidates", "self_correction", "evaluation")

@@ -35,16 +35,17 @@ from rich.console import Console
 
 from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.bench.procs import served
-from flowserve.bench.report import markdown_table, ratio, write_json
 from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
 from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.client import EngineClient
-from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server, free_port
+from flowserve.engines.llamacpp_build import ensure_llama_server
+from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec, simulate
 
 OUT = Path("out/bench-live")

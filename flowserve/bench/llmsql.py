@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 import flowserve.sql as fsql
-from flowserve.bench.report import write_json
+from flowserve.metrics.tables import write_json
 from flowserve.sql.generators import products, squad_like
 from flowserve.sql.queries import MOVIES, PRODUCTS, RAG
 
@@ -81,7 +81,7 @@ def run_llmsql_live_bench(names: list[str], rows: int, json_out: Path, console: 
                           engines: int = 2) -> dict[str, Any]:
     """The ablation on `engines` llama-servers (tiny random-weight GGUF), in one run."""
     from flowserve.bench.llmsql_live import LiveSetup, run_live, write_results
-    from flowserve.engines.llamacpp import ensure_llama_server
+    from flowserve.engines.llamacpp_build import ensure_llama_server
     from flowserve.engines.tinymodel import write_tiny_llama
 
     out = Path("out/bench-llmsql-live")  # engine logs and the tiny GGUF, never next to the results

@@ -24,11 +24,11 @@ import duckdb
 import pyarrow as pa
 
 import flowserve.sql as fsql
-from flowserve.bench.report import write_json
 from flowserve.calibrate.validate import engine_instance
-from flowserve.engines.llamacpp import LlamaServer
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.metrics.tables import write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.types.specs import InstanceSpec
 

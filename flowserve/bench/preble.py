@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from flowserve.bench.report import fmt, markdown_table, ratio, write_json
 from flowserve.config import load_cluster
+from flowserve.metrics.tables import fmt, markdown_table, ratio, write_json
 from flowserve.profiles.instance import max_context
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import SimResult

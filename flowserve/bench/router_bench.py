@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallState
 from flowserve.graph.plan import Materializer, Segment
+from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.types.work import LLMCall

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowserve.bench.metrics import attainment, min_slo_scale
+from flowserve.metrics.summary import attainment, min_slo_scale
 from flowserve.sim.simulator import SimResult
 
 GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 15.0, 20.0,

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from flowserve.bench.report import markdown_table, write_json
 from flowserve.config import load_cluster
+from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.workloads import load_workload
 

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from flowserve.apps.teola_served import ADVANCED_RAG, NAIVE_RAG, SEARCH_GEN
-from flowserve.bench.report import markdown_table, write_json
 from flowserve.calibrate.validate import engine_instance
-from flowserve.engines.llamacpp import LlamaServer
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.process import SAMPLE_CORPUS as CORPUS

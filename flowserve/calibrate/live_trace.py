@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from flowserve.apps.text2sql.record import PARALLEL_STEPS
-from flowserve.bench.report import markdown_table
 from flowserve.errors import ConfigError
+from flowserve.metrics.tables import markdown_table
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.agent_trace import agent_trace, read_agent_trace

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import ks_2samp
 
-from flowserve.bench.report import markdown_table
+from flowserve.metrics.tables import markdown_table
 from flowserve.workloads import text2sql
 from flowserve.workloads.agent_trace import read_agent_trace
 

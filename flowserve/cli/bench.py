@@ -157,10 +157,10 @@ def bench_fidelity(
     ablation of the engine model (pinned threads, warm-up, load average reported)."""
     with user_errors():
         from flowserve.bench.fidelity import llama_fidelity, vllm_fidelity
-        from flowserve.bench.report import write_json
-        from flowserve.engines.llamacpp import ensure_llama_server
+        from flowserve.engines.llamacpp_build import ensure_llama_server
         from flowserve.engines.tinymodel import write_tiny_llama
         from flowserve.errors import ConfigError
+        from flowserve.metrics.tables import write_json
 
         if engine not in ("llamacpp", "vllm") or repeats < 1:
             raise ConfigError(f"--engine: expected llamacpp or vllm, got {engine!r}; --repeats must be positive")
@@ -236,7 +236,7 @@ def bench_teola(
         echo = lambda s: console.print(s, highlight=False)  # noqa: E731
         if live:
             from flowserve.bench.teola_live import run_teola_live
-            from flowserve.engines.llamacpp import ensure_llama_server
+            from flowserve.engines.llamacpp_build import ensure_llama_server
 
             run_teola_live(out, app_ or APPS, queries or 12, rate or 0.5, seed, echo,
                            ensure_llama_server(progress=echo))

@@ -24,7 +24,7 @@ def engines_build(
 ) -> None:
     """Build llama-server from the llama-cpp-python sdist (cached) and print its path."""
     with user_errors():
-        from flowserve.engines.llamacpp import DEFAULT_VERSION, ensure_llama_server
+        from flowserve.engines.llamacpp_build import DEFAULT_VERSION, ensure_llama_server
 
         path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
         console.print(str(path), highlight=False, soft_wrap=True)
@@ -155,9 +155,9 @@ def validate(
     with user_errors():
         import asyncio
 
-        from flowserve.bench.report import write_json
         from flowserve.calibrate.validate import validate_engine
         from flowserve.config import parse_sets
+        from flowserve.metrics.tables import write_json
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
 

@@ -44,9 +44,10 @@ def simulate(
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
         from flowserve.bench.experiment import evaluate
-        from flowserve.bench.report import plot_attainment, policy_table, write_json
         from flowserve.config import load_cluster, parse_sets
         from flowserve.graph.passes import make_passes
+        from flowserve.metrics.plots import plot_attainment
+        from flowserve.metrics.tables import policy_table, write_json
         from flowserve.profiles.instance import max_context
         from flowserve.sim.run import PolicySpec
         from flowserve.workloads import load_workload
@@ -112,8 +113,8 @@ def tune_alpha(
 ) -> None:
     """Offline α sweep of hexgen_wb on a recorded trace (Hexgen §4.3)."""
     with user_errors():
-        from flowserve.bench.report import markdown_table, write_json
         from flowserve.config import load_cluster
+        from flowserve.metrics.tables import markdown_table, write_json
         from flowserve.tune.alpha import tune_trace
 
         specs = load_cluster(cluster)

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from flowserve.calibrate.profiler import ProfileSettings, detect_engine, engine_facts, profile_engine
 from flowserve.cli import app
 from flowserve.engines.client import EngineClient
-from flowserve.engines.llamacpp import free_port
+from flowserve.engines.llamacpp_server import free_port
 from flowserve.profiles.fitted import load_profile
 from flowserve.profiles.slot_config import SlotConfig
 

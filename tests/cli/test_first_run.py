@@ -7,8 +7,8 @@ import matplotlib.colors as mcolors
 from typer.testing import CliRunner
 
 from flowserve import __version__
-from flowserve.bench.report import panel_groups, series_styles
 from flowserve.cli import app
+from flowserve.metrics.plots import panel_groups, series_styles
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.cli import app
-from flowserve.engines.llamacpp import LlamaServer, free_port
+from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.workloads.trace import write_trace
 

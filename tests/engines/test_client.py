@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flowserve.engines.client import EngineClient, EngineError, LocalTokenizer, make_tokenizer, retryable_status
-from flowserve.engines.llamacpp import free_port
+from flowserve.engines.llamacpp_server import free_port
 
 
 def run(coro):

@@ -4,8 +4,9 @@ import threading
 import httpx
 import pytest
 
-from flowserve.engines import llamacpp
-from flowserve.engines.llamacpp import LlamaServer, ensure_llama_server
+from flowserve.engines import llamacpp_build
+from flowserve.engines.llamacpp_build import ensure_llama_server
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.errors import FlowserveError
 
 
@@ -59,7 +60,7 @@ def test_missing_build_tools_are_named(monkeypatch, tmp_path):
     monkeypatch.delenv("FLOWSERVE_LLAMA_SERVER", raising=False)
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(llamacpp.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(llamacpp_build.shutil, "which", lambda _name: None)
     with pytest.raises(FlowserveError, match=r"needs cmake, a C compiler .*, a C\+\+ compiler"):
         ensure_llama_server("0.0.0-test", cache_dir=tmp_path)
 
@@ -70,7 +71,7 @@ def test_concurrent_callers_build_once(monkeypatch, tmp_path):
     builds: list[str] = []
     second_waiting = threading.Event()
     entered = []
-    real_lock = llamacpp.file_lock
+    real_lock = llamacpp_build.file_lock
 
     def spy_lock(path):
         entered.append(path)
@@ -88,11 +89,11 @@ def test_concurrent_callers_build_once(monkeypatch, tmp_path):
         log.write_text("ok\n")
         return out
 
-    monkeypatch.setattr(llamacpp, "file_lock", spy_lock)
-    monkeypatch.setattr(llamacpp, "_require_tools", lambda: None)
-    monkeypatch.setattr(llamacpp, "fetch_sdist", lambda version, root, say: root / "sdist.tar.gz")
-    monkeypatch.setattr(llamacpp, "_extract_llama_cpp", lambda sdist, work: work)
-    monkeypatch.setattr(llamacpp, "_cmake_build", fake_build)
+    monkeypatch.setattr(llamacpp_build, "file_lock", spy_lock)
+    monkeypatch.setattr(llamacpp_build, "_require_tools", lambda: None)
+    monkeypatch.setattr(llamacpp_build, "fetch_sdist", lambda version, root, say: root / "sdist.tar.gz")
+    monkeypatch.setattr(llamacpp_build, "_extract_llama_cpp", lambda sdist, work: work)
+    monkeypatch.setattr(llamacpp_build, "_cmake_build", fake_build)
     results: list = []
     threads = [threading.Thread(target=lambda: results.append(ensure_llama_server("9.9.9", cache_dir=tmp_path)))
                for _ in range(2)]

@@ -14,7 +14,7 @@ import openai
 import pytest
 from live_support import tiny_profile
 
-from flowserve.engines.llamacpp import LlamaServer
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer

@@ -12,7 +12,7 @@ from live_support import tiny_profile
 
 from flowserve.bench.teola_live import LiveSetup, run_apps
 from flowserve.calibrate.validate import engine_instance
-from flowserve.engines.llamacpp import LlamaServer
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer

@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from flowserve.bench.experiment import evaluate
-from flowserve.bench.metrics import attainment, min_slo_scale, percentiles, stage_distribution, summarize
 from flowserve.config import load_cluster
+from flowserve.metrics.summary import attainment, min_slo_scale, percentiles, stage_distribution, summarize
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.workloads import load_workload
 

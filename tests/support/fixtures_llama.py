@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from flowserve.engines.llamacpp import LlamaServer, binary_path, ensure_llama_server
+from flowserve.engines.llamacpp_build import binary_path, ensure_llama_server
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
 
 BUILD_NOTE = "about 5-7 minutes on 2 cores, once; cached afterwards"

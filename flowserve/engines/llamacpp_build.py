@@ -1,10 +1,8 @@
-"""llama.cpp's `llama-server`: build it once from the PyPI sdist, run it on 127.0.0.1.
+"""llama.cpp's `llama-server` binary, built once from the PyPI sdist.
 
     binary = ensure_llama_server()            # cached; builds on first use (~7 min, 2 cores)
-    with LlamaServer(model_gguf, ctx_size=16384, parallel=4, threads=1, binary=binary) as srv:
-        srv.base_url                          # "http://127.0.0.1:PORT", /health already 200
 
-Build: the `llama-cpp-python` sdist ships the llama.cpp sources. `ensure_llama_server`
+The `llama-cpp-python` sdist ships the llama.cpp sources. `ensure_llama_server`
 reuses `CACHE/llama_cpp_python-VERSION.tar.gz` or fetches it with `pip download
 --no-binary :all: --no-deps`, extracts `vendor/llama.cpp`, builds the cmake target
 `llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
@@ -13,10 +11,7 @@ as `CACHE/llama-server-VERSION/llama-server`. CACHE is `$FLOWSERVE_CACHE_DIR`, e
 ready binary and skips all of this. A file lock per version makes concurrent callers (two
 pytest sessions) build once; the others wait and reuse the result. Missing cmake or
 compilers, a failed download or a failed build raise `FlowserveError` with the cause.
-
-Run: `LlamaServer` starts the process on a free port of 127.0.0.1 with its log in a file,
-polls `/health` until it answers 200 (deadline, not a fixed sleep), and stops it with
-SIGTERM, then SIGKILL. A finalizer kills a server that was never stopped.
+The process that runs it is `flowserve.engines.llamacpp_server.LlamaServer`.
 """
 
 from __future__ import annotations
@@ -25,21 +20,14 @@ import contextlib
 import fcntl
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
-
 from flowserve.errors import FlowserveError
-from flowserve.profiles.slot_config import SlotConfig, cache_ram_tokens
 
 DEFAULT_VERSION = "0.3.36"
 # -O1 instead of Release's -O3: the build takes ~25% less CPU (576 vs ~780 core-seconds
@@ -174,147 +162,3 @@ def _cmake_build(src: Path, build: Path, log: Path, jobs: int) -> Path:
     if not binary.exists():
         raise FlowserveError(f"the llama-server build finished but {binary} is missing (see {log})")
     return binary
-
-
-# --------------------------------------------------------------------------- process
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
-class LlamaServer:
-    """One llama-server process serving `model` on 127.0.0.1 (a context manager)."""
-
-    def __init__(self, model: Path, *, ctx_size: int = 4096, parallel: int = 1, threads: int = 1,
-                 kv_unified: bool = True, cache_ram: int | None = None, metrics: bool = True,
-                 alias: str | None = None, extra_args: Sequence[str] = (), binary: Path | None = None,
-                 port: int | None = None, log_path: Path | None = None, cpus: str | None = None) -> None:
-        self.model = Path(model)
-        self.host = "127.0.0.1"
-        self.port = port
-        self.alias = alias or self.model.stem
-        self.ctx_size, self.parallel, self.threads, self.kv_unified = ctx_size, parallel, threads, kv_unified
-        self.cache_ram = cache_ram
-        self._binary = binary
-        self.cpus = cpus  # `taskset -c CPUS`: pinned threads measure steadier on a shared machine
-        self._opts = [
-            "-m", str(self.model), "-c", str(ctx_size), "-np", str(parallel), "-t", str(threads),
-            "--alias", self.alias, "--no-webui",
-            "--kv-unified" if kv_unified else "--no-kv-unified",
-            *(["--cache-ram", str(cache_ram)] if cache_ram is not None else []),
-            *(["--metrics"] if metrics else []),
-            *extra_args,
-        ]
-        self._own_log = log_path is None
-        self.log_path = log_path or Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-        self._proc: subprocess.Popen | None = None
-        self._finalizer: weakref.finalize | None = None
-
-    @property
-    def base_url(self) -> str:
-        assert self.port is not None, "not started"
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def seq_context(self) -> int:
-        """Tokens one sequence may hold: all of `-c` with a unified KV cache, else `-c / -np`."""
-        return self.ctx_size if self.kv_unified else self.ctx_size // self.parallel
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        """KV cells in all (`-c`), shared by the slots or split evenly among them."""
-        return self.ctx_size
-
-    def slot_config(self) -> SlotConfig:
-        """Its slot rules, for the profile the simulator models it with."""
-        return SlotConfig(self.kv_unified, cache_ram_tokens(self.cache_ram, None, self.ctx_size))
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def command(self) -> list[str]:
-        binary = self._binary or ensure_llama_server()
-        pin = ["taskset", "-c", self.cpus] if self.cpus is not None and shutil.which("taskset") else []
-        return [*pin, str(binary), *self._opts, "--host", self.host, "--port", str(self.port)]
-
-    def start(self, timeout: float = 60.0) -> LlamaServer:
-        assert self._proc is None, "already started"
-        if not self.model.exists():
-            raise FlowserveError(f"llama-server model {str(self.model)!r} does not exist")
-        fixed_port = self.port is not None
-        why = ""
-        for _attempt in range(3):  # a free port can be taken between probing and binding
-            if not fixed_port:
-                self.port = free_port()
-            with open(self.log_path, "wb") as log:
-                self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL)
-            self._finalizer = weakref.finalize(self, _kill, self._proc)
-            if self._wait_healthy(timeout):
-                return self
-            code = self._proc.poll()
-            why = f"exited with code {code}" if code is not None else f"was not healthy after {timeout:.0f} s"
-            retry = not fixed_port and code is not None and "bind" in self.log_tail(5)
-            self.stop()
-            if not retry:
-                break
-        tail = self.log_tail(12)
-        if self._own_log:
-            self.log_path.unlink(missing_ok=True)
-        raise FlowserveError(f"llama-server {why}; log tail:\n{tail}")
-
-    def _wait_healthy(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        assert self._proc is not None
-        with httpx.Client(timeout=2.0) as http:
-            while time.monotonic() < deadline:
-                if self._proc.poll() is not None:
-                    return False
-                with contextlib.suppress(httpx.HTTPError):
-                    if http.get(f"{self.base_url}/health").status_code == 200:
-                        return True
-                time.sleep(0.05)  # polling interval of a deadline-bounded wait
-        return False
-
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def __enter__(self) -> LlamaServer:
-        return self.start() if self._proc is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        if self._own_log:
-            self.log_path.unlink(missing_ok=True)

@@ -1,0 +1,63 @@
+"""Reports of experiments: markdown tables, ratios and JSON files (plots: `flowserve.metrics.plots`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def fmt(x: Any, digits: int = 2) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def policy_table(summaries: Mapping[str, Mapping[str, Any]], baseline: str | None = None) -> str:
+    """One row per policy; ratios against `baseline` where given."""
+    base = summaries.get(baseline) if baseline else None
+    headers = ["policy", "min SLO ×(95%)", "min SLO ×(99%)", "throughput q/s", "mean s",
+               "p99 s", "hit rate", "failed"]
+    if base:
+        headers += ["95% gain", "99% gain", "thpt gain"]
+    rows = []
+    for label, s in summaries.items():
+        m95, m99 = s["min_slo_scale"]["0.95"], s["min_slo_scale"]["0.99"]
+        row = [label, m95, m99, s["throughput_qps"], s["latency_s"]["mean"],
+               s["latency_s"]["p99"], s["token_hit_rate"], s["failed"]]
+        if base:
+            row += [ratio(base["min_slo_scale"]["0.95"], m95),
+                    ratio(base["min_slo_scale"]["0.99"], m99),
+                    ratio(s["throughput_qps"], base["throughput_qps"])]
+        rows.append(row)
+    return markdown_table(headers, rows)
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den == 0:
+        return None
+    return num / den
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=_default))
+    return path
+
+
+def _default(x: Any) -> Any:
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
