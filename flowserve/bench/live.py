@@ -42,11 +42,11 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_build import ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
-from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec, simulate
+from flowserve.tokenize.segments import TokenMaterializer
 
 OUT = Path("out/bench-live")
 SLOTS, PREFIXES = 4, 8  # per engine; in the shared-prefix workload

@@ -33,10 +33,10 @@ from typing import Any
 from flowserve.calibrate.profiler import ProfileReport, request_overhead
 from flowserve.calibrate.validate import engine_instance, sim_errors, summary, validate_engine, vocab_size_of
 from flowserve.engines.client import EngineClient
-from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.graph.plan import Segment
 from flowserve.profiles.fitted import FittedCostModel, fit_coefficients, load_profile
 from flowserve.sim.run import PolicySpec
+from flowserve.tokenize.segments import TokenMaterializer
 from flowserve.workloads.base import Workload
 
 FULL = "+ slot model (full)"

@@ -22,7 +22,6 @@ import numpy as np
 from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.config import InstanceConfig
 from flowserve.engines.client import EngineClient
-from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.errors import ConfigError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
@@ -30,6 +29,7 @@ from flowserve.graph.plan import Segment
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, simulate
+from flowserve.tokenize.segments import TokenMaterializer
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import Workload
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.pool import ReadyPool
 from flowserve.core.state import CallState, FinishedCall, InstanceState, QueryState
-from flowserve.core.tokens import PromptTokenizer
 from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.prompt import estimate_tokens
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.tokenize.prompts import PromptTokenizer
 from flowserve.types.commands import CancelCall, Command, SendCall, Tokenize
 from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp, Tokenized
 from flowserve.types.specs import InstanceSpec

@@ -22,7 +22,6 @@ from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core.calls import CallBook
 from flowserve.core.ops import OpBook
 from flowserve.core.state import CallRecord, InstanceStatus, QueryState
-from flowserve.core.tokens import NoText, PromptTokenizer
 from flowserve.errors import FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass
@@ -30,6 +29,7 @@ from flowserve.graph.runtime import QueryRun
 from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.tokenize.prompts import NoText, PromptTokenizer
 from flowserve.types.commands import Command, QueryDone, QueryFailed, RunOp
 from flowserve.types.events import (
     CallFailed,

@@ -18,7 +18,7 @@ prefix) and uses its `/tokenize` body. Prompts may be text or a list of token id
 three engines accept ids for `/v1/completions`, and the live router sends ids so that
 what it indexes is exactly what the engine caches.
 
-Tokenization (`make_tokenizer`): with a `tokenizer.json` configured for the model, the
+Tokenization (`flowserve.tokenize.text.make_tokenizer`): with a `tokenizer.json` configured for the model, the
 `tokenizers` library tokenizes locally (no round trip, works while the engine is busy or
 down; exact when the file is the served model's tokenizer). Otherwise the engine's own
 `/tokenize` is used (always exact for that engine, one extra request per prompt).
@@ -43,12 +43,6 @@ import aiohttp
 import httpx
 import orjson
 
-from flowserve.engines.local_tokenizer import (  # re-exported where they always lived
-    EngineTokenizer,
-    LocalTokenizer,
-    Tokenizer,
-    make_tokenizer,
-)
 from flowserve.errors import FlowserveError
 
 EngineKind = Literal["openai", "llamacpp", "vllm", "sglang"]
@@ -396,4 +390,4 @@ def _json_or_error(resp: httpx.Response) -> Any:
     return _json_or_error_raw(resp.status_code, resp.content, str(resp.request.url))
 
 
-__all__ = ["EngineTokenizer", "LocalTokenizer", "Tokenizer", "make_tokenizer"]
+__all__ = ["CompletionResult", "EngineClient", "EngineError", "EngineKind", "retryable_status"]

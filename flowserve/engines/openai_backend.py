@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from flowserve.engines.backend import CallOutcome, EngineRequest
-from flowserve.engines.client import EngineClient, EngineError, EngineKind, make_tokenizer
-from flowserve.engines.tokenizer import render_chat_plain
+from flowserve.engines.client import EngineClient, EngineError, EngineKind
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.tokenize.chat import render_chat_plain
+from flowserve.tokenize.text import make_tokenizer
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
 
 class EngineTokens:
-    """The router's tokenizer for this instance's model (see `flowserve.engines.tokenizer`)."""
+    """The router's tokenizer for this instance's model (see `flowserve.tokenize`)."""
 
     def __init__(self, backend: OpenAIBackend, tokenizer_json: str | None) -> None:
         self._backend = backend

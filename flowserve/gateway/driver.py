@@ -33,7 +33,6 @@ from typing import Any
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import Backend, TokenSink
-from flowserve.engines.tokenizer import TokenMaterializer
 from flowserve.gateway.admission import Admission
 from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
@@ -41,8 +40,8 @@ from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.query_book import QueryBook
+from flowserve.gateway.routing_tokens import GatewayTokens
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.gateway.tokens import GatewayTokens
 from flowserve.gateway.tools import ToolRunner
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.passes import make_passes
@@ -50,6 +49,7 @@ from flowserve.graph.workflow import Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
+from flowserve.tokenize.segments import TokenMaterializer
 from flowserve.tune.alpha import JOBS
 from flowserve.tune.online import attach_tuner
 from flowserve.types.commands import (

@@ -12,7 +12,7 @@ text in the gateway and on modelled token lengths in the simulator:
 * `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt).
 
 Drivers tokenize the resolved parts: the gateway with the model's tokenizer, the
-simulator with a deterministic word hash and segment markers (`flowserve.sim.tokenizer`).
+simulator with a deterministic word hash and segment markers (`flowserve.tokenize.prompts`).
 """
 
 from __future__ import annotations

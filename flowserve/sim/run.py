@@ -19,7 +19,7 @@ from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.clairvoyant import ClairvoyantPredictor
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
 from flowserve.sim.slots import make_engine
-from flowserve.sim.tokenizer import SimTokenizer
+from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.tune.online import attach_tuner
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query

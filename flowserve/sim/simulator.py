@@ -25,7 +25,7 @@ from flowserve.graph.primitives import op_units
 from flowserve.profiles.ops import OpProfile
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Capacity
-from flowserve.sim.tokenizer import SimTokenizer
+from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.types.commands import (
     CancelCall,
     Command,

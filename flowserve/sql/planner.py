@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.sim.tokenizer import word_ids
 from flowserve.sql.dedup import Dedup, dedup, no_dedup
 from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig, ggr
 from flowserve.sql.options import Optimizations
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.reorder import fixed_order, sort_rows
 from flowserve.sql.templates import Template, field_text, layout
+from flowserve.tokenize.words import word_ids
 
 MAX_CELL_BYTES = 256 * 1024  # a larger cell is that row's error, not a 1 MB prompt
 

@@ -9,7 +9,7 @@ their tokens match, block by block (like an engine's block hashes).
 from __future__ import annotations
 
 from flowserve.graph.prompt import MAX_SEGMENT, Lit, Prompt, Segment, Toks
-from flowserve.sim.tokenizer import word_ids
+from flowserve.tokenize.words import word_ids
 from flowserve.types.work import Tokens
 
 BLOCK = 64  # tokens per segment when a prompt is token ids or text

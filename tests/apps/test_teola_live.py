@@ -18,7 +18,7 @@ from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.embedding import Embedder
 from flowserve.retrieval.process import SearchServiceProcess, free_port
-from flowserve.sim.tokenizer import word_ids
+from flowserve.tokenize.words import word_ids
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 

@@ -6,8 +6,9 @@ import httpx
 import numpy as np
 import pytest
 
-from flowserve.engines.client import EngineClient, EngineError, LocalTokenizer, make_tokenizer, retryable_status
+from flowserve.engines.client import EngineClient, EngineError, retryable_status
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.tokenize.text import LocalTokenizer, make_tokenizer
 
 
 def run(coro):

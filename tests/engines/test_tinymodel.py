@@ -3,9 +3,9 @@ import json
 import gguf
 import pytest
 
-from flowserve.engines.client import LocalTokenizer
 from flowserve.engines.tinymodel import TinyLlamaConfig, corpus, hf_name, write_tiny_hf, write_tiny_llama
 from flowserve.errors import ConfigError
+from flowserve.tokenize.text import LocalTokenizer
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):

@@ -10,12 +10,13 @@ from flowserve.apps.text2sql.bank import create_demo_db
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.scaled_cost import ScaledCost
-from flowserve.engines.tokenizer import WordTokenizer, render_chat_plain
 from flowserve.errors import ConfigError
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.settings import serve_config
 from flowserve.gateway.tools import ToolError, run_sql
 from flowserve.profiles.cost_model import cost_model_for
+from flowserve.tokenize.chat import render_chat_plain
+from flowserve.tokenize.words import WordTokenizer
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

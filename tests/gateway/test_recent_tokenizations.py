@@ -9,7 +9,7 @@ import pytest
 from live_support import run
 
 from flowserve.engines.backend import EngineError
-from flowserve.gateway.tokens import RecentTokenizations
+from flowserve.gateway.routing_tokens import RecentTokenizations
 
 
 def test_repeated_and_concurrent_texts_ask_the_engine_once() -> None:

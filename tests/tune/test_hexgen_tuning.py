@@ -11,7 +11,7 @@ from flowserve.config import load_cluster
 from flowserve.graph.prompt import Lit, Segment, Toks
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
-from flowserve.sim.tokenizer import word_ids
+from flowserve.tokenize.words import word_ids
 from flowserve.tune import alpha as alpha_mod
 from flowserve.tune.alpha import JOBS, best_alpha, coarse_to_fine, mean_latency, sweep_alpha
 from flowserve.tune.job import ALPHA_SWEEP, COARSE, SweepJob, latency_regressed

@@ -20,17 +20,20 @@ from typing import Any
 
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
-from flowserve.engines.client import LocalTokenizer
-from flowserve.engines.tokenizer import Tokenizer, TokenMaterializer, WordTokenizer
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
+from flowserve.tokenize.chat import ChatTokenizer
+from flowserve.tokenize.segments import TokenMaterializer
+from flowserve.tokenize.text import LocalTokenizer
+from flowserve.tokenize.words import WordTokenizer
 from flowserve.types.commands import Tokenize
 from flowserve.types.events import Tokenized
 from flowserve.types.work import Tokens
 
 
 class GatewayTokens:
-    def __init__(self, status: Callable[[], list[InstanceStatus]], engine_tokenizer: Callable[[str], Tokenizer | None],
+    def __init__(self, status: Callable[[], list[InstanceStatus]],
+                 engine_tokenizer: Callable[[str], ChatTokenizer | None],
                  circuit: Callable[[str], str], local: Mapping[str, str],
                  segments: TokenMaterializer | None = None) -> None:
         """status: the core's instances; engine_tokenizer: an instance's engine tokenizer
@@ -89,7 +92,7 @@ class GatewayTokens:
 
     # ------------------------------------------------------------------ through the engines
 
-    def tokenizers(self, model: str | None) -> list[Tokenizer]:
+    def tokenizers(self, model: str | None) -> list[ChatTokenizer]:
         """Who can tokenize for `model`: the up instances' engines (healthy circuits
         first), else the word tokenizer of simulated engines."""
         found = []
@@ -100,7 +103,7 @@ class GatewayTokens:
         found.sort(key=lambda x: x[0])
         return [tok for _, tok in found] or [self._words]
 
-    async def _ask(self, model: str | None, fn: Callable[[Tokenizer], Any]) -> Any:
+    async def _ask(self, model: str | None, fn: Callable[[ChatTokenizer], Any]) -> Any:
         """The first tokenizer that answers: one engine down must not fail requests."""
         error: Exception | None = None
         for tok in self.tokenizers(model):

@@ -1,5 +1,5 @@
-"""Tokenizers the gateway routes with: a local `tokenizer.json` (the `tokenizers`
-library; no round trip) or the engine's own `/tokenize` (see `flowserve.engines.client`)."""
+"""Text tokenizers the gateway routes with: a local `tokenizer.json` (the `tokenizers`
+library; no round trip) or the engine's own `/tokenize` (`flowserve.engines.client`)."""
 
 from __future__ import annotations
 

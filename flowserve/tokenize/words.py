@@ -1,0 +1,42 @@
+"""Text → token ids without a vocabulary: word pieces (with their leading space) hashed
+into a fixed id range (crc32, not Python's salted hash), so a shared text prefix is a
+shared token prefix, as with a real tokenizer. The simulator's engines and the
+gateway's simulated engines tokenize text this way."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from flowserve.tokenize.chat import render_chat_plain
+
+_PIECE = re.compile(r"\s*[\w]+|\s*[^\w\s]|\s+")
+VOCAB = 32000
+RESERVED = 256
+
+
+def word_ids(text: str, vocab_size: int = VOCAB, reserved: int = RESERVED) -> list[int]:
+    """Deterministic word-level ids (crc32, not Python's salted hash)."""
+    span = vocab_size - reserved
+    return [reserved + zlib.crc32(p.encode()) % span for p in _PIECE.findall(text)]
+
+
+class WordTokenizer:
+    """Word pieces (with their leading space) hashed into a fixed vocabulary: the
+    simulator's (`word_ids`), with async `encode` and the plain chat layout."""
+
+    def __init__(self, vocab_size: int = VOCAB, reserved: int = RESERVED) -> None:
+        assert vocab_size > reserved
+        self.vocab_size = vocab_size
+        self.reserved = reserved
+
+    def encode_sync(self, text: str) -> list[int]:
+        return word_ids(text, self.vocab_size, self.reserved)
+
+    async def encode(self, text: str) -> list[int]:
+        return self.encode_sync(text)
+
+    async def render_chat(self, messages: Sequence[dict[str, Any]]) -> str:
+        return render_chat_plain(messages)
