@@ -6,14 +6,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowserve.policies.base import DispatchPolicy, QueuePolicy, build_policy
-from flowserve.policies.dispatch import LeastLoad, RoundRobin
-from flowserve.policies.hexgen import HexgenWB, UrgencyQueue
-from flowserve.policies.ours import FlowserveDispatch
-from flowserve.policies.ours_queue import FlowserveQueue
-from flowserve.policies.peers import LLMD, DynamoKV, PowerOfTwo, SglangCacheAware
-from flowserve.policies.preble import PrebleE2, PrefixGroups
+from flowserve.policies.dynamo import DynamoKV
+from flowserve.policies.fcfs import FCFS
+from flowserve.policies.flowserve_dispatch import FlowserveDispatch
+from flowserve.policies.flowserve_queue import FlowserveQueue
+from flowserve.policies.hexgen import HexgenWB
+from flowserve.policies.least_load import LeastLoad
+from flowserve.policies.llmd import LLMD
+from flowserve.policies.power_of_two import PowerOfTwo
+from flowserve.policies.preble import PrebleE2
 from flowserve.policies.prefix_affinity import PrefixAffinity
-from flowserve.policies.queue import FCFS, Topology
+from flowserve.policies.prefix_groups import PrefixGroups
+from flowserve.policies.round_robin import RoundRobin
+from flowserve.policies.sglang import SglangCacheAware
+from flowserve.policies.topology import Topology
+from flowserve.policies.urgency import UrgencyQueue
 
 DISPATCH_POLICIES: dict[str, type] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,

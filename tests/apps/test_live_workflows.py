@@ -12,7 +12,7 @@ from flowserve.core.view import ClusterView
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
-from flowserve.policies.dispatch import RoundRobin
+from flowserve.policies.round_robin import RoundRobin
 from flowserve.types.commands import Command, PolicyChanged, RunJob
 from flowserve.types.events import Event, JobFinished, Tick
 from flowserve.types.specs import InstanceSpec

@@ -11,7 +11,8 @@ from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
-from flowserve.policies.ours import (
+from flowserve.policies.fcfs import FCFS
+from flowserve.policies.flowserve_dispatch import (
     FlowserveDispatch,
     backlog,
     batch_slowdown,
@@ -20,8 +21,7 @@ from flowserve.policies.ours import (
     occupancy,
     slack_fraction,
 )
-from flowserve.policies.ours_queue import FlowserveQueue
-from flowserve.policies.queue import FCFS
+from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec

@@ -10,8 +10,9 @@ from hexgen_helpers import Program, call, instance, llm_node, query, view_of
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate, NodeResult
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
-from flowserve.policies.hexgen import HexgenWB, UrgencyQueue, call_budget, hexgen_score, remaining_costs, urgency
-from flowserve.policies.queue import FCFS
+from flowserve.policies.fcfs import FCFS
+from flowserve.policies.hexgen import HexgenWB, hexgen_score
+from flowserve.policies.urgency import UrgencyQueue, call_budget, remaining_costs, urgency
 from flowserve.tune.online import attach_tuner
 
 # --------------------------------------------------------------------------- Eq. 4

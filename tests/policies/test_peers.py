@@ -10,17 +10,11 @@ from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.policies import DISPATCH_POLICIES, make_dispatch
-from flowserve.policies.peers import (
-    LLMD,
-    DynamoKV,
-    PowerOfTwo,
-    SglangCacheAware,
-    dynamo_logit,
-    llmd_prefix_score,
-    llmd_queue_score,
-    sglang_imbalanced,
-)
-from flowserve.policies.queue import FCFS
+from flowserve.policies.dynamo import DynamoKV, dynamo_logit
+from flowserve.policies.fcfs import FCFS
+from flowserve.policies.llmd import LLMD, llmd_prefix_score, llmd_queue_score
+from flowserve.policies.power_of_two import PowerOfTwo
+from flowserve.policies.sglang import SglangCacheAware, sglang_imbalanced
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec

@@ -13,7 +13,7 @@ from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallState
 from flowserve.errors import ConfigError
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.policies.preble import PrebleE2, PrefixGroups, Routed
+from flowserve.policies.preble import PrebleE2, Routed
 from flowserve.policies.preble_costs import (
     doubled,
     eviction_cost,
@@ -25,6 +25,7 @@ from flowserve.policies.preble_costs import (
     run_cost,
     should_exploit,
 )
+from flowserve.policies.prefix_groups import PrefixGroups
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.instance import instance_profile
 from flowserve.types.events import CallFinished

@@ -10,8 +10,8 @@ from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.policies import DISPATCH_POLICIES, make_dispatch
+from flowserve.policies.fcfs import FCFS
 from flowserve.policies.prefix_affinity import PrefixAffinity, expected_finish
-from flowserve.policies.queue import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec

@@ -10,7 +10,7 @@ from flowserve.graph.nodes import CallEstimate, LLMNode, Node
 from flowserve.graph.prompt import Toks
 from flowserve.graph.runtime import QueryRun
 from flowserve.graph.workflow import Graph, Workflow
-from flowserve.policies.queue import FCFS
+from flowserve.policies.fcfs import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec

@@ -1,4 +1,4 @@
-"""flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.ours`):
+"""flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`):
 interactive calls by Hexgen urgency with VTC weighted fair shares across tenants, batch
 calls as capped FCFS filler. It also keeps the per-instance sums the flowserve dispatch
 reads (work and prefill waiting, prefill still owed by running calls)."""
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
-from flowserve.policies.hexgen import UrgencyQueue
+from flowserve.policies.urgency import UrgencyQueue
 
 
 def is_batch(cs: CallState) -> bool:

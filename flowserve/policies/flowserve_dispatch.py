@@ -54,9 +54,9 @@ from typing import Literal
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView, predicted_call_time
 from flowserve.policies.base import Dispatch
-from flowserve.policies.hexgen import remaining_costs
-from flowserve.policies.ours_queue import is_batch, occupancy
+from flowserve.policies.flowserve_queue import is_batch, occupancy
 from flowserve.policies.preble_costs import overloaded
+from flowserve.policies.urgency import remaining_costs
 
 # --------------------------------------------------------------------------- formulas
 

@@ -1,39 +1,13 @@
-"""Local queue policies: which waiting call an instance starts when a slot frees."""
+"""Teola's topology-aware batching (Alg. 2, Teola §5.3) as a queue policy."""
 
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-
-
-class FCFS:
-    """Arrival order at the instance (vLLM's default)."""
-
-    name = "fcfs"
-    uses_deadline = False
-
-    def __init__(self) -> None:
-        self._q: OrderedDict[int, CallState] = OrderedDict()
-
-    def push(self, cs: CallState) -> None:
-        self._q[cs.id] = cs
-
-    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        return next(iter(self._q.values()), None)
-
-    def remove(self, cs: CallState, released: bool) -> None:
-        del self._q[cs.id]
-
-    def __len__(self) -> int:
-        return len(self._q)
-
-    def __iter__(self) -> Iterator[CallState]:
-        return iter(self._q.values())
 
 
 def topology_key(item: CallState | Any) -> tuple[float, int, int, int]:

@@ -1,4 +1,4 @@
-"""Global dispatch policies: which instance gets a ready call."""
+"""The papers' baseline dispatch: a round-robin balancer in front of data-parallel engines."""
 
 from __future__ import annotations
 
@@ -23,13 +23,3 @@ class RoundRobin(Dispatch):
         k = self._next.get(group, 0)
         self._next[group] = k + 1
         return candidates[k % len(candidates)]
-
-
-class LeastLoad(Dispatch):
-    """Fewest outstanding predicted seconds of work (queued + running)."""
-
-    name = "least_load"
-
-    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
-               view: ClusterView) -> InstanceState:
-        return min(candidates, key=lambda i: i.outstanding)

@@ -1,0 +1,19 @@
+"""Dispatch to the instance with the fewest outstanding predicted seconds of work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
+from flowserve.policies.base import Dispatch
+
+
+class LeastLoad(Dispatch):
+    """Fewest outstanding predicted seconds of work (queued + running)."""
+
+    name = "least_load"
+
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
+               view: ClusterView) -> InstanceState:
+        return min(candidates, key=lambda i: i.outstanding)
