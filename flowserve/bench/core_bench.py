@@ -43,14 +43,13 @@ def dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dic
     for q in queries:
         core.handle(QueryArrived(q.arrival, q))
     end_to_end = n / (time.perf_counter() - t0)
-    cs = next(iter(core.calls.tracked.values()))
-    candidates = list(core.calls.instances.values())
-    choose = core.dispatch.choose
+    (call_id,) = core.calls_of(queries[0].id)
+    decide = core.decide
     t0 = time.perf_counter()
     for _ in range(n):
-        choose(cs, candidates, core.view)
+        decide(call_id)
     return {"decisions_per_s": end_to_end, "choose_per_s": n / (time.perf_counter() - t0),
-            "queued": sum(len(i.queue) for i in candidates)}
+            "queued": sum(s.queued for s in core.instance_status())}
 
 
 def statement(n: int) -> Workload:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flowserve.config import load_cluster
-from flowserve.core.ops import OpBook
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import LLMNode, Node
 from flowserve.graph.passes import PassContext, make_passes
+from flowserve.graph.primitives import ops_of
 from flowserve.graph.runtime import topological_order
 from flowserve.graph.workflow import Graph
 from flowserve.profiles.ops import op_profile
@@ -33,7 +33,7 @@ def app_graph(app: str, passes: str, cluster: str = "teola") -> tuple[list[Node]
     for spec in load_cluster(cluster):
         if spec.kind != "llm":
             prof = spec.op_profile or op_profile(spec.kind)
-            for op in OpBook.ops_of(spec.kind):
+            for op in ops_of(spec.kind):
                 sizes[op] = min(sizes.get(op, 1 << 30), prof.efficient_batch(op))
     after = list(before)
     ctx = PassContext({}, {}, sizes)

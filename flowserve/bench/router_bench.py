@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.config import load_cluster
-from flowserve.core.scheduler import SchedulerCore
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState
 from flowserve.graph.plan import Materializer, Segment
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.profiles.instance import instance_profile
 from flowserve.types.work import LLMCall
 
 QUESTIONS_PER_TOOL = 50
@@ -45,11 +45,11 @@ def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Consol
     mat = Materializer()
     specs = load_cluster("preble-a6000")
     dispatch = make_dispatch("preble_e2")
-    core = SchedulerCore(specs, dispatch, queue_factory("fcfs"), instance_profile)
-    idx, view = core.calls.prefix_index, core.view
+    harness = PolicyHarness.for_cluster(specs, queue_factory("fcfs"), prefix_index=PrefixIndex(dispatch.window_s))
+    idx = harness.view.prefix_index
     assert idx is not None
     names = [s.name for s in specs]
-    candidates = list(core.calls.instances.values())
+    candidates = harness.candidates()
     tools = max(1, -(-nodes // (QUESTIONS_PER_TOOL + 1)))
     system = Segment(1, SYSTEM)
     seg = iter(range(10, 1 << 40))
@@ -83,13 +83,12 @@ def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Consol
     gap = 1e-3  # virtual seconds between decisions: 1,000 requests/s keep arriving
     t0 = time.perf_counter()
     for i, cs in enumerate(calls):
-        view.now = window + i * gap
-        dispatch.choose(cs, candidates, view)
+        dispatch.choose(cs, candidates, harness.at(window + i * gap))
     choose_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for i, cs in enumerate(calls):  # as the core does: choose, then record the prompt
-        view.now = now = window + i * gap
-        inst = dispatch.choose(cs, candidates, view)
+        now = window + i * gap
+        inst = dispatch.choose(cs, candidates, harness.at(now))
         idx.add(cs.call.prompt, inst.name, now)
     full_s = time.perf_counter() - t0
     data = {

@@ -18,13 +18,30 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.types.work import Tokens
 
 DEFAULT_WINDOW_S = 180.0  # Preble's history window H (3 min)
+
+
+class PrefixReader(Protocol):
+    """What policies may ask of the router's index (`ClusterView.prefix_index`): reads only."""
+
+    window_s: float
+    cached_tokens: Mapping[str, int]
+
+    def match_by_instance(self, tokens: Tokens) -> tuple[int, dict[str, int]]: ...
+
+    def match_path(self, tokens: Tokens) -> tuple[list[RadixNode], RadixNode | None, int]: ...
+
+    def requests(self, node: RadixNode, instance: str, now: float) -> int: ...
+
+    def lru_nodes(self, instance: str) -> Iterator[RadixNode]: ...
+
+    def path_tokens(self, node: RadixNode) -> Tokens: ...
 
 
 class PrefixNode(RadixNode):

@@ -6,9 +6,10 @@ late-binding policy, when an instance has room — holds it in that instance's q
 releases it when the instance can start it (local queue policy decides which). Both
 drivers — the virtual-time simulator and the live gateway — feed it the same events.
 
-Drivers read the core only through its query API: `instance_status`, `is_current`,
-`prefix_hit`, `keeps_prefix_index`, `predicted_wait_s`, `max_context`, `tick_s`,
-`open_queries`, `decisions`.
+Drivers use only `handle` and the query API below (`instance_status`, `is_current`,
+`prefix_hit`, `keeps_prefix_index`, `indexed_tokens`, `predicted_wait_s`, `max_context`, `tick_s`,
+`open_queries`, `open_calls`, `call_status`, `calls_of`, `decisions`, `finished_calls`,
+`dispatch_stats`, `decide`); everything else is private.
 
 Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed.
 """
@@ -16,17 +17,19 @@ Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
-from flowserve.core.calls import CallBook
-from flowserve.core.ops import OpBook
+from flowserve.core._calls import CallBook
+from flowserve.core._ops import OpBook
+from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallRecord, InstanceStatus, QueryState
 from flowserve.errors import FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass
 from flowserve.graph.runtime import QueryRun
-from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tokenize.prompts import NoText, PromptTokenizer
@@ -49,13 +52,17 @@ from flowserve.types.events import (
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens, ToolOp
 
+if TYPE_CHECKING:
+    from flowserve.policies.base import DispatchPolicy
+    from flowserve.policies.registry import QueueFactory
+
 
 class SchedulerCore:
     def __init__(
         self,
         instances: Sequence[InstanceSpec],
         dispatch: DispatchPolicy,
-        queue_factory: Callable[[], QueuePolicy],
+        queue: QueueFactory,
         profile: Callable[[InstanceSpec], InstanceProfile],
         predictor: OutputPredictor | None = None,
         max_retries: int = 3,
@@ -63,124 +70,153 @@ class SchedulerCore:
         tokenizer: PromptTokenizer | None = None,
         passes: Sequence[GraphPass] = (),
     ) -> None:
-        self.dispatch = dispatch
-        self.predictor = predictor or OutputPredictor()
-        self.passes = tuple(passes)
-        self.queries: dict[int, QueryState] = {}
+        self._dispatch = dispatch
+        self._predictor = predictor or OutputPredictor()
+        self._passes = tuple(passes)
+        self._queries: dict[int, QueryState] = {}
         self._ops: dict[int, tuple[QueryState, str]] = {}
         self._ids = itertools.count(1)
-        probe = queue_factory()
         # the index is kept when the dispatch or the queue policy reads it
-        needs_index = dispatch.needs_prefix_index or getattr(probe, "needs_prefix_index", False)
-        window = getattr(dispatch, "prefix_window_s", None)
-        prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window) if needs_index else None
-        self.calls = CallBook(self, dispatch, queue_factory, profile, self.predictor, prefix_index,
-                              tokenizer or NoText(), max_retries, probe.uses_deadline)
-        self.view = self.calls.view
-        self.call_log: list[CallRecord] | None = [] if record_calls else None
+        prefix_index = None
+        if dispatch.needs_prefix_index or queue.cls.needs_prefix_index:
+            window = dispatch.prefix_window_s
+            prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window)
+        self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
+                               tokenizer or NoText(), max_retries, self._queries)
+        self._view = self._calls.view
+        self._call_log: list[CallRecord] | None = [] if record_calls else None
         # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
-        self.ops = OpBook(self, getattr(probe, "order_key", None))
+        self._opbook = OpBook(self, queue.cls.order_key)
         for spec in instances:
             if spec.kind == "llm":
-                self.calls.add_instance(spec)
+                self._calls.add_instance(spec)
             else:
-                self.ops.add_instance(spec)
-        self._batch_sizes = self.ops.batch_sizes()
+                self._opbook.add_instance(spec)
+        self._batch_sizes = self._opbook.batch_sizes()
         self._out: list[Command] = []
+        calls = self._calls
+        self._handlers: Mapping[type, Callable] = {
+            CallFinished: self._on_call_finished,
+            CallProgress: self._on_progress,
+            InstanceCapacity: calls.on_capacity,
+            QueryArrived: self._on_arrival,
+            OpFinished: self._on_op_finished,
+            CallFailed: calls.on_failed,
+            Tokenized: calls.on_tokenized,
+            PrefixEvicted: self._on_evicted,
+            InstanceDown: self._on_instance_down,
+            InstanceUp: self._on_instance_up,
+            Tick: _ignore,
+            JobFinished: _ignore,  # policies see it in `observe`
+        }
 
     # ------------------------------------------------------------------ entry point
 
     def handle(self, event: Event) -> list[Command]:
-        self.view.now = event.time
-        self._out = out = []
-        calls = self.calls
-        calls.out = out
-        self.ops.out = out
-        if isinstance(event, CallFinished):
-            self._on_call_finished(event)
-        elif isinstance(event, CallProgress):
-            self._on_progress(event)
-        elif isinstance(event, InstanceCapacity):
-            calls.on_capacity(event)
-        elif isinstance(event, QueryArrived):
-            self._on_arrival(event)
-        elif isinstance(event, OpFinished):
-            self._on_op_finished(event)
-        elif isinstance(event, CallFailed):
-            calls.on_failed(event)
-        elif isinstance(event, Tokenized):
-            calls.on_tokenized(event)
-        elif isinstance(event, PrefixEvicted):
-            if calls.prefix_index is not None:
-                calls.prefix_index.discard(event.instance, event.tokens, event.start, event.time)
-        elif isinstance(event, InstanceDown):
-            if event.instance in self.ops.instances:
-                self.ops.instance_down(event.instance)
-            else:
-                calls.on_instance_down(event)
-        elif isinstance(event, InstanceUp):
-            if event.spec.kind != "llm":
-                self.ops.instance_up(event.spec)
-                self._batch_sizes = self.ops.batch_sizes()
-            else:
-                calls.on_instance_up(event)
-        elif not isinstance(event, Tick | JobFinished):
+        handler = self._handlers.get(type(event))
+        if handler is None:
             raise TypeError(f"unknown event {event!r}")
-        out.extend(self.dispatch.observe(event, self.view))
-        calls.release_all()
-        self.ops.release_all()
+        self._view._now = event.time
+        self._out = out = []
+        self._calls.out = out
+        self._opbook.out = out
+        handler(event)
+        out.extend(self._dispatch.observe(event, self._view))
+        self._calls.release_all()
+        self._opbook.release_all()
         return out
 
     # ------------------------------------------------------------------ query API (drivers)
 
     def instance_status(self) -> list[InstanceStatus]:
         return [InstanceStatus(i.name, i.spec, i.up, len(i.queue), len(i.running), max(i.outstanding, 0.0),
-                               i.dispatched, i.completed) for i in self.calls.instances.values()]
+                               i.dispatched, i.completed) for i in self._calls.instances.values()]
 
     def is_current(self, call_id: int, instance: str) -> bool:
         """Is a report about this call on this instance about its current run? (False:
         the call was cancelled or moved meanwhile; the core ignores such reports.)"""
-        return self.calls.running_on(call_id, instance) is not None
+        return self._calls.running_on(call_id, instance) is not None
+
+    def call_status(self, call_id: int) -> CallStatus | None:
+        """Where a live call is in its lifecycle; None once it ended (or was never known)."""
+        cs = self._calls.tracked.get(call_id)
+        return None if cs is None else cs.status
+
+    def calls_of(self, query_id: int) -> dict[int, CallStatus]:
+        """The live calls of an open query, by id (empty once it ended)."""
+        qs = self._queries.get(query_id)
+        return {} if qs is None else {cid: cs.status for cid, cs in qs.inflight.items()}
 
     @property
     def keeps_prefix_index(self) -> bool:
-        return self.calls.prefix_index is not None
+        return self._calls.prefix_index is not None
+
+    @property
+    def indexed_tokens(self) -> int:
+        """Tokens the router's prefix index holds (0 without an index)."""
+        idx = self._calls.prefix_index
+        return 0 if idx is None else idx.size
 
     def prefix_hit(self, prompt: Tokens, instance: str) -> int:
         """Prompt tokens the router's index believes `instance` caches (0 without an index)."""
-        idx = self.calls.prefix_index
+        idx = self._calls.prefix_index
         return 0 if idx is None else min(idx.match_by_instance(prompt)[1].get(instance, 0), len(prompt))
 
     def predicted_wait_s(self, model: str | None) -> float | None:
         """What a new call would wait at best over the up instances serving `model`, with
         the engines batching (`ClusterView.queueing_delay_s`); None when none serves it."""
-        waits = [self.view.queueing_delay_s(i) for i in self.view.up_instances(model)]
+        waits = [self._view.queueing_delay_s(i) for i in self._view.up_instances(model)]
         return min(waits) if waits else None
 
     def max_context(self, model: str | None) -> int | None:
-        limits = [i.max_context for i in self.calls.instances.values() if i.serves(model)]
+        limits = [i.max_context for i in self._calls.instances.values() if i.serves(model)]
         known = [x for x in limits if x is not None]
         return min(known) if known else None
 
     @property
     def tick_s(self) -> float | None:
         """Drivers send a Tick this often when set (policy clocks run on event time only)."""
-        return getattr(self.dispatch, "tick_s", None)
+        return self._dispatch.tick_s
 
     @property
     def open_queries(self) -> int:
-        return len(self.queries)
+        return len(self._queries)
+
+    @property
+    def open_calls(self) -> int:
+        """Calls not yet ended (ready, waiting, queued or in flight)."""
+        return len(self._calls.tracked)
 
     @property
     def decisions(self) -> int:
-        return self.calls.decisions
+        return self._calls.decisions
+
+    def finished_calls(self) -> list[CallRecord]:
+        """Everything measured about each finished call, in finishing order
+        (`record_calls=True`; empty otherwise)."""
+        return list(self._call_log or ())
+
+    def dispatch_stats(self) -> Mapping[str, int]:
+        """The dispatch policy's own counters (exploit/explore, replications, ...)."""
+        return MappingProxyType(dict(self._dispatch.stats))
+
+    def decide(self, call_id: int) -> str | None:
+        """Where the dispatch policy would send this live, tokenized call now, among its
+        current candidates, without binding it (what-if tools, decision benchmarks).
+        The policy's own state may advance as on any decision. None: no candidate."""
+        cs = self._calls.tracked.get(call_id)
+        assert cs is not None and cs.call is not None, f"call {call_id} is not a live tokenized call"
+        candidates = self._calls.candidates(cs)
+        if not candidates:
+            return None
+        return self._calls._choose(cs, candidates).name
 
     # ------------------------------------------------------------------ queries
 
     def _on_arrival(self, ev: QueryArrived) -> None:
         q = ev.query
-        qs = QueryState(q, QueryRun(q.program, q.id, self.passes, self._batch_sizes))
-        self.queries[qs.id] = qs
+        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self._batch_sizes))
+        self._queries[qs.id] = qs
         self._advance(qs, lambda: qs.run.start())
 
     def _advance(self, qs: QueryState, step: Callable[[], list[Node]]) -> None:
@@ -193,16 +229,16 @@ class SchedulerCore:
         except Exception as e:  # the workflow's own code: end its query, keep the others
             self._fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}")
             return
-        now = self.view.now
+        now = self._view.now
         for node in nodes:
             if qs.failed:
                 return
             if isinstance(node, LLMNode):
-                self.calls.ready(qs, node, next(self._ids), now)
+                self._calls.ready(qs, node, next(self._ids), now)
             else:
                 op = ToolOp(next(self._ids), qs.id, node.key, node.stage, node.op, node.args)
-                if isinstance(node, OpNode) and self.ops.runs(node):
-                    self.ops.ready(qs, node, op)
+                if isinstance(node, OpNode) and self._opbook.runs(node):
+                    self._opbook.ready(qs, node, op)
                     continue
                 self._ops[op.id] = (qs, node.key)
                 self._out.append(RunOp(op))
@@ -211,18 +247,18 @@ class SchedulerCore:
 
     def _complete(self, qs: QueryState, key: str, result: NodeResult,
                   step: Callable[[], list[Node]] | None = None) -> None:
-        qs.progressed = self.view.now
+        qs.progressed = self._view.now
         self._advance(qs, step or (lambda: qs.run.complete(key, result)))
 
     def _finish(self, qs: QueryState) -> None:
         q = qs.query
-        now = self.view.now
+        now = self._view.now
         try:
             output = qs.run.workflow.output(qs.run.results)
         except Exception as e:
             self._fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}")
             return
-        del self.queries[q.id]
+        del self._queries[q.id]
         met = None if q.deadline is None else now <= q.deadline + 1e-9
         self._out.append(QueryDone(q.id, now, now - q.arrival, met, output, qs.run.results))
 
@@ -232,28 +268,32 @@ class SchedulerCore:
             return
         qs.failed = True
         for cs in list(qs.inflight.values()):
-            self.calls.drop(cs)
+            self._calls.drop(cs)
         qs.inflight.clear()
         for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
             del self._ops[op_id]
-        self.ops.drop_query(qs)
-        self.queries.pop(qs.id, None)
-        self._out.append(QueryFailed(qs.id, self.view.now, reason))
+        self._opbook.drop_query(qs)
+        self._queries.pop(qs.id, None)
+        self._out.append(QueryFailed(qs.id, self._view.now, reason))
+
+    def fail_query(self, qs: QueryState, reason: str) -> None:
+        """For the books: a call or op that cannot run fails its query."""
+        self._fail(qs, reason)
 
     # ------------------------------------------------------------------ completions
 
     def _on_call_finished(self, ev: CallFinished) -> None:
-        taken = self.calls.take_running(ev.call_id, ev.instance)
+        taken = self._calls.take_running(ev.call_id, ev.instance)
         if taken is None:
             return  # stale: cancelled or moved meanwhile
         cs, inst = taken
         call, qs = cs.call, cs.query
         assert call is not None
         inst.completed += 1
-        self.calls.on_finished(cs, inst, ev)
-        if self.call_log is not None:
+        self._calls.on_finished(cs, inst, ev)
+        if self._call_log is not None:
             released = cs.released if cs.released is not None else ev.time
-            self.call_log.append(CallRecord(
+            self._call_log.append(CallRecord(
                 call.id, call.query_id, call.workflow, call.stage, inst.name,
                 call.input_tokens, ev.output_tokens, ev.cached_tokens, cs.ready, cs.enqueued,
                 released, ev.started, ev.first_token, ev.time, ev.preemptions, cs.attempts + 1))
@@ -265,8 +305,11 @@ class SchedulerCore:
             first_token=ev.first_token, finished=ev.time, ready=cs.ready))
 
     def _on_progress(self, ev: CallProgress) -> None:
-        cs = self.calls.running_on(ev.call_id, ev.instance)
-        if cs is None or not cs.query.run.streams:
+        cs = self._calls.running_on(ev.call_id, ev.instance)
+        if cs is None:
+            return
+        self._calls.on_progress(cs)
+        if not cs.query.run.streams:
             return
         qs, key = cs.query, cs.node.key
         result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
@@ -274,7 +317,7 @@ class SchedulerCore:
         self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
 
     def _on_op_finished(self, ev: OpFinished) -> None:
-        batched = self.ops.finished(ev)
+        batched = self._opbook.finished(ev)
         entry = (batched.query, batched.node.key) if batched is not None else self._ops.pop(ev.op_id, None)
         if entry is None:
             return
@@ -282,6 +325,25 @@ class SchedulerCore:
         self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
                                            finished=ev.time))
 
-    def fail_query(self, qs: QueryState, reason: str) -> None:
-        """For the call book: a call that cannot run fails its query."""
-        self._fail(qs, reason)
+    # ------------------------------------------------------------------ instances and caches
+
+    def _on_evicted(self, ev: PrefixEvicted) -> None:
+        if self._calls.prefix_index is not None:
+            self._calls.prefix_index.discard(ev.instance, ev.tokens, ev.start, ev.time)
+
+    def _on_instance_down(self, ev: InstanceDown) -> None:
+        if ev.instance in self._opbook.instances:
+            self._opbook.instance_down(ev.instance)
+        else:
+            self._calls.on_instance_down(ev)
+
+    def _on_instance_up(self, ev: InstanceUp) -> None:
+        if ev.spec.kind != "llm":
+            self._opbook.instance_up(ev.spec)
+            self._batch_sizes = self._opbook.batch_sizes()
+        else:
+            self._calls.on_instance_up(ev)
+
+
+def _ignore(event: Event) -> None:
+    """Events only policies watch (ticks, finished jobs)."""

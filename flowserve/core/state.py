@@ -1,8 +1,10 @@
-"""State the core keeps per call, query and instance.
+"""State the core keeps per call, op, query and instance.
 
-Only the core mutates it; policies read it through `ClusterView`, drivers through the
-core's query API (`SchedulerCore.instance_status`, ...). Predicted costs use the
-instance's cost model and the output predictor, never a simulator's ground truth.
+Only the core mutates it: policies read it (a call, its candidate instances, the
+`ClusterView`), drivers see plain-data snapshots through the core's query API
+(`SchedulerCore.instance_status`, ...). Predicted costs use the instance's cost model and
+the output predictor, never a simulator's ground truth. A call's status moves only along
+the transitions of `flowserve.core.lifecycle`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from flowserve.graph.nodes import CallEstimate, LLMNode
+from flowserve.core.lifecycle import TRANSITIONS, CallStatus
+from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
+from flowserve.graph.primitives import op_units
 from flowserve.graph.prompt import Toks
 from flowserve.graph.runtime import QueryRun
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall, Query
+from flowserve.types.work import LLMCall, Query, ToolOp
 
 if TYPE_CHECKING:
     from flowserve.policies.base import QueuePolicy
@@ -27,16 +31,15 @@ UNLIMITED = 1 << 62
 
 
 class CallState:
-    """One LLM call while the core tracks it: ready (in the pool or being tokenized),
-    queued at an instance, or running there.
+    """One LLM call while the core tracks it, in one `CallStatus` at a time.
 
     `call` (the request with its token ids) exists once the prompt is tokenized; a call
     waiting in the late-binding pool is only its node, so a query with 10⁵ waiting
-    calls holds no token lists.
+    calls holds no token lists. `instance` is where it is bound (queued or in flight).
     """
 
     __slots__ = ("attempts", "call", "costs", "enqueued", "excluded", "id", "input_tokens", "instance", "node",
-                 "predicted_output", "query", "queued", "ready", "released", "seq", "t_comp")
+                 "predicted_output", "query", "ready", "released", "seq", "status", "t_comp")
 
     def __init__(self, call_id: int, node: LLMNode, query: QueryState, ready: float, input_tokens: int,
                  predicted_output: int, seq: int) -> None:
@@ -51,7 +54,7 @@ class CallState:
         self.instance: str | None = None
         self.enqueued = ready  # when it entered its instance's queue
         self.released: float | None = None  # when it was sent to the engine
-        self.queued = False  # waiting in its instance's queue
+        self.status = CallStatus.READY
         self.t_comp = 0.0  # predicted compute seconds on its instance
         self.costs: dict[tuple, float] = {}  # per (hardware profile, cached tokens)
         self.attempts = 0
@@ -60,6 +63,10 @@ class CallState:
     @property
     def stage(self) -> str:
         return self.node.stage
+
+    def move(self, to: CallStatus) -> None:
+        assert to in TRANSITIONS[self.status], f"call {self.id}: no transition {self.status.value} → {to.value}"
+        self.status = to
 
     @classmethod
     def of(cls, call: LLMCall, query: QueryState | None = None, ready: float = 0.0) -> CallState:
@@ -129,6 +136,8 @@ class InstanceState:
         self.kv_capacity: int | None = None  # KV cache tokens (from the instance's profile)
         self.max_context: int | None = None
         self.history: deque[FinishedCall] = deque(maxlen=HISTORY_LEN)
+        # interactive calls waiting in the queue per tenant: the backlog VTC lifts against
+        self.waiting_tenants: dict[str, int] = {}
         self.dispatched = 0
         self.completed = 0
 
@@ -151,6 +160,22 @@ class InstanceState:
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
+
+
+class OpState:
+    """One batchable op while it waits on (or runs on) a non-LLM engine instance."""
+
+    __slots__ = ("batch", "id", "instance", "node", "op", "query", "seq", "units")
+
+    def __init__(self, op: ToolOp, node: OpNode, query: QueryState, seq: int) -> None:
+        self.id = op.id
+        self.op = op
+        self.node = node
+        self.query = query
+        self.seq = seq  # ready order
+        self.units = op_units(node.args)
+        self.instance: str | None = None
+        self.batch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ metrics (`served`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 DEFAULT_PROMPT_WEIGHT = 1.0  # VTC's w_p: cost of a prompt token
 DEFAULT_OUTPUT_WEIGHT = 2.0  # VTC's w_q: cost of an output token (the paper's default ratio)
@@ -39,7 +40,28 @@ def parse_weights(spec: str) -> dict[str, float]:
     return out
 
 
+class TenantShares:
+    """What policies may read of the ledger: weighted counters, weights and tokens served."""
+
+    __slots__ = ("_ledger",)
+
+    def __init__(self, ledger: TenantLedger) -> None:
+        self._ledger = ledger
+
+    def counter(self, tenant: str) -> float:
+        return self._ledger.counters.get(tenant, 0.0)
+
+    def weight(self, tenant: str) -> float:
+        return self._ledger.weights.get(tenant, 1.0)
+
+    @property
+    def served(self) -> Mapping[str, Mapping[str, int]]:
+        return MappingProxyType(self._ledger.served)
+
+
 class TenantLedger:
+    """The core's accounts (only the core writes them; policies read `shares`)."""
+
     def __init__(self, weights: Mapping[str, float] | None = None, prompt_weight: float = DEFAULT_PROMPT_WEIGHT,
                  output_weight: float = DEFAULT_OUTPUT_WEIGHT) -> None:
         self.weights: dict[str, float] = dict(weights or {})
@@ -47,6 +69,12 @@ class TenantLedger:
         self.output_weight = output_weight
         self.counters: dict[str, float] = {}  # weighted virtual token counters
         self.served: dict[str, dict[str, int]] = {}  # tenant → {"prompt": n, "output": n, "calls": n}
+        self.shares = TenantShares(self)
+
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """The weights a queue policy was configured with (every instance's queue has the same)."""
+        assert not self.weights or dict(weights) == self.weights, "instances' queues disagree on tenant weights"
+        self.weights = dict(weights)
 
     def weight(self, tenant: str) -> float:
         return self.weights.get(tenant, 1.0)

@@ -8,10 +8,11 @@ the core's outstanding-work account (Hexgen's t_queue, Eq. 3) use this function.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
-from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.cache.prefix_index import PrefixIndex, PrefixReader
 from flowserve.core.state import CallState, InstanceState, QueryState
-from flowserve.core.tenants import TenantLedger
+from flowserve.core.tenants import TenantShares
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.predictor import OutputPredictor
 
@@ -42,31 +43,73 @@ def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
 
 
 class ClusterView:
-    """What policies may read: instances, predicted costs, prefix index, queries."""
+    """What policies may read: instances, predicted costs, prefix index, queries, tenants.
 
-    def __init__(self, instances: Mapping[str, InstanceState], predictor: OutputPredictor,
-                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None) -> None:
-        self.instances = instances
-        self.predictor = predictor
-        self.queries = queries
-        self.prefix_index = prefix_index
-        self.tenants = TenantLedger()  # tokens served per tenant (VTC counters; weights set by a queue policy)
-        self.now = 0.0
-        self.epoch = 0  # bumps at every dispatch decision: per-call memos of index matches
+    Read-only: every field is a property without a setter, the mappings are proxies and
+    the tenant accounts a reader (`TenantShares`). Only the core advances it (`now`, and
+    `epoch` at every dispatch decision, which invalidates per-call memos of index matches).
+    """
+
+    __slots__ = ("_epoch", "_hits", "_instances", "_now", "_predictor", "_prefix_index", "_queries", "_tenants")
+
+    def __init__(self, instances: dict[str, InstanceState], predictor: OutputPredictor,
+                 queries: dict[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
+        self._instances = MappingProxyType(instances)
+        self._queries = MappingProxyType(queries)
+        self._predictor = predictor
+        self._prefix_index = prefix_index
+        self._tenants = tenants
+        self._now = 0.0
+        self._epoch = 0
         self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)
+
+    @property
+    def instances(self) -> Mapping[str, InstanceState]:
+        return self._instances
+
+    @property
+    def queries(self) -> Mapping[int, QueryState]:
+        return self._queries
+
+    @property
+    def predictor(self) -> OutputPredictor:
+        return self._predictor
+
+    @property
+    def prefix_index(self) -> PrefixReader | None:
+        return self._prefix_index
+
+    @property
+    def tenants(self) -> TenantShares:
+        return self._tenants
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
 
     def cached_tokens(self, cs: CallState, inst: InstanceState) -> int:
         """Prompt tokens the router's index believes `inst` caches (0 without an index)."""
-        if self.prefix_index is None or cs.call is None:
+        if self._prefix_index is None or cs.call is None:
             return 0
         memo = self._hits
-        if memo is None or memo[0] != self.epoch or memo[1] != cs.id:
-            memo = self._hits = (self.epoch, cs.id, self.prefix_index.match_by_instance(cs.call.prompt)[1])
+        if memo is None or memo[0] != self._epoch or memo[1] != cs.id:
+            memo = self._hits = (self._epoch, cs.id, self._prefix_index.match_by_instance(cs.call.prompt)[1])
         return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
 
     def t_comp(self, cs: CallState, inst: InstanceState) -> float:
         """Predicted compute seconds of the call on the instance (see the module docstring)."""
-        cached = self.cached_tokens(cs, inst)
+        return self._cost(cs, inst, self.cached_tokens(cs, inst))
+
+    def t_cold(self, cs: CallState, inst: InstanceState) -> float:
+        """The same with nothing cached."""
+        return self._cost(cs, inst, 0)
+
+    @staticmethod
+    def _cost(cs: CallState, inst: InstanceState, cached: int) -> float:
         key = (inst.profile, cached)
         cost = cs.costs.get(key)
         if cost is None:
@@ -80,4 +123,4 @@ class ClusterView:
         return queueing_delay_s(inst.outstanding, batch_speedup(inst.cost, batch))
 
     def up_instances(self, model: str | None = None) -> list[InstanceState]:
-        return [i for i in self.instances.values() if i.up and i.serves(model)]
+        return [i for i in self._instances.values() if i.up and i.serves(model)]

@@ -102,7 +102,7 @@ class LiveDriver:
         prompt segments become real token ids (`flowserve validate`)."""
         self.settings = s = settings
         self.clock = clock
-        dispatch = make_dispatch(s.dispatch, s.dispatch_params)
+        self.dispatch = dispatch = make_dispatch(s.dispatch, s.dispatch_params)  # the policy, for status pages
         attach_tuner(dispatch)
         factory = backend_factory or default_backend
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),

@@ -29,6 +29,11 @@ AGGREGATE = "aggregate"  # joins micro-batches back into one value
 CHUNK = "chunk"  # splits a document into overlapping chunks
 
 
+def ops_of(kind: str) -> list[str]:
+    """The ops an engine instance of this kind runs."""
+    return [op for op, k in OP_KINDS.items() if k == kind]
+
+
 def op_units(args: Mapping[str, Any]) -> int:
     """How much work an op is in its engine's cost profile (≥ 1)."""
     units = args.get("units", 1)

@@ -1,137 +1,132 @@
-"""Policy protocols and the by-name construction of policies from config strings.
+"""The policy contract: the base classes every dispatch and queue policy derives from.
 
 A dispatch policy picks an instance for a ready call (global); a queue policy orders
-one instance's waiting calls (local). Both only read the `ClusterView`. Optional hooks
-let a policy watch every event the core handles (online tuning, rebalancing) and answer
-with commands, which keeps them free of IO and clocks like the rest of the core.
+one instance's waiting calls (local). Both only read: the `ClusterView`, the instances
+and calls it hands them, and — for a dispatch policy — what a queue declares below
+(`waiting_work_s`, ...). Every optional hook is declared here with its default, so the
+core calls hooks directly and never probes a policy for attributes. Configuration comes
+in through the constructor's parameters (`flowserve.policies.registry` builds policies
+by name from config strings); a policy that wants to act on the cluster answers an event
+with commands (`observe`), which keeps it free of IO and clocks like the rest of the core.
 """
 
 from __future__ import annotations
 
-import inspect
-import types
-import typing
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.errors import ConfigError
 from flowserve.types.commands import Command
 from flowserve.types.events import Event
 
+if TYPE_CHECKING:
+    from flowserve.core.state import OpState
 
-@runtime_checkable
-class DispatchPolicy(Protocol):
-    """binding: "ready" binds a call to an instance as soon as it is ready (it then waits
-    in that instance's queue); "late" keeps it in the core's ready pool until some
-    instance has room, and chooses among the instances with room."""
-
-    name: ClassVar[str]
-    uses_deadline: ClassVar[bool]
-    needs_prefix_index: ClassVar[bool]
-    binding: str
-
-    def choose(self, cs: CallState, candidates: Sequence[InstanceState],
-               view: ClusterView) -> InstanceState: ...
-
-    def observe(self, event: Event, view: ClusterView) -> Sequence[Command]: ...
+Binding = Literal["ready", "late"]
+BINDINGS: tuple[Binding, ...] = ("ready", "late")
+NO_STATS: Mapping[str, int] = MappingProxyType({})
 
 
-@runtime_checkable
-class QueuePolicy(Protocol):
-    name: ClassVar[str]
-    uses_deadline: ClassVar[bool]
+class DispatchPolicy(ABC):
+    """Chooses the instance a ready call runs on.
 
-    def push(self, cs: CallState) -> None: ...
+    Declarations the core reads (class or instance attributes):
 
-    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        """The call to release next (not removed until `remove`)."""
-        ...
-
-    def remove(self, cs: CallState, released: bool) -> None: ...
-
-    def __len__(self) -> int: ...
-
-    def __iter__(self) -> Iterator[CallState]: ...
-
-
-BINDINGS = ("ready", "late")
-
-
-class Dispatch:
-    """Defaults for the optional parts of a dispatch policy.
-
-    tick_s: if set, drivers send a Tick event every tick_s seconds (policy clocks such
-    as tuning windows run on event time only). binding: a policy's declared binding
-    time; every dispatch policy also takes `binding` as a config parameter.
+    * `uses_deadline`: the policy reads queries' deadlines (the late-binding pool then
+      orders by deadline too);
+    * `needs_prefix_index`: the core keeps the router's prefix index (`view.prefix_index`);
+      `prefix_window_s` is the index's request-history window (None: the default);
+    * `binding`: "ready" binds a call to an instance as soon as it is ready (it then waits
+      in that instance's queue); "late" keeps it in the core's ready pool until some
+      instance has room, and chooses among the instances with room. Every dispatch
+      policy also takes `binding` as a config parameter;
+    * `tick_s`: drivers send a `Tick` this often when set (policy clocks such as tuning
+      windows run on event time only);
+    * `stats`: the policy's own counters, reported by the simulator.
     """
 
     name: ClassVar[str] = ""
     uses_deadline: ClassVar[bool] = False
     needs_prefix_index: ClassVar[bool] = False
-    binding: str = "ready"
+    prefix_window_s: float | None = None
+    binding: Binding = "ready"
     tick_s: float | None = None
+    stats: Mapping[str, int] = NO_STATS
+
+    @abstractmethod
+    def choose(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> InstanceState:
+        """One of `candidates` (never empty) for the call."""
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[Command]:
+        """Every event the core handles, after the core applied it; commands to issue."""
         return ()
 
 
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Config strings ('0.3', 'on') to the constructor parameter's declared type."""
-    target = annotation
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None:
-            return None
-        target = args[0] if len(args) == 1 else str
-    if typing.get_origin(target) is typing.Literal:
-        allowed = typing.get_args(target)
-        if value not in allowed:
-            raise ConfigError(f"parameter {name!r} must be one of {list(allowed)}, got {value!r}")
-        return value
-    try:
-        if target is bool:
-            if isinstance(value, str):
-                low = value.lower()
-                if low in ("on", "true", "yes", "1"):
-                    return True
-                if low in ("off", "false", "no", "0"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        if target in (int, float, str):
-            return target(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"parameter {name!r} expects {getattr(target, '__name__', target)}, got {value!r}"
-        ) from None
-    return value
+class QueuePolicy(ABC):
+    """Orders one instance's waiting calls; the core releases what `select` names when the
+    instance can start a call. Each instance gets its own queue object.
 
+    Declarations the core reads: `uses_deadline`, `needs_prefix_index` (as for dispatch),
+    `tenant_weights` (the weights of the core's per-tenant service accounts, VTC), and
+    `order_key` (the order of the non-LLM ops batched on engine instances).
+    """
 
-def build_policy(kind: str, registry: Mapping[str, type], name: str,
-                 params: Mapping[str, Any] | None = None) -> Any:
-    """Instantiate registry[name](**params), with clear errors for bad names/params."""
-    cls = registry.get(name)
-    if cls is None:
-        raise ConfigError(f"unknown {kind} policy {name!r}; known: {', '.join(sorted(registry))}")
-    sig = inspect.signature(cls)
-    hints = typing.get_type_hints(cls.__init__)
-    params = dict(params or {})
-    binding = params.pop("binding", None) if kind == "dispatch" else None
-    if binding is not None and binding not in BINDINGS:
-        raise ConfigError(f"parameter 'binding' must be one of {list(BINDINGS)}, got {binding!r}")
-    kwargs = {}
-    for key, value in params.items():
-        if key not in sig.parameters:
-            known = ", ".join(sig.parameters) or "none"
-            raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
-        kwargs[key] = _coerce(key, value, hints.get(key, Any))
-    try:
-        policy = cls(**kwargs)
-    except ValueError as e:
-        raise ConfigError(f"{kind} policy {name!r}: {e}") from None
-    if binding is not None:
-        policy.binding = binding
-    return policy
+    name: ClassVar[str] = ""
+    uses_deadline: ClassVar[bool] = False
+    needs_prefix_index: ClassVar[bool] = False
+    tenant_weights: Mapping[str, float] = MappingProxyType({})
+
+    def bind(self, view: ClusterView) -> None:  # noqa: B027 (an optional hook, empty by default)
+        """Called once, when the queue is attached to its instance (before any push)."""
+
+    @abstractmethod
+    def push(self, cs: CallState) -> None:
+        """A call bound to this instance joins the queue."""
+
+    @abstractmethod
+    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        """The call to release next (not removed until `remove`); None: hold them all."""
+
+    @abstractmethod
+    def remove(self, cs: CallState, released: bool) -> None:
+        """The call leaves the queue: released to the engine, or moved or dropped."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[CallState]: ...
+
+    @staticmethod
+    def order_key(op: OpState) -> tuple:
+        """Sort key of the ops waiting on a non-LLM engine instance (default: ready order)."""
+        return (op.seq,)
+
+    # ------------------------------------------------------------------ what dispatch may read
+
+    def waiting_work_s(self) -> float:
+        """Σ predicted compute seconds (t_comp) of the calls waiting here."""
+        return sum(cs.t_comp for cs in self)
+
+    def waiting_prefill_s(self) -> float:
+        """Σ prefill seconds of the waiting calls' uncached prompts (default: their whole work)."""
+        return self.waiting_work_s()
+
+    def running_prefill_s(self, inst: InstanceState, now: float) -> float:
+        """Prefill seconds the instance's running calls still owe (0 when not tracked)."""
+        return 0.0
+
+    def batch_waiting(self) -> int:
+        """Waiting calls of batch queries (they yield to interactive ones)."""
+        return 0
+
+    def batch_work_s(self) -> float:
+        """Σ t_comp of the waiting batch calls."""
+        return 0.0
+
+    def batch_prefill_s(self) -> float:
+        """Σ prefill seconds of the waiting batch calls."""
+        return 0.0

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
 def dynamo_logit(prefill_tokens: float, active_blocks: float, block: int, overlap_weight: float) -> float:
@@ -16,7 +16,7 @@ def dynamo_logit(prefill_tokens: float, active_blocks: float, block: int, overla
     return overlap_weight * prefill_tokens / block + active_blocks
 
 
-class DynamoKV(Dispatch):
+class DynamoKV(DispatchPolicy):
     """NVIDIA Dynamo's KV router (ai-dynamo/dynamo, lib/llm/src/kv_router/scheduler.rs,
     `DefaultWorkerSelector`; docs/router/kv_cache_routing.md), temperature 0:
 

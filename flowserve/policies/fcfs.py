@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
+from flowserve.policies.base import QueuePolicy
 
 
-class FCFS:
+class FCFS(QueuePolicy):
     """Arrival order at the instance (vLLM's default)."""
 
     name = "fcfs"

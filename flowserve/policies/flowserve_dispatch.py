@@ -52,8 +52,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from flowserve.core.state import CallState, InstanceState
-from flowserve.core.view import ClusterView, predicted_call_time
-from flowserve.policies.base import Dispatch
+from flowserve.core.view import ClusterView
+from flowserve.policies.base import DispatchPolicy
 from flowserve.policies.flowserve_queue import is_batch, occupancy
 from flowserve.policies.preble_costs import overloaded
 from flowserve.policies.urgency import remaining_costs
@@ -71,7 +71,7 @@ def slack_fraction(remaining_s: float, remaining_work_s: float) -> float:
 def waiting_interactive(inst: InstanceState) -> int:
     """Calls waiting at the instance that do not yield (a flowserve queue's batch calls do)."""
     q = inst.queue
-    return len(q) - getattr(q, "batch_waiting", 0)
+    return len(q) - q.batch_waiting()
 
 
 def backlog(candidates: Sequence[InstanceState]) -> float:
@@ -109,7 +109,7 @@ def completion_score(wait_s: float, t_comp_s: float, cost_s: float) -> float:
 # --------------------------------------------------------------------------- dispatch
 
 
-class FlowserveDispatch(Dispatch):
+class FlowserveDispatch(DispatchPolicy):
     name = "flowserve"
     uses_deadline = True
     needs_prefix_index = True
@@ -155,15 +155,6 @@ class FlowserveDispatch(Dispatch):
                 self._slack = {k: v for k, v in self._slack.items() if k in live}
         return slack_fraction(memo[1] - view.now, memo[2])
 
-    @staticmethod
-    def cold(cs: CallState, inst: InstanceState) -> float:
-        """The call's predicted time on the instance with nothing cached."""
-        key = (inst.profile, 0)
-        t = cs.costs.get(key)
-        if t is None:
-            t = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, 0)
-        return t
-
     def wait(self, inst: InstanceState, batch: bool, now: float) -> float:
         """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
         t_queue); "batched": the queued calls' work plus the running batch's mean remaining
@@ -171,24 +162,16 @@ class FlowserveDispatch(Dispatch):
         queue = inst.queue
         if self.wait_model == "serial":
             w = inst.outstanding
-        else:
-            queued = getattr(queue, "queued_work", None)
-            prefill = getattr(queue, "queued_prefill", None)
-            if queued is None or prefill is None:
-                queued = sum(c.t_comp for c in queue)
-                prefill = queued
-            w = prefill
-            pending = getattr(queue, "running_prefill", None)
-            if pending is not None:
-                w += pending(inst, now)
-            n = len(inst.running)
-            if n:  # the mean running call, weighed by how full the engine is (slots or KV)
-                w += (inst.outstanding - queued) / n * occupancy(inst)
             if not batch:
-                w -= getattr(queue, "batch_prefill", 0.0)
+                w -= queue.batch_work_s()
             return max(w, 0.0)
+        queued = queue.waiting_work_s()
+        w = queue.waiting_prefill_s() + queue.running_prefill_s(inst, now)
+        n = len(inst.running)
+        if n:  # the mean running call, weighed by how full the engine is (slots or KV)
+            w += (inst.outstanding - queued) / n * occupancy(inst)
         if not batch:
-            w -= getattr(queue, "batch_work", 0.0)
+            w -= queue.batch_prefill_s()
         return max(w, 0.0)
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
@@ -212,7 +195,7 @@ class FlowserveDispatch(Dispatch):
                 harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)
             finish[inst.name] = wait + tc
             rows.append((inst, wait + harm, tc))
-        colds = [self.cold(cs, inst) for inst, _, _ in rows]
+        colds = [view.t_cold(cs, inst) for inst, _, _ in rows]
         fastest = min(colds)
         for (inst, wait, tc), cold in zip(rows, colds, strict=True):
             share = tc / cold if cold > 0 else 1.0  # the part of the work its cache leaves

@@ -1,7 +1,9 @@
 """flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`):
-interactive calls by Hexgen urgency with VTC weighted fair shares across tenants, batch
-calls as capped FCFS filler. It also keeps the per-instance sums the flowserve dispatch
-reads (work and prefill waiting, prefill still owed by running calls)."""
+interactive calls by Hexgen urgency with VTC weighted fair shares across tenants (the
+core keeps the accounts, weighted by this policy's `tenant_weights`), batch calls as
+capped FCFS filler. It also keeps the per-instance sums dispatch policies may read
+(`QueuePolicy.waiting_work_s` and the rest: work and prefill waiting, prefill still owed
+by running calls)."""
 
 from __future__ import annotations
 
@@ -46,40 +48,33 @@ class FlowserveQueue(UrgencyQueue):
         if not 0.0 < batch_occupancy <= 1.0:
             raise ValueError(f"batch_occupancy must be in (0, 1], got {batch_occupancy}")
         self.batch_occupancy = batch_occupancy
-        self.weights = parse_weights(tenant_weights)
+        self.tenant_weights = parse_weights(tenant_weights)  # the core's VTC accounts use them
         self.fair_slack = fair_slack
         self._batch: OrderedDict[int, CallState] = OrderedDict()
-        self.batch_work = 0.0  # Σ t_comp of the batch calls waiting here
-        self.queued_work = 0.0  # Σ t_comp of every call waiting here
-        self.queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
-        self.batch_prefill = 0.0  # the same for the batch calls
+        self._batch_work = 0.0  # Σ t_comp of the batch calls waiting here
+        self._queued_work = 0.0  # Σ t_comp of every call waiting here
+        self._queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
+        self._batch_prefill = 0.0  # the same for the batch calls
         self._prefill: dict[int, float] = {}
         self._started: dict[int, tuple[float, float]] = {}  # running call → (release time, prefill s)
-        self._tenants: dict[str, int] = {}  # interactive calls waiting here per tenant
         self._view: ClusterView | None = None
 
     def bind(self, view: ClusterView) -> None:
         self._view = view
-        if self.weights:
-            view.tenants.weights.update(self.weights)
 
     def push(self, cs: CallState) -> None:
-        self.queued_work += cs.t_comp
+        self._queued_work += cs.t_comp
         pf = self._prefill_s(cs)
         self._prefill[cs.id] = pf
-        self.queued_prefill += pf
+        self._queued_prefill += pf
         if is_batch(cs):
             self._batch[cs.id] = cs
-            self.batch_work += cs.t_comp
-            self.batch_prefill += pf
+            self._batch_work += cs.t_comp
+            self._batch_prefill += pf
             return
-        tenant = cs.query.query.tenant
-        if tenant not in self._tenants and self._view is not None:
-            self._view.tenants.lift(tenant, self._tenants)
-        self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
         super().push(cs)
 
-    def running_prefill(self, inst: InstanceState, now: float) -> float:
+    def running_prefill_s(self, inst: InstanceState, now: float) -> float:
         """Prefill seconds the running calls still owe (prefills share the token budget:
         they go one after the other, while decodes share the batch)."""
         total = 0.0
@@ -95,23 +90,17 @@ class FlowserveQueue(UrgencyQueue):
 
     def remove(self, cs: CallState, released: bool) -> None:
         last = len(self) <= 1
-        self.queued_work = 0.0 if last else max(0.0, self.queued_work - cs.t_comp)
+        self._queued_work = 0.0 if last else max(0.0, self._queued_work - cs.t_comp)
         pf = self._prefill.pop(cs.id, 0.0)
         if released and pf > 0 and self._view is not None:
             self._started[cs.id] = (self._view.now, pf)
-        self.queued_prefill = 0.0 if last else max(0.0, self.queued_prefill - pf)
+        self._queued_prefill = 0.0 if last else max(0.0, self._queued_prefill - pf)
         if cs.id in self._batch:
             del self._batch[cs.id]
-            self.batch_work = max(0.0, self.batch_work - cs.t_comp) if self._batch else 0.0
-            self.batch_prefill = max(0.0, self.batch_prefill - pf) if self._batch else 0.0
+            self._batch_work = max(0.0, self._batch_work - cs.t_comp) if self._batch else 0.0
+            self._batch_prefill = max(0.0, self._batch_prefill - pf) if self._batch else 0.0
             return
         super().remove(cs, released)
-        tenant = cs.query.query.tenant
-        left = self._tenants[tenant] - 1
-        if left:
-            self._tenants[tenant] = left
-        else:
-            del self._tenants[tenant]
 
     def _prefill_s(self, cs: CallState) -> float:
         """Seconds the call's uncached prompt holds the engine's token budget."""
@@ -122,9 +111,20 @@ class FlowserveQueue(UrgencyQueue):
         uncached = cs.input_tokens - view.cached_tokens(cs, inst)
         return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
 
-    @property
+    def waiting_work_s(self) -> float:
+        return self._queued_work
+
+    def waiting_prefill_s(self) -> float:
+        return self._queued_prefill
+
     def batch_waiting(self) -> int:
         return len(self._batch)
+
+    def batch_work_s(self) -> float:
+        return self._batch_work
+
+    def batch_prefill_s(self) -> float:
+        return self._batch_prefill
 
     def __len__(self) -> int:
         return len(self._q) + len(self._batch)
@@ -135,7 +135,7 @@ class FlowserveQueue(UrgencyQueue):
 
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
         if self._q:
-            if len(self._tenants) > 1:
+            if len(inst.waiting_tenants) > 1:
                 return self._fair_select(inst, view)
             return super().select(inst, view)
         if not self._batch:
@@ -156,7 +156,7 @@ class FlowserveQueue(UrgencyQueue):
         top = super().select(inst, view)
         assert top is not None
         ledger = view.tenants
-        poorest = min(self._tenants, key=ledger.counter)
+        poorest = min(inst.waiting_tenants, key=ledger.counter)
         if ledger.counter(top.query.query.tenant) - ledger.counter(poorest) <= self.fair_slack:
             return top
         best, best_key = None, -math.inf

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 from flowserve.types.commands import Command
 from flowserve.types.events import Event
 
@@ -54,7 +54,7 @@ def hexgen_score(t_queue: float, t_comp: float, alpha: float, beta: float) -> fl
     return queue_term - alpha * t_comp
 
 
-class HexgenWB(Dispatch):
+class HexgenWB(DispatchPolicy):
     """Workload-balanced dispatch (Eq. 2–4), optionally with online α tuning (§4.3).
 
     With alpha_tuning on, α starts at 0 for the first window (`window_s`), then takes

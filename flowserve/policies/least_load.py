@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
-class LeastLoad(Dispatch):
+class LeastLoad(DispatchPolicy):
     """Fewest outstanding predicted seconds of work (queued + running)."""
 
     name = "least_load"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
 def llmd_queue_score(queue: int, min_queue: int, max_queue: int) -> float:
@@ -24,7 +24,7 @@ def llmd_prefix_score(cached_tokens: int, prompt_tokens: int, block: int) -> flo
     return (cached_tokens // block) / total if total else 0.0
 
 
-class LLMD(Dispatch):
+class LLMD(DispatchPolicy):
     """llm-d inference scheduler (llm-d/llm-d-inference-scheduler on the Gateway API
     Inference Extension): filter → score → max-score-picker with the default profile of
     the llm-d "inference scheduling" guide: prefix-cache-scorer (weight 3),

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 from flowserve.policies.sglang import request_load
 
 
-class PowerOfTwo(Dispatch):
+class PowerOfTwo(DispatchPolicy):
     """Power of two choices (Mitzenmacher; sgl-router's `power_of_two` policy): sample
     two instances at random, send to the one with fewer requests in flight."""
 

@@ -31,7 +31,7 @@ from flowserve.cache.radix import RadixNode
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 from flowserve.policies.preble_costs import (
     doubled,
     is_decode_unit,
@@ -76,7 +76,7 @@ class Window:
             self.decode_s = 0.0
 
 
-class PrebleE2(Dispatch):
+class PrebleE2(DispatchPolicy):
     name = "preble_e2"
     needs_prefix_index = True
 

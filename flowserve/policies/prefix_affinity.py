@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
 def expected_finish(outstanding_s: float, call_s: float) -> float:
@@ -29,7 +29,7 @@ def expected_finish(outstanding_s: float, call_s: float) -> float:
     return outstanding_s + call_s
 
 
-class PrefixAffinity(Dispatch):
+class PrefixAffinity(DispatchPolicy):
     name = "prefix_affinity"
     needs_prefix_index = True
     prefix_window_s = 0.0  # no request history is read: drop uncached nodes at once

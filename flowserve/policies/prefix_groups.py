@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
+from flowserve.policies.base import QueuePolicy
 from flowserve.policies.preble_costs import (
     group_quota,
     priority_group,
 )
 
 
-class PrefixGroups:
+class PrefixGroups(QueuePolicy):
     """Preble §4.3: P groups by the prompt's cached fraction on this instance, visited
     high to low, group g releasing up to (g + 1)·10 calls per round; FCFS inside a group.
 

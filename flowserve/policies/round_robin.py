@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
-class RoundRobin(Dispatch):
+class RoundRobin(DispatchPolicy):
     """The papers' baseline: a round-robin balancer in front of data-parallel engines."""
 
     name = "round_robin"

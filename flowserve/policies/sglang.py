@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import Dispatch
+from flowserve.policies.base import DispatchPolicy
 
 
 def request_load(inst: InstanceState) -> int:
@@ -23,7 +23,7 @@ def sglang_imbalanced(max_load: int, min_load: int, abs_threshold: int, rel_thre
     return max_load - min_load > abs_threshold and max_load > rel_threshold * min_load
 
 
-class SglangCacheAware(Dispatch):
+class SglangCacheAware(DispatchPolicy):
     """SGLang router's `cache_aware` policy (sgl-project/sglang, `sgl-router`
     src/policies/cache_aware.rs; defaults from `launch_router --help`).
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
+from flowserve.policies.base import QueuePolicy
 
 
 def topology_key(item: CallState | Any) -> tuple[float, int, int, int]:
@@ -17,7 +18,7 @@ def topology_key(item: CallState | Any) -> tuple[float, int, int, int]:
     return (qs.query.arrival, qs.query.id, -qs.run.depth(item.node.key), item.seq)
 
 
-class Topology:
+class Topology(QueuePolicy):
     """Teola Alg. 2 (topology-aware batching, Teola §5.3): waiting calls are bucketed by
     query, buckets ordered by their earliest arrival; inside a bucket the node with the
     greatest depth (longest path to the output: the critical path) goes first; buckets

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
+from flowserve.policies.base import QueuePolicy
 
 
 def call_budget(remaining_s: float, call_cost: float, remaining_cost: float) -> float:
@@ -55,7 +56,7 @@ def remaining_costs(
     return inflight, expected
 
 
-class UrgencyQueue:
+class UrgencyQueue(QueuePolicy):
     """Release the call with the highest urgency U (Eq. 7).
 
     A call's budget is its Eq. 5 share of the query's remaining deadline, measured from

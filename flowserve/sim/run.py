@@ -139,7 +139,5 @@ def simulate(
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
                                  spec.tenant, spec.priority, spec.cls), alone, oracle)
 
-    result = Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
-                       jobs=jobs, op_profiles=op_profiles).run()
-    result.policy_stats = dict(getattr(dispatch, "stats", {}))
-    return result
+    return Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
+                     jobs=jobs, op_profiles=op_profiles).run()

@@ -181,7 +181,7 @@ class Simulator:
         status = {s.name: s for s in core.instance_status()}
         return SimResult(
             queries=self.outcomes,
-            calls=list(core.call_log or []),
+            calls=core.finished_calls(),
             instances=[
                 InstanceOutcome(
                     e.name, status[e.name].spec.gpu, e.busy_time, status[e.name].dispatched,
@@ -194,6 +194,7 @@ class Simulator:
             sim_wall_s=time.perf_counter() - wall,
             events=self.events,
             decisions=core.decisions,
+            policy_stats=dict(core.dispatch_stats()),
         )
 
     def _feed(self, events: list[Event] | list, t: float,

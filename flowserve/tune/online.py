@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.core.view import ClusterView
+from flowserve.policies.hexgen import HexgenWB
 from flowserve.tune.job import ALPHA_SWEEP, SweepJob, latency_regressed
 from flowserve.tune.recorder import TraceRecorder
 from flowserve.types.commands import Command, PolicyChanged, RunJob
@@ -118,5 +119,5 @@ class OnlineAlphaTuner:
 def attach_tuner(dispatch: Any) -> None:
     """Drivers call this on their dispatch policy: a policy configured for online α
     tuning gets its tuner (policies never import the simulator the tuner replays in)."""
-    if getattr(dispatch, "alpha_tuning", False) and getattr(dispatch, "tuner", None) is None:
+    if isinstance(dispatch, HexgenWB) and dispatch.alpha_tuning and dispatch.tuner is None:
         dispatch.attach_tuner(OnlineAlphaTuner(dispatch.window_s, dispatch.p_value))

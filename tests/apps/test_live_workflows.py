@@ -80,7 +80,7 @@ def test_ticks_jobs_and_policy_changes_run_live(monkeypatch: pytest.MonkeyPatch,
         assert d.metrics.policy_param.labels(JobPolicy.name, "alpha")._value.get() == 1.0
         assert d.metrics.policy_changes.labels(JobPolicy.name)._value.get() == 1
         assert d.metrics.jobs.labels("done")._value.get() == 1
-        assert d.core.dispatch.ticks >= 1
+        assert d.dispatch.ticks >= 1
 
     run(body())
 
@@ -91,7 +91,7 @@ def test_a_failing_job_is_reported_to_the_policy(monkeypatch: pytest.MonkeyPatch
     async def body() -> None:
         d = LiveDriver([sim_spec("a")], GatewaySettings(dispatch=BrokenJobPolicy.name, jobs="thread"), jobs=JOBS)
         await d.start()
-        policy = d.core.dispatch
+        policy = d.dispatch
         try:
             await d.until(lambda: bool(policy.failures), timeout_s=30)
         finally:
@@ -108,7 +108,7 @@ def test_an_unregistered_job_is_reported_to_the_policy(monkeypatch: pytest.Monke
     async def body() -> None:
         d = LiveDriver([sim_spec("a")], GatewaySettings(dispatch=JobPolicy.name, jobs="thread"), jobs={})
         await d.start()
-        policy = d.core.dispatch
+        policy = d.dispatch
         try:
             await d.until(lambda: bool(policy.failures), timeout_s=30)
         finally:
@@ -136,7 +136,7 @@ def test_hexgen_online_alpha_tuning_runs_live() -> None:
         change = d.policy_log[0]
         assert change.policy == "hexgen_wb" and change.params["reason"] == "initial"
         assert change.params["previous"] == 0.0 and 0.0 <= change.params["alpha"] <= 1.0
-        assert d.core.dispatch.alpha == change.params["alpha"]
+        assert d.dispatch.alpha == change.params["alpha"]
         assert d.metrics.policy_param.labels("hexgen_wb", "alpha")._value.get() == change.params["alpha"]
         assert d.metrics.jobs.labels("done")._value.get() >= 1
 

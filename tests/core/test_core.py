@@ -6,11 +6,16 @@ from helpers import ScriptedDriver, ScriptProgram, live_spec, llm, make_core, qu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowserve.core import CallStatus, InstanceStatus, SchedulerCore
 from flowserve.graph.nodes import LLMNode, OpNode
 from flowserve.graph.prompt import Toks
 from flowserve.types.commands import CancelCall, QueryDone, QueryFailed, SendCall
 from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp
 from flowserve.types.specs import InstanceSpec
+
+
+def status(core: SchedulerCore, name: str) -> InstanceStatus:
+    return next(s for s in core.instance_status() if s.name == name)
 
 
 def test_dependencies_respected_and_graph_expands_at_run_time():
@@ -20,6 +25,7 @@ def test_dependencies_respected_and_graph_expands_at_run_time():
         {"D": [llm("E1", deps=("D",))], "E1": [llm("E2", deps=("E1",))],
          "E2": [OpNode("X", "exec", "sql", deps=("E2",)), llm("F", deps=("X",))]},
     )
+    deps_of = {n.key: n.deps for n in [*prog.first, *(m for ns in prog.expand.values() for m in ns)]}
     core = make_core([live_spec("a", 8), live_spec("b", 8)])
     d = ScriptedDriver(core)
     q = query(prog)
@@ -29,7 +35,7 @@ def test_dependencies_respected_and_graph_expands_at_run_time():
     while d.inflight or d.ops:
         for sc in list(d.sent):
             if sc.call.id in d.inflight:
-                deps = core.queries[q.id].run.nodes[sc.call.node].deps
+                deps = deps_of[sc.call.node]
                 assert set(deps) <= done_nodes, (sc.call.node, deps)
         if d.inflight:
             cid = next(iter(d.inflight))
@@ -44,7 +50,7 @@ def test_dependencies_respected_and_graph_expands_at_run_time():
     assert [s.call.node for s in d.sent[3:]] == ["D", "E1", "E2", "F"]
     end = d.ended[q.id]
     assert isinstance(end, QueryDone) and end.latency == end.time - q.arrival
-    assert q.id not in core.queries and not core.calls.tracked
+    assert core.open_queries == 0 and core.open_calls == 0
 
 
 def test_cycle_and_unknown_dependency_fail_the_query_with_the_reason():
@@ -62,7 +68,7 @@ def test_cycle_and_unknown_dependency_fail_the_query_with_the_reason():
     d.arrive(dup)
     d.run_all()
     assert "duplicate" in d.ended[dup.id].reason
-    assert not core.queries
+    assert not core.open_queries
 
 
 def test_prompt_longer_than_context_fails_clearly():
@@ -81,13 +87,13 @@ def test_release_respects_max_inflight_in_fcfs_order():
     for q in qs:
         d.arrive(q)
     assert [s.call.query_id for s in d.sent] == [qs[0].id, qs[1].id]
-    assert len(core.calls.instances["a"].queue) == 3
+    assert status(core, "a").queued == 3
     d.finish(d.sent[1].call.id)
     assert [s.call.query_id for s in d.sent] == [q.id for q in qs[:3]]
     d.run_all()
     assert [s.call.query_id for s in d.sent] == [q.id for q in qs]
     assert all(isinstance(d.ended[q.id], QueryDone) for q in qs)
-    assert core.calls.instances["a"].outstanding == 0 or abs(core.calls.instances["a"].outstanding) < 1e-9
+    assert status(core, "a").outstanding_s < 1e-9
 
 
 def test_engine_capacity_gates_release():
@@ -132,7 +138,7 @@ def test_failed_call_is_redispatched_then_query_fails_with_reason():
     assert isinstance(end, QueryFailed) and "HTTP 503" in end.reason and "3 attempt" in end.reason
     # the sibling call was cancelled, nothing is left anywhere
     assert any(isinstance(c, CancelCall) for c in d.commands)
-    assert not core.calls.tracked and all(not i.running and not len(i.queue) for i in core.calls.instances.values())
+    assert core.open_calls == 0 and all(not i.running and not i.queued for i in core.instance_status())
 
 
 def test_non_retryable_failure_fails_at_once():
@@ -154,11 +160,11 @@ def test_instance_down_moves_its_calls_and_ignores_late_results():
     on_a = [s for s in d.sent if s.instance == "a"]
     cmds = d.feed(InstanceDown(1.0, "a", "circuit open"))
     assert any(isinstance(c, CancelCall) and c.instance == "a" for c in cmds)
-    assert len(core.calls.instances["a"].queue) == 0 and not core.calls.instances["a"].running
+    assert status(core, "a").queued == 0 and not status(core, "a").running
     # a late result from the lost instance is ignored
     stale = on_a[0].call.id
     assert core.handle(CallFinished(1.5, stale, "a", 5)) == []
-    assert stale in core.calls.tracked  # still tracked: it runs on b now
+    assert core.call_status(stale) is CallStatus.QUEUED  # still live: moved to b, waiting for its one slot
     d.run_all()
     assert all(isinstance(d.ended[q.id], QueryDone) for q in qs)
     assert all(s.instance == "b" for s in d.sent[len(d.sent) - 3:])
@@ -200,7 +206,7 @@ def test_no_query_is_ever_lost(seed):
         d.arrive(q)
     down: set[str] = set()
     for _ in range(400):
-        if not (d.inflight or d.ops) and not core.queries:
+        if not (d.inflight or d.ops) and not core.open_queries:
             break
         r = rng.random()
         if r < 0.08 and len(down) < 2:
@@ -219,14 +225,14 @@ def test_no_query_is_ever_lost(seed):
                 d.finish(cid)
         elif d.ops:
             d.finish_op(next(iter(d.ops)))
-        elif core.queries:  # everything is queued on down instances: bring one back
+        elif core.open_queries:  # everything is queued on down instances: bring one back
             name = down.pop()
             d.feed(InstanceUp(d.t, live_spec(name, 2)))
     assert set(d.ended) == set(arrived)
-    assert not core.queries and not core.calls.tracked
-    for inst in core.calls.instances.values():
-        assert not inst.running and not len(inst.queue)
-        assert abs(inst.outstanding) < 1e-6
+    assert not core.open_queries and not core.open_calls
+    for inst in core.instance_status():
+        assert not inst.running and not inst.queued
+        assert inst.outstanding_s < 1e-6
 
 
 def test_send_call_carries_predicted_output_not_truth():

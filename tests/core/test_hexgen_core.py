@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.core.scheduler import SchedulerCore
+from flowserve.core import InstanceStatus, SchedulerCore
 from flowserve.graph.plan import CallStep, Materializer, QueryPlan, Segment
 from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import queue_factory
@@ -48,14 +48,17 @@ def test_release_order_when_a_slot_frees(queue, second):
 def test_queued_work_leaves_t_queue_when_calls_finish():
     core = SchedulerCore([live("fast", "A100-80G"), live("slow", "A6000")], HexgenWB(alpha=0.0),
                          queue_factory("urgency"), instance_profile)
-    fast, slow = core.calls.instances["fast"], core.calls.instances["slow"]
+    def status(name: str) -> InstanceStatus:
+        return next(s for s in core.instance_status() if s.name == name)
+
     out = core.handle(QueryArrived(0.0, one_call_query(1, 0.0, 100.0)))
     (s1,) = sends(out)
     assert s1.instance == "fast"  # both idle: the faster one
-    assert HexgenWB.t_queue(fast) == pytest.approx(fast.cost.call_time(2000, s1.call.predicted_output))
+    cost = instance_profile(live("fast", "A100-80G")).cost
+    assert status("fast").outstanding_s == pytest.approx(cost.call_time(2000, s1.call.predicted_output))
     (s2,) = sends(core.handle(QueryArrived(0.5, one_call_query(2, 0.5, 100.0))))
     assert s2.instance == "slow"  # α = 0: the idle instance beats the busy one
     core.handle(CallFinished(3.0, s1.call.id, "fast", output_tokens=50))
-    assert HexgenWB.t_queue(fast) == 0.0 and HexgenWB.t_queue(slow) > 0
+    assert status("fast").outstanding_s < 1e-9 and not status("fast").running and status("slow").outstanding_s > 0
     (s3,) = sends(core.handle(QueryArrived(4.0, one_call_query(3, 4.0, 100.0))))
     assert s3.instance == "fast"  # its work left when it finished

@@ -10,6 +10,7 @@ from live_support import MODEL, ScriptedBackend, ext_spec, run, scripted_driver,
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import EngineError
 from flowserve.engines.simbackend import placeholder_text
+from flowserve.gateway.backends import live_profile
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import Rejected
 from flowserve.gateway.settings import GatewaySettings
@@ -37,6 +38,10 @@ def test_sim_instances_answer_single_calls_through_the_core() -> None:
     run(body())
 
 
+def is_up(d: LiveDriver, name: str) -> bool:
+    return next(s for s in d.core.instance_status() if s.name == name).up
+
+
 def test_sim_engine_latency_follows_the_cost_model_scaled_in_time() -> None:
     """A 2000-token prompt with 50 output tokens: the driver's latency is at least the
     modelled time divided by the time scale (the engine cannot be faster than its model)."""
@@ -47,7 +52,7 @@ def test_sim_engine_latency_follows_the_cost_model_scaled_in_time() -> None:
             r = await d.run("completion", single(range(2000), max_tokens=50))
         finally:
             await d.shutdown()
-        modelled = d.core.calls.instances["a"].cost.call_time(2000, 50)  # the core's model is already scaled
+        modelled = live_profile(sim_spec("a"), 20.0).cost.call_time(2000, 50)  # the core's model, scaled
         assert r.status == "completed"
         assert r.latency_s >= 0.95 * modelled
 
@@ -108,10 +113,10 @@ def test_failing_instance_trips_its_circuit_and_the_core_redispatches() -> None:
             assert [r.status for r in results] == ["completed"] * 4
             assert {r.calls[0].instance for r in results} == {"b"}
             assert d.circuit_state("a") in ("open", "half_open")
-            assert not d.core.calls.instances["a"].up
+            assert not is_up(d, "a")
             # the engine recovers: a half-open probe brings the instance back
             a.always_fail, a.healthy = None, True
-            await d.until(lambda: d.core.calls.instances["a"].up)
+            await d.until(lambda: is_up(d, "a"))
             assert d.circuit_state("a") == "closed"
             again = await asyncio.gather(*[d.run("completion", single(range(10 + i))) for i in range(4)])
             assert {r.calls[0].instance for r in again} == {"a", "b"}
@@ -271,9 +276,8 @@ def test_estimated_evictions_keep_the_prefix_index_bounded() -> None:
         try:
             for i in range(20):
                 await d.run("completion", single([1_000_000 + i * 1000 + k for k in range(300)]))
-            index = d.core.calls.prefix_index
-            assert index is not None
-            await d.until(lambda: index.size <= 1000)
+            assert d.core.keeps_prefix_index
+            await d.until(lambda: d.core.indexed_tokens <= 1000)
         finally:
             await d.shutdown()
         assert d.runner.caches["a"].evicted_tokens >= 20 * 300 - 1000

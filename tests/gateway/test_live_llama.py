@@ -14,6 +14,7 @@ import openai
 import pytest
 from live_support import tiny_profile
 
+from flowserve.core import InstanceStatus
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
@@ -156,13 +157,15 @@ def test_an_instance_killed_mid_run_loses_no_query(start_llama_server, tiny_mode
 
         with ThreadPoolExecutor(len(prompts)) as pool:
             futures = [pool.submit(ask, p) for p in prompts]
-            victim = gw.driver.core.calls.instances["llama0"]
-            asyncio.run_coroutine_threadsafe(gw.driver.until(lambda: len(victim.running) > 0),
+            def victim() -> InstanceStatus:
+                return next(s for s in gw.driver.core.instance_status() if s.name == "llama0")
+
+            asyncio.run_coroutine_threadsafe(gw.driver.until(lambda: victim().running > 0),
                                              gw.driver_loop).result(60)
             servers[0].stop(timeout=0)  # SIGTERM mid-generation
             results = [f.result(120) for f in futures]
         assert all(r.usage.completion_tokens == 48 for r in results)
-        assert not victim.up
+        assert not victim().up
         states = {i["name"]: i for i in gw.driver.instances()}
         assert states["llama0"]["circuit"] in ("open", "half_open")
         assert states["llama1"]["completed"] >= len(prompts) - states["llama0"]["completed"]

@@ -6,6 +6,7 @@ import pytest
 from helpers import ScriptProgram, call_state
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
@@ -23,7 +24,6 @@ from flowserve.policies.flowserve_dispatch import (
 )
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.profiles.cost_model import cost_model_for
-from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Query
 
@@ -32,13 +32,14 @@ P = tuple(range(2000))
 _ids = iter(range(1, 10**6))
 
 
-def view_with(names: list[str], queue=FCFS) -> tuple[ClusterView, list[InstanceState]]:
+def harness_with(names: list[str], queue=FCFS) -> tuple[PolicyHarness, list[InstanceState]]:
     insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, queue()) for n in names]
-    view = ClusterView({i.name: i for i in insts}, OutputPredictor(), {}, PrefixIndex())
-    for i in insts:
-        if hasattr(i.queue, "bind"):
-            i.queue.bind(view)
-    return view, insts
+    return PolicyHarness(insts, prefix_index=PrefixIndex()), insts
+
+
+def view_with(names: list[str], queue=FCFS) -> tuple[ClusterView, list[InstanceState]]:
+    harness, insts = harness_with(names, queue)
+    return harness.view, insts
 
 
 def call(prompt: tuple[int, ...] = P, cls: str = "interactive", tenant: str = "default",
@@ -85,7 +86,8 @@ def test_registered_and_validated() -> None:
     assert DISPATCH_POLICIES["flowserve"] is FlowserveDispatch
     assert QUEUE_POLICIES["flowserve"] is FlowserveQueue
     assert make_dispatch("flowserve").uses_deadline
-    assert queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})().weights == {"gold": 3.0, "free": 1.0}
+    weighted = queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})()
+    assert weighted.tenant_weights == {"gold": 3.0, "free": 1.0}
     with pytest.raises(ConfigError, match="batch_share"):
         queue_factory("flowserve", {"batch_share": "0"})
     with pytest.raises(ConfigError, match="tenant weight"):
@@ -125,15 +127,15 @@ def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> Non
         a.queue.push(cs)
         a.outstanding += cs.t_comp
     b.outstanding = 0.5 * a.outstanding
-    assert a.queue.batch_work == pytest.approx(a.outstanding)
+    assert a.queue.batch_work_s() == pytest.approx(a.outstanding)
     serial = FlowserveDispatch(wait_model="serial")
     assert serial.choose(call(), [a, b], view) is a  # a's queue is all batch
     assert serial.choose(call(cls="batch"), [a, b], view) is b
-    assert a.queue.queued_prefill > 0
-    assert a.queue.batch_prefill == pytest.approx(a.queue.queued_prefill)
+    assert a.queue.waiting_prefill_s() > 0
+    assert a.queue.batch_prefill_s() == pytest.approx(a.queue.waiting_prefill_s())
     batched = FlowserveDispatch()
     assert batched.wait(a, batch=False, now=0.0) == 0.0
-    assert batched.wait(a, batch=True, now=0.0) == pytest.approx(a.queue.queued_prefill)
+    assert batched.wait(a, batch=True, now=0.0) == pytest.approx(a.queue.waiting_prefill_s())
 
 
 def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
@@ -151,10 +153,10 @@ def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
     a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
     a.running[queued.id] = queued
     a.outstanding = queued.t_comp + 3.0
-    assert a.queue.running_prefill(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)
-    assert a.queue.running_prefill(a, 100.0) == 0.0
+    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)
+    assert a.queue.running_prefill_s(a, 100.0) == 0.0
     del a.running[queued.id]
-    a.queue.running_prefill(a, 0.0)
+    a.queue.running_prefill_s(a, 0.0)
     assert not a.queue._started  # forgotten once it no longer runs
     assert FlowserveDispatch(wait_model="serial").wait(a, batch=False, now=0.0) == pytest.approx(a.outstanding)
 
@@ -177,21 +179,22 @@ def test_queue_serves_interactive_first_and_caps_batch() -> None:
         a.running[cs.id] = cs
     assert q.select(a, view) is None  # the batch share of the slots is taken: wait
     q.remove(batch[0], released=False)
-    assert q.batch_work == pytest.approx(2 * batch[1].t_comp)
+    assert q.batch_work_s() == pytest.approx(2 * batch[1].t_comp)
 
 
 def test_weighted_fair_share_lets_the_least_served_tenant_go_first() -> None:
-    view, (a,) = view_with(["a"], lambda: FlowserveQueue(tenant_weights="gold:3,free:1", fair_slack=100.0))
-    q = a.queue
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(tenant_weights="gold:3,free:1", fair_slack=100.0))
+    view, q = h.view, a.queue
     urgent_free = call(tenant="free", deadline=1.0)
     relaxed_gold = call(tenant="gold", deadline=500.0)
-    q.push(urgent_free)
-    q.push(relaxed_gold)
+    h.enqueue(urgent_free, a)
+    h.enqueue(relaxed_gold, a)
     assert q.select(a, view) is urgent_free  # counters equal: urgency decides
-    view.tenants.started("free", 150)  # free: 150 weighted tokens
-    view.tenants.started("gold", 300)  # gold: 300 / 3 = 100
+    h.serve("free", prompt_tokens=150)  # free: 150 weighted tokens
+    h.serve("gold", prompt_tokens=300)  # gold: 300 / 3 = 100
+    assert view.tenants.counter("gold") == 100.0
     assert q.select(a, view) is urgent_free  # 150 − 100 ≤ 100
-    view.tenants.finished("free", 30)  # free: 150 + 2·30 = 210 > 100 + 100
+    h.serve("free", output_tokens=30)  # free: 150 + 2·30 = 210 > 100 + 100
     assert q.select(a, view) is relaxed_gold
 
 

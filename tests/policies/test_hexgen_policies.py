@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hexgen_helpers import Program, call, instance, llm_node, query, view_of
+from hexgen_helpers import Program, call, harness_of, instance, llm_node, query, view_of
 
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate, NodeResult
@@ -213,7 +213,8 @@ def test_budget_is_resplit_when_the_query_progresses():
     for cs in (x, z):
         cs.t_comp = 5.0
         inst.queue.push(cs)
-    view = view_of(inst, queries=[q1, q2], now=10.0)
+    harness = harness_of(inst, queries=[q1, q2], now=10.0)
+    view = harness.view
     # q1: 60·5/10 = 30 s for x; q2: 50 s for z alone
     assert inst.queue.budget(x, view) == pytest.approx(30.0)
     assert inst.queue.urgency_of(x, view) == pytest.approx(5 - (30 - 10))  # −15
@@ -223,7 +224,7 @@ def test_budget_is_resplit_when_the_query_progresses():
     q1.run.complete("y", NodeResult(output_tokens=10))
     del q1.inflight[2]
     q1.progressed = 20.0
-    view.now = 21.0
+    harness.at(21.0)
     assert inst.queue.budget(x, view) == pytest.approx(40.0)
     assert inst.queue.urgency_of(x, view) == pytest.approx(5 - (40 - 1))  # queued since 20: −34
     assert inst.queue.urgency_of(z, view) == pytest.approx(5 - (50 - 21))  # −24

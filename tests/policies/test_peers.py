@@ -6,6 +6,7 @@ import pytest
 from helpers import call_state
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
@@ -16,7 +17,6 @@ from flowserve.policies.llmd import LLMD, llmd_prefix_score, llmd_queue_score
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.sglang import SglangCacheAware, sglang_imbalanced
 from flowserve.profiles.cost_model import cost_model_for
-from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
@@ -24,9 +24,14 @@ COST = cost_model_for("A100-80G", "llama-3.1-8b")
 _ids = iter(range(1000, 10**6))
 
 
-def view_with(names: list[str]) -> tuple[ClusterView, list[InstanceState]]:
+def harness_with(names: list[str]) -> tuple[PolicyHarness, list[InstanceState]]:
     insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, FCFS()) for n in names]
-    return ClusterView({i.name: i for i in insts}, OutputPredictor(), {}, PrefixIndex()), insts
+    return PolicyHarness(insts, prefix_index=PrefixIndex()), insts
+
+
+def view_with(names: list[str]) -> tuple[ClusterView, list[InstanceState]]:
+    harness, insts = harness_with(names)
+    return harness.view, insts
 
 
 def call(prompt: tuple[int, ...], out: int = 16) -> CallState:
@@ -99,11 +104,10 @@ def test_sglang_shortest_queue_when_imbalanced() -> None:
 
 
 def test_sglang_trims_its_tree_lru() -> None:
-    view, (a,) = view_with(["a"])
+    h, (a,) = harness_with(["a"])
     pol = SglangCacheAware(max_tree_tokens=1500)
-    pol.choose(call(P), [a], view)
-    view.now = 1.0
-    pol.choose(call(tuple(range(5000, 6000))), [a], view)
+    pol.choose(call(P), [a], h.view)
+    pol.choose(call(tuple(range(5000, 6000))), [a], h.at(1.0))
     assert pol.tree.cached_tokens["a"] <= 1500
     assert pol.tree.match_by_instance(tuple(range(5000, 6000)))[1].get("a") == 1000  # the newer one stays
 

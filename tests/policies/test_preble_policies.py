@@ -9,6 +9,7 @@ import pytest
 from helpers import call_state as tracked
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallState
 from flowserve.errors import ConfigError
@@ -47,18 +48,20 @@ def specs(n: int = 3) -> list[InstanceSpec]:
     return [InstanceSpec(name, "A6000", "mistral-7b", engine=EngineParams()) for name in "abc"[:n]]
 
 
-def core_with(policy: PrebleE2, n: int = 3, queue: str = "fcfs") -> SchedulerCore:
-    return SchedulerCore(specs(n), policy, queue_factory(queue), instance_profile)
+def harness_with(policy: PrebleE2, n: int = 3, queue: str = "fcfs") -> PolicyHarness:
+    """The instances and the index as the core builds them for this policy."""
+    return PolicyHarness.for_cluster(specs(n), queue_factory(queue), prefix_index=PrefixIndex(policy.window_s))
 
 
 def call_state(i: int, prompt: tuple[int, ...], out: int = 10) -> CallState:
     return tracked(LLMCall(i, i, "n", "s", "w", prompt, predicted_output=out, max_tokens=out))
 
 
-def set_outstanding(core: SchedulerCore, work: dict[str, float]) -> None:
+def set_outstanding(h: PolicyHarness, work: dict[str, float]) -> None:
     """Predicted work already promised to each instance (the core's account)."""
+    by_name = {i.name: i for i in h.candidates()}
     for name, w in work.items():
-        core.calls.instances[name].outstanding = w
+        by_name[name].outstanding = w
 
 
 # --------------------------------------------------------------------------- formulas
@@ -147,14 +150,14 @@ def test_index_split_keeps_history_and_lru():
 
 def test_exploit_sends_to_the_key_portion_holder_least_loaded():
     policy = PrebleE2(rebalance=False)
-    core = core_with(policy)
-    idx, view = core.calls.prefix_index, core.view
+    h = harness_with(policy)
+    idx, view = h.view.prefix_index, h.view
     sys_, doc = (1, 100), (2, 1000)
     idx.add(toks(sys_), C, 0.0)  # everyone's system prompt: short
     idx.add(toks(sys_, doc), A, 0.0)  # the key portion (the 1000-token node) on a and b
     idx.add(toks(sys_, doc), B, 0.0)
-    cands = list(core.calls.instances.values())
-    set_outstanding(core, {A: 5.0, B: 1.0})
+    cands = h.candidates()
+    set_outstanding(h, {A: 5.0, B: 1.0})
     cs = call_state(1, toks(sys_, doc, (3, 50)))
     assert policy.choose(cs, cands, view).name == B
     assert policy.stats["exploit"] == 1
@@ -166,9 +169,9 @@ def test_exploit_sends_to_the_key_portion_holder_least_loaded():
 
 def test_explore_uses_l_plus_m_plus_r():
     policy = PrebleE2(rebalance=False, pd_balance=False)
-    core = core_with(policy, 2)
-    idx, view = core.calls.prefix_index, core.view
-    cands = list(core.calls.instances.values())
+    h = harness_with(policy, 2)
+    idx, view = h.view.prefix_index, h.view
+    cands = h.candidates()
     a, b = cands
     cap = a.kv_capacity
     # a caches a short prefix (R smaller there) but is loaded in the window (L);
@@ -177,83 +180,83 @@ def test_explore_uses_l_plus_m_plus_r():
     prompt = toks((1, 300), (2, 700))
     policy._window(A, 0.0).routed.append((0.0, 10.0))
     policy._window(A, 0.0).prefill_s = 10.0
-    view.now = 1.0
+    h.at(1.0)
     r_a, r_b = run_cost(a.cost, 700, 300), run_cost(b.cost, 1000)
     assert policy.load(a, 1.0) == pytest.approx(10.0) and policy.load(b, 1.0) == 0.0
     assert policy.eviction_cost(a, 700, set(), view) == 0.0  # plenty of room
     assert policy.choose(call_state(1, prompt), cands, view) is b
     # without the load, a's smaller R wins
     policy2 = PrebleE2(rebalance=False, pd_balance=False)
-    core2 = core_with(policy2, 2)
-    core2.calls.prefix_index.add(toks((1, 300)), A, 0.0)
+    h2 = harness_with(policy2, 2)
+    h2.view.prefix_index.add(toks((1, 300)), A, 0.0)
     assert r_a < r_b
-    assert policy2.choose(call_state(1, prompt), list(core2.calls.instances.values()), core2.view).name == A
+    assert policy2.choose(call_state(1, prompt), h2.candidates(), h2.view).name == A
     assert cap > 100_000
 
 
 def test_memory_cost_counts_evicted_nodes_times_their_requests():
     policy = PrebleE2()
-    core = core_with(policy, 1)
-    idx, view = core.calls.prefix_index, core.view
-    (a,) = core.calls.instances.values()
+    h = harness_with(policy, 1)
+    idx, view = h.view.prefix_index, h.view
+    (a,) = h.candidates()
     cap = a.kv_capacity
     old, hot = toks((1, 1000)), toks((2, cap - 1000))
     idx.add(old, A, 0.0)
     idx.add(old, A, 1.0)  # two requests used the old node
     idx.add(hot, A, 2.0)  # the instance is now full
-    view.now = 3.0
+    h.at(3.0)
     pt = a.cost.prefill_time(1000)
     # 500 more tokens evict the LRU node (old, 1000 tokens, 2 requests): M = PT·2
     assert policy.eviction_cost(a, 500, set(), view) == pytest.approx(2 * pt)
     # keeping it (it is on the request's own path) evicts the next one instead
     path, _, _ = idx.match_path(old)
     assert policy.eviction_cost(a, 500, set(path), view) == pytest.approx(a.cost.prefill_time(cap - 1000))
-    view.now = 500.0  # out of the window: nobody would pay for recomputing it
+    h.at(500.0)  # out of the window: nobody would pay for recomputing it
     assert policy.eviction_cost(a, 500, set(), view) == 0.0
 
 
 def test_rebalance_redirects_from_an_overloaded_holder():
     policy = PrebleE2(t_hbal=1.5)
-    core = core_with(policy, 2)
-    idx, view = core.calls.prefix_index, core.view
-    cands = list(core.calls.instances.values())
+    h = harness_with(policy, 2)
+    idx, view = h.view.prefix_index, h.view
+    cands = h.candidates()
     key = (1, 1800)
     idx.add(toks(key), A, 0.0)
     prompt = toks(key, (2, 200))
-    set_outstanding(core, {A: 10.0, B: 0.0})  # a's queue far exceeds a copy of the prefix on b
+    set_outstanding(h, {A: 10.0, B: 0.0})  # a's queue far exceeds a copy of the prefix on b
     assert policy.choose(call_state(1, prompt), cands, view).name == B
     assert policy.stats["rebalanced"] == 1
-    set_outstanding(core, {A: 0.05, B: 0.0})  # cheaper to wait than to copy 1800 tokens
+    set_outstanding(h, {A: 0.05, B: 0.0})  # cheaper to wait than to copy 1800 tokens
     assert policy.choose(call_state(2, prompt), cands, view).name == A
 
 
 def test_replication_when_ttft_doubles_within_the_window():
     policy = PrebleE2(window_s=10.0, rebalance=False)
-    core = core_with(policy, 2)
-    idx, view = core.calls.prefix_index, core.view
-    cands = list(core.calls.instances.values())
+    h = harness_with(policy, 2)
+    idx, view = h.view.prefix_index, h.view
+    cands = h.candidates()
     key = (1, 3000)
     idx.add(toks(key), A, 0.0)
     prompt = toks(key, (2, 100))
     timeline = [(0.0, 0.5), (0.5, 0.5), (1.0, 0.5), (5.5, 3.0), (6.0, 3.0), (6.5, 3.0)]
     for i, (t, ttft) in enumerate(timeline, start=1):
-        view.now = t
+        h.at(t)
         assert policy.choose(call_state(i, prompt), cands, view).name == A
-        view.now = t + ttft
+        h.at(t + ttft)
         policy.observe(CallFinished(t + ttft, i, A, 5, first_token=t + ttft), view)
     assert policy.stats["replicated"] == 1
-    set_outstanding(core, {A: 1.0, B: 0.0})
-    view.now = 9.0
+    set_outstanding(h, {A: 1.0, B: 0.0})
+    h.at(9.0)
     assert policy.choose(call_state(99, prompt), cands, view).name == B  # the replica takes load
-    view.now = 30.0  # the replica expired with the window; a holds it, b does not
+    h.at(30.0)  # the replica expired with the window; a holds it, b does not
     assert policy.choose(call_state(100, toks(key, (3, 100))), cands, view).name == A
 
 
 def test_pd_balance_prefers_a_decode_dominated_instance():
     policy = PrebleE2(rebalance=False)
-    core = core_with(policy, 2)
-    view = core.view
-    cands = list(core.calls.instances.values())
+    h = harness_with(policy, 2)
+    view = h.view
+    cands = h.candidates()
     b = cands[1]
     for k in range(3):  # b runs three decode units (fully cached, long outputs)
         policy._routed[100 + k] = Routed(B, 0.0, 0.0, True, None)
@@ -264,10 +267,10 @@ def test_pd_balance_prefers_a_decode_dominated_instance():
     assert policy.choose(call_state(1, prompt, out=2), cands, view) is b
     assert policy.stats["pd_balanced"] == 1
     off = PrebleE2(rebalance=False, pd_balance=False)
-    core2 = core_with(off, 2)
+    h2 = harness_with(off, 2)
     off._window(B, 0.0).routed.append((0.0, 0.01))
     off._window(B, 0.0).prefill_s = 0.01
-    assert off.choose(call_state(1, prompt, out=2), list(core2.calls.instances.values()), core2.view).name == A
+    assert off.choose(call_state(1, prompt, out=2), h2.candidates(), h2.view).name == A
 
 
 def test_e2_parameters_are_validated():
@@ -283,9 +286,9 @@ def test_e2_parameters_are_validated():
 
 
 def test_prefix_groups_quota_and_fcfs_inside_groups():
-    core = core_with(PrebleE2(), 1, queue="prefix_groups")
-    idx = core.calls.prefix_index
-    (inst,) = core.calls.instances.values()
+    h = harness_with(PrebleE2(), 1, queue="prefix_groups")
+    idx = h.view.prefix_index
+    (inst,) = h.candidates()
     q = inst.queue
     assert isinstance(q, PrefixGroups)
     idx.add(toks((1, 63)), A, 0.0)
@@ -297,7 +300,7 @@ def test_prefix_groups_quota_and_fcfs_inside_groups():
     assert q.group_of(hi[0]) == 6 and q.group_of(lo[0]) == 0
     order = []
     while len(q):
-        cs = q.select(inst, core.view)
+        cs = q.select(inst, h.view)
         q.remove(cs, released=True)
         order.append(cs.id)
     # group 6 releases its quota of 70 > 25 first, in arrival order; then group 0
@@ -328,7 +331,7 @@ def test_prefix_groups_quota_rotates_to_lower_groups():
 def test_prefix_groups_makes_the_core_keep_an_index_with_any_dispatch():
     core = SchedulerCore(specs(2), make_dispatch("round_robin"), queue_factory("prefix_groups"),
                          instance_profile)
-    assert core.calls.prefix_index is not None
+    assert core.keeps_prefix_index
     with pytest.raises(ConfigError, match="prefix index"):
         PrefixGroups().bind(type("V", (), {"prefix_index": None})())  # type: ignore[arg-type]
 

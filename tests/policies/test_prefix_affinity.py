@@ -6,6 +6,7 @@ import pytest
 from helpers import call_state
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
@@ -13,16 +14,20 @@ from flowserve.policies import DISPATCH_POLICIES, make_dispatch
 from flowserve.policies.fcfs import FCFS
 from flowserve.policies.prefix_affinity import PrefixAffinity, expected_finish
 from flowserve.profiles.cost_model import cost_model_for
-from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b")
 
 
-def view_with(names: list[str]) -> tuple[ClusterView, list[InstanceState]]:
+def harness_with(names: list[str]) -> tuple[PolicyHarness, list[InstanceState]]:
     insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b"), COST, FCFS()) for n in names]
-    return ClusterView({i.name: i for i in insts}, OutputPredictor(), {}, PrefixIndex()), insts
+    return PolicyHarness(insts, prefix_index=PrefixIndex()), insts
+
+
+def view_with(names: list[str]) -> tuple[ClusterView, list[InstanceState]]:
+    harness, insts = harness_with(names)
+    return harness.view, insts
 
 
 def call(prompt: tuple[int, ...], out: int = 16) -> CallState:

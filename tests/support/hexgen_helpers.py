@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node
@@ -12,7 +13,6 @@ from flowserve.graph.runtime import QueryRun
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies.fcfs import FCFS
 from flowserve.profiles.cost_model import cost_model_for
-from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Query
 
@@ -40,10 +40,12 @@ def instance(name: str, gpu: str = "A100-80G", queue: object | None = None) -> I
     return InstanceState(spec, cost_model_for(gpu, MODEL, 8), q)  # type: ignore[arg-type]
 
 
+def harness_of(*instances: InstanceState, queries: Sequence[QueryState] = (), now: float = 0.0) -> PolicyHarness:
+    return PolicyHarness(instances, queries=queries, now=now)
+
+
 def view_of(*instances: InstanceState, queries: Sequence[QueryState] = (), now: float = 0.0) -> ClusterView:
-    v = ClusterView({i.name: i for i in instances}, OutputPredictor(), {q.id: q for q in queries}, None)
-    v.now = now
-    return v
+    return harness_of(*instances, queries=queries, now=now).view
 
 
 def query(qid: int, arrival: float = 0.0, deadline: float | None = None,

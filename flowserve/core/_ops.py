@@ -18,9 +18,9 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from flowserve.core.state import QueryState
+from flowserve.core.state import OpState, QueryState
 from flowserve.graph.nodes import OpNode
-from flowserve.graph.primitives import OP_KINDS, op_units
+from flowserve.graph.primitives import OP_KINDS
 from flowserve.profiles.ops import OpProfile, op_profile
 from flowserve.types.commands import Command, RunBatch
 from flowserve.types.events import OpFinished
@@ -29,20 +29,6 @@ from flowserve.types.work import ToolOp
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore
-
-
-class OpState:
-    __slots__ = ("batch", "id", "instance", "node", "op", "query", "seq", "units")
-
-    def __init__(self, op: ToolOp, node: OpNode, query: QueryState, seq: int) -> None:
-        self.id = op.id
-        self.op = op
-        self.node = node
-        self.query = query
-        self.seq = seq
-        self.units = op_units(node.args)
-        self.instance: OpInstance | None = None
-        self.batch: int | None = None
 
 
 class OpInstance:
@@ -62,9 +48,9 @@ OrderKey = Callable[[OpState], tuple]
 
 
 class OpBook:
-    def __init__(self, core: SchedulerCore, order_key: OrderKey | None) -> None:
+    def __init__(self, core: SchedulerCore, order_key: OrderKey) -> None:
         self._fail = core.fail_query
-        self._order = order_key or (lambda o: (o.seq,))
+        self._order = order_key
         self.instances: dict[str, OpInstance] = {}
         self.ops: dict[int, OpState] = {}
         self._seq = itertools.count()
@@ -90,10 +76,6 @@ class OpBook:
                 out[op] = min(sizes)
         return out
 
-    @staticmethod
-    def ops_of(kind: str) -> list[str]:
-        return [op for op, k in OP_KINDS.items() if k == kind]
-
     def runs(self, node: OpNode) -> bool:
         """Whether this op runs on an engine instance (else the driver runs it as a tool)."""
         return node.batchable and node.op in OP_KINDS
@@ -114,7 +96,7 @@ class OpBook:
         self._enqueue(st, inst)
 
     def _enqueue(self, st: OpState, inst: OpInstance) -> None:
-        st.instance = inst
+        st.instance = inst.name
         st.batch = None
         inst.queue[st.id] = st
         inst.queued_units += st.units
@@ -126,8 +108,8 @@ class OpBook:
         st = self.ops.pop(ev.op_id, None)
         if st is None:
             return None
-        inst = st.instance
-        assert inst is not None and st.batch is not None, "an op finishes only after its batch was released"
+        assert st.instance is not None and st.batch is not None, "an op finishes only after its batch was released"
+        inst = self.instances[st.instance]
         left = inst.batches[st.batch]
         left.discard(st.id)
         inst.completed += 1
@@ -140,9 +122,9 @@ class OpBook:
         """Forget a failed query's ops (a running batch's other ops carry on)."""
         for st in [s for s in self.ops.values() if s.query is qs]:
             del self.ops[st.id]
-            inst = st.instance
-            if inst is None:
+            if st.instance is None:
                 continue
+            inst = self.instances[st.instance]
             if st.id in inst.queue:
                 del inst.queue[st.id]
                 inst.queued_units -= st.units

@@ -7,6 +7,7 @@ in that instance's queue until the instance can start it: for an engine that rep
 its admission state (free sequence slots, the next iteration's token budget, KV
 memory), when the engine says so; otherwise up to `max_inflight`. The queue policy
 picks which queued call starts. Dispatch work is proportional to the calls released.
+Every call moves along `flowserve.core.lifecycle`; `tracked` holds the live ones.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.core.pool import ReadyPool
+from flowserve.core._pool import ReadyPool
+from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallState, FinishedCall, InstanceState, QueryState
+from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.prompt import estimate_tokens
-from flowserve.policies.base import DispatchPolicy, QueuePolicy
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tokenize.prompts import PromptTokenizer
@@ -31,27 +33,62 @@ from flowserve.types.work import LLMCall, Tokens
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore
+    from flowserve.policies.base import DispatchPolicy, QueuePolicy
+    from flowserve.policies.registry import QueueFactory
+
+S = CallStatus
+
+
+def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:
+    inst = InstanceState(spec, prof.cost, queue)
+    inst.kv_capacity = prof.kv_capacity
+    inst.max_context = prof.max_context
+    return inst
+
+
+def join_queue(cs: CallState, inst: InstanceState, tenants: TenantLedger) -> None:
+    """The call waits in the instance's queue; an interactive call whose tenant had none
+    waiting there lifts that tenant's VTC counter (idle time earns no credit)."""
+    if cs.query.query.cls != "batch":
+        tenant = cs.query.query.tenant
+        waiting = inst.waiting_tenants
+        if tenant not in waiting:
+            tenants.lift(tenant, waiting)
+        waiting[tenant] = waiting.get(tenant, 0) + 1
+    inst.queue.push(cs)
+
+
+def leave_queue(cs: CallState, inst: InstanceState, released: bool) -> None:
+    inst.queue.remove(cs, released=released)
+    if cs.query.query.cls != "batch":
+        tenant = cs.query.query.tenant
+        waiting = inst.waiting_tenants
+        left = waiting[tenant] - 1
+        if left:
+            waiting[tenant] = left
+        else:
+            del waiting[tenant]
 
 
 class CallBook:
-    def __init__(self, core: SchedulerCore, dispatch: DispatchPolicy, queue_factory: Callable[[], QueuePolicy],
+    def __init__(self, core: SchedulerCore, dispatch: DispatchPolicy, queues: QueueFactory,
                  profile: Callable[[InstanceSpec], InstanceProfile], predictor: OutputPredictor,
                  prefix_index: PrefixIndex | None, tokenizer: PromptTokenizer, max_retries: int,
-                 pool_by_deadline: bool) -> None:
+                 queries: dict[int, QueryState]) -> None:
         self._fail = core.fail_query
         self.dispatch = dispatch
-        self._queue_factory = queue_factory
+        self._queues = queues
         self._profile = profile
         self.predictor = predictor
         self.prefix_index = prefix_index
         self.tokenizer = tokenizer
         self.max_retries = max_retries
         self.instances: dict[str, InstanceState] = {}
-        self.tracked: dict[int, CallState] = {}
-        self.view = ClusterView(self.instances, predictor, core.queries, prefix_index)
-        self.late = getattr(dispatch, "binding", "ready") == "late"
-        self.pool = ReadyPool(pool_by_deadline)
-        self._awaiting: dict[int, CallState] = {}  # Tokenize sent to the driver
+        self.tracked: dict[int, CallState] = {}  # every live call (not final), by id
+        self.tenants = TenantLedger()
+        self.view = ClusterView(self.instances, predictor, queries, prefix_index, self.tenants.shares)
+        self.late = dispatch.binding == "late"
+        self.pool = ReadyPool(queues.cls.uses_deadline)
         self._limits: dict[str | None, int | None] = {}  # max context per model
         self._seq = 0
         self.decisions = 0
@@ -74,12 +111,12 @@ class CallBook:
             self._dispatch(cs)
 
     def _tokenize(self, cs: CallState) -> bool:
-        """True once the call has its token ids; False while the driver tokenizes it or
-        when its query failed (a prompt longer than every serving instance's context)."""
+        """True once the call has its token ids; False while the driver tokenizes it
+        (WAITING) or when it failed its query (a prompt longer than every context)."""
         node = cs.node
         tokens = self.tokenizer.encode(node.prompt, node.model)
         if tokens is None:
-            self._awaiting[cs.id] = cs
+            cs.move(S.WAITING)
             self.out.append(Tokenize(cs.id, cs.query.id, node.prompt, node.model))
             return False
         return self._make_call(cs, tokens)
@@ -88,11 +125,11 @@ class CallBook:
         node, q = cs.node, cs.query.query
         limit = self._max_context(node.model)
         if limit is not None and len(tokens) + 1 > limit:
-            self._fail(cs.query, f"prompt of {len(tokens)} tokens (stage {node.stage!r}) exceeds the "
-                                 f"model's context of {limit} tokens")
+            self._fail_call(cs, f"prompt of {len(tokens)} tokens (stage {node.stage!r}) exceeds the "
+                                f"model's context of {limit} tokens")
             return False
         if not tokens:
-            self._fail(cs.query, f"empty prompt (stage {node.stage!r})")
+            self._fail_call(cs, f"empty prompt (stage {node.stage!r})")
             return False
         cs.input_tokens = len(tokens)
         cs.call = LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
@@ -101,16 +138,23 @@ class CallBook:
         return True
 
     def on_tokenized(self, ev: Tokenized) -> None:
-        cs = self._awaiting.pop(ev.call_id, None)
-        if cs is None or cs.query.failed:
-            return
+        cs = self.tracked.get(ev.call_id)
+        if cs is None or cs.status is not S.WAITING:
+            return  # its query ended meanwhile
         if ev.tokens is None:
-            self._fail(cs.query, f"cannot tokenize the prompt of stage {cs.stage!r}: {ev.error or 'no tokens'}")
-        elif self._make_call(cs, ev.tokens):
+            self._fail_call(cs, f"cannot tokenize the prompt of stage {cs.stage!r}: {ev.error or 'no tokens'}")
+            return
+        cs.move(S.READY)
+        if self._make_call(cs, ev.tokens):
             if self.late:
                 self.pool.push(cs)
             else:
                 self._dispatch(cs)
+
+    def _fail_call(self, cs: CallState, reason: str) -> None:
+        """The call cannot run: it fails, and so does its query."""
+        cs.move(S.FAILED)
+        self._fail(cs.query, reason)
 
     def _max_context(self, model: str | None) -> int | None:
         if model not in self._limits:
@@ -121,16 +165,21 @@ class CallBook:
     # ------------------------------------------------------------------ binding
 
     def _choose(self, cs: CallState, candidates: list[InstanceState]) -> InstanceState:
-        self.view.epoch += 1
+        self.view._epoch += 1
         self.decisions += 1
         return self.dispatch.choose(cs, candidates, self.view)
 
+    def candidates(self, cs: CallState) -> list[InstanceState]:
+        """Every up instance serving the call's model, but those that failed it (unless
+        only those are left)."""
+        serving = [i for i in self.instances.values() if i.up and i.serves(cs.node.model)]
+        return [i for i in serving if i.name not in cs.excluded] or serving
+
     def _dispatch(self, cs: CallState) -> None:
         """Early binding: choose among every up instance serving the call's model."""
-        serving = [i for i in self.instances.values() if i.up and i.serves(cs.node.model)]
-        candidates = [i for i in serving if i.name not in cs.excluded] or serving
+        candidates = self.candidates(cs)
         if not candidates:
-            self._fail(cs.query, f"no instance is up that serves {cs.node.model or 'any model'}")
+            self._fail_call(cs, f"no instance is up that serves {cs.node.model or 'any model'}")
             return
         self._bind(cs, self._choose(cs, candidates))
 
@@ -138,13 +187,13 @@ class CallBook:
         call = cs.call
         assert call is not None
         now = self.view.now
+        cs.move(S.QUEUED)
         cs.instance = inst.name
         cs.enqueued = now
         cs.t_comp = self.view.t_comp(cs, inst)
         inst.outstanding += cs.t_comp
         inst.dispatched += 1
-        inst.queue.push(cs)  # before the index learns of this prompt: queues may match it first
-        cs.queued = True
+        join_queue(cs, inst, self.tenants)  # before the index learns of this prompt: queues may match it first
         if self.prefix_index is not None:
             self.prefix_index.add(call.prompt, inst.name, now)
         self._dirty[inst] = None
@@ -188,35 +237,40 @@ class CallBook:
             if cs is None:
                 break
             call = cs.call
-            assert call is not None
+            assert call is not None and cs.status is S.QUEUED and cs.instance == inst.name
             need = call.input_tokens
             if self.prefix_index is not None:
                 need -= self.prefix_index.match_by_instance(call.prompt)[1].get(inst.name, 0)
             if need > inst.kv_free and inst.running:
                 break  # wait for memory, as the engine would
-            queue.remove(cs, released=True)
-            cs.queued = False
+            leave_queue(cs, inst, released=True)
+            cs.move(S.RELEASED)
             inst.running[cs.id] = cs
             cs.released = self.view.now
-            self.view.tenants.started(call.tenant, max(need, 1))
+            self.tenants.started(call.tenant, max(need, 1))
             if reports:
                 inst.free_seqs -= 1
                 inst.headroom -= need
                 inst.kv_free -= need
             self.out.append(SendCall(call, inst.name))
 
-    # ------------------------------------------------------------------ running calls
+    # ------------------------------------------------------------------ in-flight calls
 
     def running_on(self, call_id: int, instance: str) -> CallState | None:
+        """The call in flight on `instance` this report is about, or None for a stale
+        report (the call was cancelled or moved to another instance meanwhile)."""
         cs = self.tracked.get(call_id)
-        inst = self.instances.get(instance)
-        if cs is None or inst is None or cs.instance != instance or call_id not in inst.running:
+        if cs is None or cs.instance != instance or not cs.status.in_flight:
             return None
+        assert call_id in self.instances[instance].running
         return cs
 
+    def on_progress(self, cs: CallState) -> None:
+        if cs.status is S.RELEASED:
+            cs.move(S.RUNNING)
+
     def take_running(self, call_id: int, instance: str) -> tuple[CallState, InstanceState] | None:
-        """The running call an engine reports on, or None for stale reports (the call
-        was cancelled or moved to another instance meanwhile)."""
+        """The in-flight call an engine reports on, taken off its instance."""
         cs = self.running_on(call_id, instance)
         if cs is None:
             return None
@@ -229,11 +283,12 @@ class CallBook:
     def on_finished(self, cs: CallState, inst: InstanceState, ev: CallFinished) -> None:
         call = cs.call
         assert call is not None
+        cs.move(S.FINISHED)
         if self.prefix_index is not None:
             # the engine holds the whole prompt now, even parts it evicted while the call waited
             self.prefix_index.add(call.prompt, inst.name, ev.time, count=False)
         self.predictor.observe(call.workflow, call.stage, ev.output_tokens)
-        self.view.tenants.finished(call.tenant, ev.output_tokens)
+        self.tenants.finished(call.tenant, ev.output_tokens)
         released = cs.released if cs.released is not None else ev.time
         inst.history.append(FinishedCall(
             call.id, call.workflow, call.stage, call.input_tokens, ev.output_tokens,
@@ -250,10 +305,11 @@ class CallBook:
             cs.excluded.add(inst.name)
             self._redispatch(cs)
         else:
-            self._fail(cs.query, f"call {cs.stage!r} failed on {inst.name} after "
-                                 f"{cs.attempts} attempt(s): {ev.reason}")
+            self._fail_call(cs, f"call {cs.stage!r} failed on {inst.name} after "
+                                f"{cs.attempts} attempt(s): {ev.reason}")
 
     def _redispatch(self, cs: CallState) -> None:
+        cs.move(S.READY)
         cs.released = None
         cs.instance = None
         if self.late:
@@ -262,33 +318,30 @@ class CallBook:
             self._dispatch(cs)
 
     def drop(self, cs: CallState) -> None:
-        """Forget a call of a failed query wherever it is (a running one is cancelled)."""
+        """Forget a call of an ended query wherever it is (an in-flight one is cancelled)."""
         inst = self.instances.get(cs.instance) if cs.instance else None
-        if inst is not None:
-            if cs.id in inst.running:
-                del inst.running[cs.id]
-                self.out.append(CancelCall(cs.id, inst.name))
-                self._dirty[inst] = None
-                inst.outstanding -= cs.t_comp
-            elif cs.queued:
-                inst.queue.remove(cs, released=False)
-                cs.queued = False
-                inst.outstanding -= cs.t_comp
+        if cs.status.in_flight:
+            assert inst is not None
+            del inst.running[cs.id]
+            self.out.append(CancelCall(cs.id, inst.name))
+            self._dirty[inst] = None
+            inst.outstanding -= cs.t_comp
+        elif cs.status is S.QUEUED:
+            assert inst is not None
+            leave_queue(cs, inst, released=False)
+            inst.outstanding -= cs.t_comp
+        if not cs.status.final:
+            cs.move(S.CANCELLED)
         self.pool.discard(cs)
-        self._awaiting.pop(cs.id, None)
         self.tracked.pop(cs.id, None)
 
     # ------------------------------------------------------------------ instances
 
     def add_instance(self, spec: InstanceSpec) -> InstanceState:
-        prof = self._profile(spec)
-        queue = self._queue_factory()
-        inst = InstanceState(spec, prof.cost, queue)
-        inst.kv_capacity = prof.kv_capacity
-        inst.max_context = prof.max_context
-        bind = getattr(queue, "bind", None)
-        if bind is not None:  # queue policies that read the view when a call is pushed
-            bind(self.view)
+        inst = new_instance(spec, self._profile(spec), self._queues())
+        queue = inst.queue
+        self.tenants.set_weights(queue.tenant_weights)
+        queue.bind(self.view)
         self.instances[spec.name] = inst
         self._limits.clear()
         return inst
@@ -316,12 +369,11 @@ class CallBook:
             self._evacuate(inst)
 
     def _evacuate(self, inst: InstanceState) -> None:
-        """Move every call of a lost instance elsewhere (running ones are cancelled)."""
+        """Move every call of a lost instance elsewhere (in-flight ones are cancelled)."""
         inst.up = False
         moved = list(inst.queue)
         for cs in moved:
-            inst.queue.remove(cs, released=False)
-            cs.queued = False
+            leave_queue(cs, inst, released=False)
         for cs in list(inst.running.values()):
             self.out.append(CancelCall(cs.id, inst.name))
             moved.append(cs)

@@ -1,0 +1,130 @@
+"""Policies by name: the registries of built-in policies, and their construction from
+config strings (`--dispatch NAME --set dispatch.PARAM=VALUE`, YAML `dispatch_params:`).
+
+A parameter given as a string ('0.3', 'on') is coerced to the constructor parameter's
+declared type; an unknown name, an unknown parameter or a value the policy refuses is a
+`ConfigError` naming it. Queue policies come as a `QueueFactory`: each instance gets its
+own queue object, and the core reads the class's declarations without building one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowserve.errors import ConfigError
+from flowserve.policies.base import BINDINGS, DispatchPolicy, QueuePolicy
+from flowserve.policies.dynamo import DynamoKV
+from flowserve.policies.fcfs import FCFS
+from flowserve.policies.flowserve_dispatch import FlowserveDispatch
+from flowserve.policies.flowserve_queue import FlowserveQueue
+from flowserve.policies.hexgen import HexgenWB
+from flowserve.policies.least_load import LeastLoad
+from flowserve.policies.llmd import LLMD
+from flowserve.policies.power_of_two import PowerOfTwo
+from flowserve.policies.preble import PrebleE2
+from flowserve.policies.prefix_affinity import PrefixAffinity
+from flowserve.policies.prefix_groups import PrefixGroups
+from flowserve.policies.round_robin import RoundRobin
+from flowserve.policies.sglang import SglangCacheAware
+from flowserve.policies.topology import Topology
+from flowserve.policies.urgency import UrgencyQueue
+
+DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
+    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
+                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, FlowserveDispatch)
+}
+QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
+    cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, FlowserveQueue)
+}
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Config strings ('0.3', 'on') to the constructor parameter's declared type."""
+    target = annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None:
+            return None
+        target = args[0] if len(args) == 1 else str
+    if typing.get_origin(target) is typing.Literal:
+        allowed = typing.get_args(target)
+        if value not in allowed:
+            raise ConfigError(f"parameter {name!r} must be one of {list(allowed)}, got {value!r}")
+        return value
+    try:
+        if target is bool:
+            if isinstance(value, str):
+                low = value.lower()
+                if low in ("on", "true", "yes", "1"):
+                    return True
+                if low in ("off", "false", "no", "0"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if target in (int, float, str):
+            return target(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"parameter {name!r} expects {getattr(target, '__name__', target)}, got {value!r}"
+        ) from None
+    return value
+
+
+def build_policy(kind: str, registry: Mapping[str, type], name: str,
+                 params: Mapping[str, Any] | None = None) -> Any:
+    """Instantiate registry[name](**params), with clear errors for bad names/params."""
+    cls = registry.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown {kind} policy {name!r}; known: {', '.join(sorted(registry))}")
+    sig = inspect.signature(cls)
+    hints = typing.get_type_hints(cls.__init__)
+    params = dict(params or {})
+    binding = params.pop("binding", None) if kind == "dispatch" else None
+    if binding is not None and binding not in BINDINGS:
+        raise ConfigError(f"parameter 'binding' must be one of {list(BINDINGS)}, got {binding!r}")
+    kwargs = {}
+    for key, value in params.items():
+        if key not in sig.parameters:
+            known = ", ".join(sig.parameters) or "none"
+            raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
+        kwargs[key] = _coerce(key, value, hints.get(key, Any))
+    try:
+        policy = cls(**kwargs)
+    except ValueError as e:
+        raise ConfigError(f"{kind} policy {name!r}: {e}") from None
+    if binding is not None:
+        policy.binding = binding
+    return policy
+
+
+def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:
+    return build_policy("dispatch", DISPATCH_POLICIES, name, params)
+
+
+@dataclass(frozen=True)
+class QueueFactory:
+    """A queue policy by name and parameters, validated once: calling it builds one
+    instance's queue; `cls` carries the policy's declarations."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        build_policy("queue", QUEUE_POLICIES, self.name, self.params)  # fail now, with the reason
+
+    @property
+    def cls(self) -> type[QueuePolicy]:
+        return QUEUE_POLICIES[self.name]
+
+    def __call__(self) -> QueuePolicy:
+        return build_policy("queue", QUEUE_POLICIES, self.name, self.params)
+
+
+def queue_factory(name: str, params: Mapping[str, Any] | None = None) -> QueueFactory:
+    return QueueFactory(name, dict(params or {}))
