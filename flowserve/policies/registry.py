@@ -1,5 +1,8 @@
 """Policies by name: the registries of built-in policies, and their construction from
 config strings (`--dispatch NAME --set dispatch.PARAM=VALUE`, YAML `dispatch_params:`).
+A name is a built-in policy, one an installed package registers in the entry-point group
+`flowserve.policies`, or an import path `package.module:Class` to a class deriving from
+`DispatchPolicy` or `QueuePolicy`.
 
 A parameter given as a string ('0.3', 'on') is coerced to the constructor parameter's
 declared type; an unknown name, an unknown parameter or a value the policy refuses is a
@@ -14,9 +17,10 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from flowserve.errors import ConfigError
+from flowserve.plugins import POLICY_GROUP, is_import_path, load_class, registered
 from flowserve.policies.base import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.policies.dynamo import DynamoKV
 from flowserve.policies.fcfs import FCFS
@@ -38,6 +42,7 @@ DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
                                SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, FlowserveDispatch)
 }
+PolicyKind = Literal["dispatch", "queue"]
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
     cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, FlowserveQueue)
 }
@@ -76,14 +81,32 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-def build_policy(kind: str, registry: Mapping[str, type], name: str,
-                 params: Mapping[str, Any] | None = None) -> Any:
-    """Instantiate registry[name](**params), with clear errors for bad names/params."""
+def policy_class(kind: PolicyKind, name: str) -> type:
+    """The class behind a policy name: a built-in one, a name an installed package
+    registers in the `flowserve.policies` entry-point group, or an import path
+    (`package.module:Class`). It must derive from the kind's base class."""
+    registry, base = (DISPATCH_POLICIES, DispatchPolicy) if kind == "dispatch" else (QUEUE_POLICIES, QueuePolicy)
     cls = registry.get(name)
-    if cls is None:
-        raise ConfigError(f"unknown {kind} policy {name!r}; known: {', '.join(sorted(registry))}")
+    if cls is not None:
+        return cls
+    plugged = registered(POLICY_GROUP)
+    if name in plugged:
+        return load_class(plugged[name], base, f"{kind} policy {name!r} (entry point {POLICY_GROUP})")
+    if is_import_path(name):
+        return load_class(name, base, f"{kind} policy")
+    known = ", ".join(sorted({*registry, *plugged}))
+    raise ConfigError(f"unknown {kind} policy {name!r}; known: {known}, or an import path 'package.module:Class'")
+
+
+def build_policy(kind: PolicyKind, name: str, params: Mapping[str, Any] | None = None) -> Any:
+    """Instantiate the policy class `name` with `params`, with clear errors for bad names,
+    parameters and classes that do not implement the contract."""
+    cls = policy_class(kind, name)
     sig = inspect.signature(cls)
-    hints = typing.get_type_hints(cls.__init__)
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # a third-party class's unresolvable annotations: take values as given
+        hints = {}
     params = dict(params or {})
     binding = params.pop("binding", None) if kind == "dispatch" else None
     if binding is not None and binding not in BINDINGS:
@@ -94,9 +117,12 @@ def build_policy(kind: str, registry: Mapping[str, type], name: str,
             known = ", ".join(sig.parameters) or "none"
             raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
         kwargs[key] = _coerce(key, value, hints.get(key, Any))
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError(f"{kind} policy {name!r}: class {cls.__name__} does not implement {', '.join(missing)}")
     try:
         policy = cls(**kwargs)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise ConfigError(f"{kind} policy {name!r}: {e}") from None
     if binding is not None:
         policy.binding = binding
@@ -104,7 +130,7 @@ def build_policy(kind: str, registry: Mapping[str, type], name: str,
 
 
 def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:
-    return build_policy("dispatch", DISPATCH_POLICIES, name, params)
+    return build_policy("dispatch", name, params)
 
 
 @dataclass(frozen=True)
@@ -116,14 +142,14 @@ class QueueFactory:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        build_policy("queue", QUEUE_POLICIES, self.name, self.params)  # fail now, with the reason
+        build_policy("queue", self.name, self.params)  # fail now, with the reason
 
     @property
     def cls(self) -> type[QueuePolicy]:
-        return QUEUE_POLICIES[self.name]
+        return policy_class("queue", self.name)
 
     def __call__(self) -> QueuePolicy:
-        return build_policy("queue", QUEUE_POLICIES, self.name, self.params)
+        return build_policy("queue", self.name, self.params)
 
 
 def queue_factory(name: str, params: Mapping[str, Any] | None = None) -> QueueFactory:
