@@ -125,16 +125,19 @@ def serve(
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     workers: Annotated[int, typer.Option(help="gateway processes on one port (each with its own core)")] = 1,
+    dispatch: Annotated[str | None, typer.Option(
+        help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
+        from flowserve.api import serve as run_server
         from flowserve.errors import ConfigError
-        from flowserve.gateway.server import serve as run_server
-        from flowserve.gateway.settings import load_serve_config
 
         if not 1 <= workers <= 64:
             raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
-        run_server(load_serve_config(config), host, port, log_level, workers)
+        run_server(config, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
 
 
 @app.command()
