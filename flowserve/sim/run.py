@@ -126,6 +126,8 @@ def simulate(
                          passes=make_passes(policy.passes))
     engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
                            report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    for engine in engines:
+        engine.report_prefill = core.wants_prefill_done
     op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:

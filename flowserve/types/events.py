@@ -35,6 +35,16 @@ class CallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class PrefillDone:
+    """The engine finished the call's prefill (its first token exists): its prompt is in
+    the engine's prefix cache now."""
+
+    time: float
+    call_id: int
+    instance: str
+
+
+@dataclass(frozen=True, slots=True)
 class CallProgress:
     """Part `index` of a running call's output is complete (decode pipelining): the
     engine produced `output_tokens` more tokens for it (`text` live)."""
@@ -132,6 +142,7 @@ Event = (
     QueryArrived
     | CallFinished
     | CallProgress
+    | PrefillDone
     | CallFailed
     | OpFinished
     | InstanceUp
