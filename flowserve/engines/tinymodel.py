@@ -28,9 +28,13 @@ import numpy as np
 from flowserve.errors import ConfigError
 
 BOS, EOS = "<|bos|>", "<|eos|>"
-# Plain-text roles (no special tokens), so chat prompts tokenize like any text.
+# Plain-text roles (no special tokens), so chat prompts tokenize like any text; tools,
+# tool calls and tool results are rendered as JSON, so tool chats show them to the model.
 CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if tools %}system: tools: {{ tools | tojson }}\n{% endif %}"
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] or '' }}"
+    "{% if m['tool_calls'] %} calls: {{ m['tool_calls'] | tojson }}{% endif %}"
+    "{% if m['tool_call_id'] %} (result of {{ m['tool_call_id'] }}){% endif %}{{ '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
 _WORD_TEXT = (
