@@ -6,17 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from flowserve.graph.nodes import CallEstimate, NodeResult
-from flowserve.graph.prompt import Toks
+from flowserve.graph.prompt import Chat, Toks, estimate_tokens
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.types.work import Tokens
 
 
 class SingleCall(Workflow):
-    """One LLM call: an OpenAI completion or chat request, already tokenized."""
+    """One LLM call: an OpenAI completion (its token ids) or chat request (its chat, which
+    the gateway rendered and tokenized already: the core finds its tokens without IO)."""
 
     name = "single"
 
-    def __init__(self, stage: str, prompt: Tokens, max_tokens: int, model: str | None,
+    def __init__(self, stage: str, prompt: Tokens | Chat, max_tokens: int, model: str | None,
                  params: Mapping[str, Any] | None = None) -> None:
         self.stage = stage
         self.prompt = prompt
@@ -27,13 +28,16 @@ class SingleCall(Workflow):
 
     def start(self, g: Graph) -> None:
         self._started = True
-        g.llm("call", (Toks(self.prompt),), max_tokens=self.max_tokens, stage=self.stage, model=self.model,
+        prompt = self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt)
+        g.llm("call", (prompt,), max_tokens=self.max_tokens, stage=self.stage, model=self.model,
               params=self.params)
 
     def expected_remaining(self) -> list[CallEstimate]:
-        return [] if self._started else [CallEstimate(self.stage, len(self.prompt))]
+        prompt = self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt)
+        return [] if self._started else [CallEstimate(self.stage, estimate_tokens((prompt,)))]
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
         r = results["call"]
         return {"text": r.text or "", "output_tokens": r.output_tokens, "finish_reason": r.finish_reason or "length",
-                "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "instance": r.instance}
+                "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "instance": r.instance,
+                **({"extra": dict(r.extra)} if r.extra else {})}

@@ -107,7 +107,7 @@ class LiveDriver:
         factory = backend_factory or default_backend
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),
                                     lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
-                                    lambda name: self.runner.circuit_state(name), s.tokenizers, segments, s.chat_templates)
+                                    self.circuit_state, s.tokenizers, segments, s.chat_templates)
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
