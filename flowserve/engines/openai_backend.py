@@ -108,6 +108,10 @@ class OpenAIBackend:
                                     temperature=temperature, ignore_eos=req.ignore_eos, extra=params,
                                     on_chunk=relay)
         else:
+            if client.engine == "llamacpp" and "response_format" in params:
+                schema = llamacpp_schema(params.pop("response_format"))
+                if schema is not None:
+                    params["json_schema"] = schema
             res = await client.complete(list(call.prompt), req.max_tokens, stream=stream, temperature=temperature,
                                         ignore_eos=req.ignore_eos, extra=params, on_chunk=relay)
         return CallOutcome(output_tokens=res.output_tokens, cached_tokens=res.cached_tokens or 0,
@@ -138,6 +142,17 @@ def sends_chat(chat: Chat, params: Mapping[str, Any]) -> bool:
     results in its turns, or a field only a chat request carries."""
     return (bool(chat.tools) or any(k in params for k in CHAT_FIELDS)
             or any(t.role == "tool" or t.fields.get("tool_calls") for t in chat.turns))
+
+
+def llamacpp_schema(response_format: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI response format as llama-server's completion field `json_schema` (its
+    `/v1/completions` reads no `response_format`); None: plain text."""
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        return dict(response_format.get("json_schema", {}).get("schema") or {})
+    return None
 
 
 def relay_choice(choice: Mapping[str, Any], sink: TokenSink) -> None:
