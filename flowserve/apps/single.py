@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flowserve.graph.nodes import CallEstimate, NodeResult
-from flowserve.graph.prompt import Chat, Toks, estimate_tokens
+from flowserve.graph.prompt import Chat, Prompt, Toks, estimate_tokens
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.types.work import Tokens
 
@@ -26,18 +26,19 @@ class SingleCall(Workflow):
         self.params = dict(params or {})
         self._started = False
 
+    @property
+    def _parts(self) -> Prompt:
+        return (self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt),)
+
     def start(self, g: Graph) -> None:
         self._started = True
-        prompt = self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt)
-        g.llm("call", (prompt,), max_tokens=self.max_tokens, stage=self.stage, model=self.model,
+        g.llm("call", self._parts, max_tokens=self.max_tokens, stage=self.stage, model=self.model,
               params=self.params)
 
     def expected_remaining(self) -> list[CallEstimate]:
-        prompt = self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt)
-        return [] if self._started else [CallEstimate(self.stage, estimate_tokens((prompt,)))]
+        return [] if self._started else [CallEstimate(self.stage, estimate_tokens(self._parts))]
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
         r = results["call"]
         return {"text": r.text or "", "output_tokens": r.output_tokens, "finish_reason": r.finish_reason or "length",
-                "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "instance": r.instance,
-                **({"extra": dict(r.extra)} if r.extra else {})}
+                "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "instance": r.instance}

@@ -102,7 +102,7 @@ class Graph:
         `json_object`, `json_schema`) constrains the answer on engines that support it; the
         simulator models only lengths. Sampling parameters go in `params`."""
         if (prompt is None) == (messages is None):
-            raise WorkflowError(f"step {key!r}: give a prompt or chat messages, not both")
+            raise WorkflowError(f"step {key!r}: give either a prompt or chat messages")
         if tools and messages is None:
             raise WorkflowError(f"step {key!r}: tools are offered in chats: give messages")
         try:

@@ -92,8 +92,8 @@ def test_chat_steps_run_a_tool_loop_on_a_real_engine() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "not both"),
-    ({}, "not both"),
+    ({"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "either a prompt or chat messages"),
+    ({}, "either a prompt or chat messages"),
     ({"prompt": "x", "tools": TOOLS}, "tools are offered in chats"),
     ({"messages": [{"content": "x"}]}, "needs a role"),
     ({"messages": []}, "empty prompt"),
