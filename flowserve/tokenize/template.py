@@ -102,7 +102,7 @@ class ChatTemplate:
             if path.suffix == ".jinja":
                 config_path = path.with_name("tokenizer_config.json")
                 config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-                config["chat_template"] = path.read_text()
+                config = {**(config if isinstance(config, dict) else {}), "chat_template": path.read_text()}
             else:
                 config = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flowserve.engines.tinymodel import CHAT_TEMPLATE
 from flowserve.graph.prompt import Chat, Lit, Out, Segment, Turn, as_chat, refs, resolve
@@ -118,3 +121,28 @@ def test_chats_in_the_ir_resolve_step_outputs_and_render_neutrally_in_the_simula
     assert parts[2] == Lit('\n<|assistant|>\n{"tool_calls": [{"id": "c"}]}\n<|assistant|>\n')
     tok = SimTokenizer()
     assert tok.encode((sim,), None) == tok.encode(parts, None)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                      max_size=3), max_leaves=8)
+sources = st.sampled_from([CHATML, CHAT_TEMPLATE, "{{ messages[0]['content'] + 1 }}", "{% if %}", "{{ x.y.z }}"])
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=st.fixed_dictionaries({}, optional={"chat_template": sources | json_values, "bos_token": json_values,
+                                                  "eos_token": json_values}) | json_values,
+       raw=st.binary(max_size=40), messages=st.lists(st.dictionaries(st.sampled_from(["role", "content", "x"]),
+                                                                     json_values, max_size=3), max_size=3))
+def test_any_config_and_chat_give_a_rendering_or_a_template_error(tmp_path: Path, config: object, raw: bytes,
+                                                                  messages: list) -> None:
+    path = tmp_path / "tokenizer_config.json"
+    for content in (json.dumps(config).encode(), raw):
+        path.write_bytes(content)
+        try:
+            template = ChatTemplate.from_file(path)
+        except TemplateError:
+            continue
+        with contextlib.suppress(TemplateError):
+            assert isinstance(template.render(messages), str)
