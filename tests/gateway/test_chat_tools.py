@@ -103,6 +103,14 @@ def test_a_plain_chat_runs_as_token_ids_of_the_engines_rendering(engine: ToolEng
     assert not engine.bodies("/v1/chat/completions")
 
 
+def test_completion_logprobs_are_relayed(engine: ToolEngine, client: openai.OpenAI) -> None:
+    resp = client.completions.create(model=engine.model, prompt="hello", max_tokens=3, logprobs=1)
+    assert resp.choices[0].logprobs.token_logprobs == [-0.25]
+    assert engine.bodies("/v1/completions")[-1]["logprobs"] == 1
+    plain = client.completions.create(model=engine.model, prompt="hello", max_tokens=3)
+    assert plain.choices[0].logprobs is None
+
+
 def test_a_json_response_format_goes_to_the_engine_as_a_chat(engine: ToolEngine, client: openai.OpenAI) -> None:
     engine.requests.clear()
     fmt = {"type": "json_schema", "json_schema": {"name": "w", "schema": {

@@ -80,8 +80,10 @@ class ToolEngine:
             body = await req.json()
             self.requests.append(("/v1/completions", body))
             use = self._usage(bytes(body["prompt"]), 3)
+            logprobs = {"tokens": ["a"], "token_logprobs": [-0.25], "top_logprobs": None, "text_offset": [0]}
             return {"id": "cmpl-t", "object": "text_completion", "model": self.model, "usage": use,
-                    "choices": [{"index": 0, "text": PLAIN, "finish_reason": "stop", "logprobs": None}]}
+                    "choices": [{"index": 0, "text": PLAIN, "finish_reason": "stop",
+                                 "logprobs": logprobs if body.get("logprobs") is not None else None}]}
 
         @app.post("/v1/chat/completions")
         async def chat(req: Request) -> Any:
