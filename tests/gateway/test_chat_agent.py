@@ -53,6 +53,7 @@ def gateway(tmp_path: Path) -> Iterator[tuple[str, ToolEngine]]:
             log.close()
 
 
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")  # the issue names this agent
 def test_a_langgraph_react_agent_completes_a_tool_loop_through_flowserve_serve(
         gateway: tuple[str, ToolEngine]) -> None:
     from langchain_core.tools import tool
