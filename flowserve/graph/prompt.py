@@ -62,7 +62,7 @@ class Turn:
     tool_call_id, name)."""
 
     role: str
-    content: tuple[Lit | Segment | Out | Toks, ...] | None
+    content: Prompt | None
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -114,7 +114,7 @@ def as_chat(messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, 
         parts = None if content is None else as_prompt(content)
         if parts is not None and any(isinstance(q, Chat) for q in parts):
             raise TypeError("a chat message's content cannot hold another chat")
-        turns.append(Turn(role, parts, fields))  # type: ignore[arg-type]
+        turns.append(Turn(role, parts, fields))
     return Chat(tuple(turns), tuple(dict(t) for t in tools))
 
 
@@ -125,7 +125,7 @@ def resolve(parts: Prompt, output: Callable[[str], Prompt]) -> Prompt:
         if isinstance(p, Out):
             out.extend(output(p.step))
         elif isinstance(p, Chat):
-            turns = tuple(t if t.content is None else Turn(t.role, resolve(t.content, output), t.fields)  # type: ignore[arg-type]
+            turns = tuple(t if t.content is None else Turn(t.role, resolve(t.content, output), t.fields)
                           for t in p.turns)
             out.append(Chat(turns, p.tools))
         else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from flowserve.graph.prompt import Chat, Lit, Part, Prompt, Toks
+from flowserve.graph.prompt import Chat, Lit, Part, Prompt
 
 
 class ChatTokenizer(Protocol):
@@ -30,10 +30,11 @@ def chat_messages(chat: Chat) -> list[dict[str, Any]]:
     for t in chat.turns:
         content = None
         if t.content is not None:
-            if not all(isinstance(p, Lit) for p in t.content):
+            texts = [p.text for p in t.content if isinstance(p, Lit)]
+            if len(texts) < len(t.content):
                 raise ValueError(f"a {t.role!r} turn holds a modelled segment or token ids, not text: "
                                  f"only simulated engines can run it")
-            content = "".join(p.text for p in t.content)  # type: ignore[union-attr]
+            content = "".join(texts)
         out.append({"role": t.role, "content": content, **t.fields})
     return out
 
@@ -53,11 +54,13 @@ def chat_parts(chat: Chat) -> Prompt:
 
 
 def _merged(parts: list[Part]) -> Prompt:
-    """Adjacent text parts joined (tokenizers see the text as one run)."""
+    """Adjacent text parts joined (tokenizers see the text as one run), empty ones dropped."""
     out: list[Part] = []
     for p in parts:
+        if isinstance(p, Lit) and not p.text:
+            continue
         if isinstance(p, Lit) and out and isinstance(out[-1], Lit):
             out[-1] = Lit(out[-1].text + p.text)
-        elif not (isinstance(p, Lit | Toks) and not (p.text if isinstance(p, Lit) else p.ids)):
+        else:
             out.append(p)
     return tuple(out)
