@@ -83,7 +83,7 @@ class LLMRoutes:
         gw.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        program = SingleCall(kind, chat or tuple(ids), max_tokens, model, req.params())
+        program = SingleCall(kind, chat if chat is not None else tuple(ids), max_tokens, model, req.params())
         h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
                                   cls=hdr.cls)
         await gw.submit(h)
