@@ -129,7 +129,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 sources = st.sampled_from([CHATML, CHAT_TEMPLATE, "{{ messages[0]['content'] + 1 }}", "{% if %}", "{{ x.y.z }}"])
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(config=st.fixed_dictionaries({}, optional={"chat_template": sources | json_values, "bos_token": json_values,
                                                   "eos_token": json_values}) | json_values,
