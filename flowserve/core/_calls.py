@@ -121,7 +121,7 @@ class CallBook:
         cs.input_tokens = len(tokens)
         cs.call = LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
                           node.max_tokens, node.model, q.tenant, q.priority, node.params,
-                          cs.query.run.streams_parts(node.key))
+                          cs.query.run.streams_parts(node.key), node.chat)
         return True
 
     def on_tokenized(self, ev: Tokenized) -> None:

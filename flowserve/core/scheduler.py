@@ -313,7 +313,7 @@ class SchedulerCore:
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
             instance=inst.name,
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
-            first_token=ev.first_token, finished=ev.time, ready=cs.ready))
+            first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra))
 
     def _on_progress(self, ev: CallProgress) -> None:
         cs = self._calls.running_on(ev.call_id, ev.instance)

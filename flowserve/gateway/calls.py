@@ -194,7 +194,7 @@ class CallRunner:
                 self._put(CallFinished(self._clock(), call.id, name, out.output_tokens, out.cached_tokens,
                                        out.started, out.first_token, text=out.text,
                                        finish_reason=out.finish_reason,
-                                       prompt_tokens=out.prompt_tokens or call.input_tokens))
+                                       prompt_tokens=out.prompt_tokens or call.input_tokens, extra=out.extra))
                 return
         finally:
             if self._running.get(call.id) is entry:

@@ -107,7 +107,7 @@ class LiveDriver:
         factory = backend_factory or default_backend
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),
                                     lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
-                                    lambda name: self.runner.circuit_state(name), s.tokenizers, segments)
+                                    self.circuit_state, s.tokenizers, segments, s.chat_templates)
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
@@ -263,9 +263,6 @@ class LiveDriver:
 
     async def tokenize(self, text: str, model: str | None) -> list[int]:
         return await self.tokens.text(text, model)
-
-    async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
-        return await self.tokens.render_chat(messages, model)
 
     # ------------------------------------------------------------------ the loop
 

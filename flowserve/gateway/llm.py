@@ -20,17 +20,15 @@ from flowserve.errors import FlowserveError
 from flowserve.gateway.openai_api import (
     SSE_DONE,
     APIError,
-    ChatRequest,
     ChunkEncoder,
-    CompletionRequest,
     chat_body,
     completion_body,
     decode_json,
     failure_error,
-    parse,
     sse,
     usage,
 )
+from flowserve.gateway.openai_requests import ChatRequest, CompletionRequest, parse
 from flowserve.gateway.query import QueryHandle
 from flowserve.gateway.tenancy import read_headers
 
@@ -71,17 +69,13 @@ class LLMRoutes:
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
         req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
-        if req.n != 1:
-            raise APIError(400, "n: only n = 1 is supported", param="n")
         model = gw.model_of(req.model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or gw.config.gateway.default_max_tokens)
-        try:
-            if kind == "chat":
-                text = await self.driver.render_chat([m.plain() for m in req.messages], model)
-                ids = await self.driver.tokenize(text or "", model)
-            else:
-                ids = await self._prompt_ids(req.prompt, model)
+        chat = req.chat() if kind == "chat" else None
+        try:  # a chat is rendered as its engine will render it; the core routes by those tokens
+            ids = await (self.driver.tokens.chat(chat, model) if chat is not None
+                         else self._prompt_ids(req.prompt, model))
         except FlowserveError as e:
             raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
         if not ids:
@@ -89,7 +83,7 @@ class LLMRoutes:
         gw.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        program = SingleCall(kind, tuple(ids), max_tokens, model, req.params())
+        program = SingleCall(kind, chat if chat is not None else tuple(ids), max_tokens, model, req.params())
         h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
                                   cls=hdr.cls)
         await gw.submit(h)
@@ -110,7 +104,7 @@ class LLMRoutes:
         call = result.calls[-1]
         use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
         make = chat_body if kind == "chat" else completion_body
-        return json_reply(make(rid, model, call.text, call.finish_reason, use),
+        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
 
     async def _prompt_ids(self, prompt: Any, model: str) -> list[int]:
@@ -137,7 +131,7 @@ class LLMRoutes:
                 if item is _END:
                     ended = True
                     break
-                parts.append(enc.delta(item))
+                parts.append(enc.delta(item) if isinstance(item, str) else enc.choice(item))
                 if queue.empty():
                     break
                 item = queue.get_nowait()

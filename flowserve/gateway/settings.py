@@ -25,6 +25,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
+from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.types.specs import InstanceSpec
 
 
@@ -58,6 +59,8 @@ class GatewaySettings(Strict):
     cache_sequences: dict[str, int] = Field(default_factory=dict)  # per instance: slot caches (default: profile slots)
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
     tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
+    # model → tokenizer_config.json (or .jinja): chats rendered locally (else by the engines)
+    chat_templates: dict[str, str] = Field(default_factory=dict)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
     admin_keys: list[str] | None = None  # None: the api_keys
@@ -111,6 +114,11 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
     for model, path in gateway.tokenizers.items():
         if not Path(path).is_file():
             raise ConfigError(f"{source}: gateway.tokenizers: {model}: no file {path!r}")
+    for model, path in gateway.chat_templates.items():
+        try:
+            ChatTemplate.from_file(Path(path))
+        except TemplateError as e:
+            raise ConfigError(f"{source}: gateway.chat_templates: {model}: {e}") from None
     return ServeConfig(specs, tuple(cluster.api_keys), gateway)
 
 

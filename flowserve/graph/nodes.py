@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.graph.prompt import Out, Prompt, Segment, output_segment_id, refs, value_parts
+from flowserve.graph.prompt import Chat, Out, Prompt, Segment, output_segment_id, refs, value_parts
 
 EMPTY: Mapping[str, Any] = {}
 
@@ -33,6 +33,11 @@ class LLMNode:
     @property
     def refs(self) -> tuple[str, ...]:
         return refs(self.prompt)
+
+    @property
+    def chat(self) -> Chat | None:
+        """The chat this call renders, when its prompt is one."""
+        return self.prompt[0] if len(self.prompt) == 1 and isinstance(self.prompt[0], Chat) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class NodeResult:
     first_token: float | None = None
     finished: float | None = None
     ready: float | None = None  # when the call became ready to run (its latency's start)
+    # LLM calls: the engine's answer beyond its text, as plain JSON (`tool_calls`, `logprobs`)
+    extra: Mapping[str, Any] | None = None
 
     def parts(self, query_id: int, key: str) -> Prompt:
         """How this result reads inside a later prompt (`Out(key)`)."""

@@ -16,7 +16,7 @@ from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass, PassContext
 from flowserve.graph.primitives import PART, split_parts
-from flowserve.graph.prompt import Out, Part
+from flowserve.graph.prompt import Out, Part, resolve
 from flowserve.graph.topology import depths
 from flowserve.graph.workflow import Graph, Workflow
 
@@ -152,10 +152,7 @@ class QueryRun:
         if not n.refs:
             return n
         if isinstance(n, LLMNode):
-            parts: list[Part] = []
-            for p in n.prompt:
-                parts.extend(self._output(p.step) if isinstance(p, Out) else (p,))
-            n = dataclasses.replace(n, prompt=tuple(parts))
+            n = dataclasses.replace(n, prompt=resolve(n.prompt, self._output))
         else:
             args = {k: (self._value(v.step) if isinstance(v, Out) else v) for k, v in n.args.items()}
             n = dataclasses.replace(n, args=args)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
-from typing import Any
 
-from flowserve.tokenize.chat import render_chat_plain
+from flowserve.graph.prompt import Chat, Lit
+from flowserve.tokenize.chat import chat_parts
 
 _PIECE = re.compile(r"\s*[\w]+|\s*[^\w\s]|\s+")
 VOCAB = 32000
@@ -38,5 +37,6 @@ class WordTokenizer:
     async def encode(self, text: str) -> list[int]:
         return self.encode_sync(text)
 
-    async def render_chat(self, messages: Sequence[dict[str, Any]]) -> str:
-        return render_chat_plain(messages)
+    async def encode_chat(self, chat: Chat) -> list[int]:
+        """The neutral layout (`chat_parts`) of a chat of text turns."""
+        return [t for p in chat_parts(chat) if isinstance(p, Lit) for t in self.encode_sync(p.text)]

@@ -6,6 +6,7 @@ the simulator, monotonic time in the live gateway); the core never reads a clock
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ class CallFinished:
     text: str | None = None  # the answer (live engines)
     finish_reason: str | None = None
     prompt_tokens: int = 0  # as the engine counted them (0: unknown)
+    extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
 
 
 @dataclass(frozen=True, slots=True)
