@@ -193,7 +193,8 @@ class ClusterConfig(Strict):
 
 
 def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
-    """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
+    """A built-in cluster name or a cluster YAML file (a serving YAML too: its `gateway:`
+    section is left out); `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
         data = {"instances": [
             {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
@@ -201,7 +202,9 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():
-        data, source = _profiles_relative_to(read_yaml(ref), Path(ref).parent), ref
+        # a serving YAML is a cluster file too: its `gateway:` section is the gateway's alone
+        data = {k: v for k, v in read_yaml(ref).items() if k != "gateway"}
+        data, source = _profiles_relative_to(data, Path(ref).parent), ref
     else:
         raise ConfigError(f"cluster {ref!r} is neither a file nor a built-in cluster "
                           f"({', '.join(BUILTIN_CLUSTERS)})")

@@ -86,6 +86,10 @@ def test_registered_and_validated() -> None:
     assert QUEUE_POLICIES["flowserve"] is FlowserveQueue
     assert make_dispatch("flowserve").uses_deadline
     assert queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})().weights == {"gold": 3.0, "free": 1.0}
+    assert queue_factory("flowserve", {"tenant_weights": {"gold": 3, "free": 1}})().weights == {"gold": 3.0,
+                                                                                                "free": 1.0}
+    with pytest.raises(ConfigError, match="'batch_share' expects float, got"):
+        queue_factory("flowserve", {"batch_share": {"a": 1}})  # a mapping where a number belongs: said so
     with pytest.raises(ConfigError, match="batch_share"):
         queue_factory("flowserve", {"batch_share": "0"})
     with pytest.raises(ConfigError, match="tenant weight"):
