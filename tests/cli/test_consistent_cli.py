@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -69,7 +70,7 @@ def _commands(group: typer.Typer) -> list[list[str]]:
     cmd = typer.main.get_command(group)
     out: list[list[str]] = [[]]
 
-    def walk(c, path):
+    def walk(c: click.Command, path: list[str]) -> None:
         for name, sub in getattr(c, "commands", {}).items():
             out.append([*path, name])
             walk(sub, [*path, name])
