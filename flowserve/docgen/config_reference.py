@@ -85,9 +85,9 @@ def type_name(annotation: Any) -> str:
 
 
 def bounds(field: FieldInfo) -> str:
-    parts = []
-    for meta in field.metadata:
-        for kind, attr, sign in CONSTRAINTS:
+    parts = []  # lower bounds first, whatever order the annotations gave them in
+    for kind, attr, sign in CONSTRAINTS:
+        for meta in field.metadata:
             if isinstance(meta, kind):
                 parts.append(f"{sign} {getattr(meta, attr)}")
     return ", ".join(parts)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from flowserve.docgen.cli_reference import cli_reference
 from flowserve.docgen.config_reference import config_reference
 from flowserve.docgen.policy_catalogue import policy_catalogue
 
 GENERATED: dict[str, Callable[[], str]] = {
     "reference/configuration.md": config_reference,
     "reference/policies.md": policy_catalogue,
+    "reference/cli.md": cli_reference,
 }
 
 
