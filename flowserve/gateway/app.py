@@ -6,7 +6,7 @@ GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 2
 GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
 GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (README).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
