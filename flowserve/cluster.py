@@ -1,4 +1,4 @@
-"""Built-in cluster layouts (SPEC §4)."""
+"""Built-in cluster layouts (SPEC §4): the names every `--cluster` option accepts."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
     ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
+    # LLM-in-SQL's testbed (Liu et al.): Llama-3-8B on one L4
+    "paper-l4": _instances("llama-3.1-8b", 1, [("l4", "L4")]),
     # Teola's testbed (§7): two instances of the core LLM, Llama-2-13B, each on 2 RTX 3090
     # (A6000 is the catalog's GA102 card: same die, 768 vs 936 GB/s), and one instance of
     # each non-LLM component with its profile on a 3090 (`flowserve.profiles.ops`)

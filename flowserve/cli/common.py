@@ -8,26 +8,47 @@ import math
 import sys
 from collections.abc import Iterator
 from importlib import metadata
-from typing import Annotated
+from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flowserve import __version__
+from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import FlowserveError
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
+CLUSTER_NAMES = ", ".join(BUILTIN_CLUSTERS)
+CLUSTER_HELP = f"cluster or serving YAML (its gateway: section is ignored), or a built-in name: {CLUSTER_NAMES}"
 DISPATCH_NAMES = ", ".join(DISPATCH_POLICIES)
 QUEUE_NAMES = ", ".join(QUEUE_POLICIES)
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+
+
+class WholeSentenceGroup(typer.core.TyperGroup):
+    """Lists each command with its whole first sentence, wrapped (click cuts it at the
+    terminal's width with '...')."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=1000))
+                for name in self.list_commands(ctx) if (cmd := self.get_command(ctx, name)) and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+# Plain help (no rich panels): typer's rich panels print a type placeholder after every
+# flag (`--quick <bool>`) and keep the line breaks of docstrings mid-sentence.
+PLAIN_HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None, "cls": WholeSentenceGroup}
+app = typer.Typer(**PLAIN_HELP, add_completion=False,
                   help="Serve and simulate LLM applications on heterogeneous clusters.\n\n"
                        f"Dispatch policies: {DISPATCH_NAMES}.\n\nQueue policies: {QUEUE_NAMES}.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
+bench_app = typer.Typer(**PLAIN_HELP, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
-engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
+engines_app = typer.Typer(**PLAIN_HELP, help="Real engines: build llama-server, write the tiny test model.")
 app.add_typer(engines_app, name="engines")
-tune_app = typer.Typer(no_args_is_help=True, help="Tune policy parameters by simulation.")
+tune_app = typer.Typer(**PLAIN_HELP, help="Tune policy parameters by simulation.")
 app.add_typer(tune_app, name="tune")
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import app, console, user_errors
+from flowserve.cli.common import PLAIN_HELP, app, console, user_errors
 
-graph_app = typer.Typer(no_args_is_help=True, help="Workflow graphs of the built-in apps.")
+graph_app = typer.Typer(**PLAIN_HELP, help="Workflow graphs of the built-in apps.")
 app.add_typer(graph_app, name="graph")
 
 

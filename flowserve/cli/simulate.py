@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from flowserve.cli.common import (
+    CLUSTER_HELP,
     DEFAULT_SCALES,
     DISPATCH_NAMES,
     QUEUE_NAMES,
@@ -27,7 +28,7 @@ from flowserve.errors import ConfigError
 
 @app.command()
 def simulate(
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name (hetero-1, hetero-2, ...)")] = "hetero-1",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
     dispatch: Annotated[str, typer.Option(help=f"dispatch policy: {DISPATCH_NAMES}")] = "round_robin",
     queue: Annotated[str, typer.Option(help=f"queue policy: {QUEUE_NAMES}")] = "fcfs",
@@ -47,10 +48,14 @@ def simulate(
         from flowserve.config import parse_sets
         from flowserve.metrics.plots import plot_attainment
         from flowserve.metrics.tables import policy_table, write_json
+        from flowserve.schema import read_yaml
         from flowserve.workloads.trace import write_trace
 
         sets = parse_sets(set_)
         scales = parse_scales(slo_scales)
+        if Path(cluster).is_file() and "gateway" in read_yaml(cluster):
+            console.print(f"{cluster}: its gateway: section is for `flowserve serve`; simulating with "
+                          f"--dispatch {dispatch} --queue {queue}", highlight=False)
         with progress_bar() as bar:
             task = bar.add_task(f"{dispatch}+{queue} on {workload}", total=len(scales))
             result = run_simulation(cluster, workload, dispatch, queue, slo_scales=scales, seed=seed, passes=passes,
@@ -97,7 +102,7 @@ def demo(
 @tune_app.command("alpha")
 def tune_alpha(
     trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")] = "hetero-1",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
     beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,
     slo_scale: Annotated[float | None, typer.Option(
@@ -131,8 +136,7 @@ def calibrate(
     trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
                                               "(a file in the published format, or a built-in name)")] = None,
     cluster: Annotated[str | None, typer.Option(help="with --trace of a recorded live run: replay it on "
-                                                "this cluster (YAML or built-in name), compare with the live "
-                                                "run")] = None,
+                                                f"this cluster, compare with the live run ({CLUSTER_HELP})")] = None,
     dispatch: Annotated[str, typer.Option(help="--cluster: dispatch policy of the replay")] = "round_robin",
     queue: Annotated[str, typer.Option(help="--cluster: queue policy of the replay")] = "fcfs",
 ) -> None:

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import app, console, user_errors
+from flowserve.cli.common import CLUSTER_HELP, PLAIN_HELP, app, console, user_errors
 
-text2sql_app = typer.Typer(no_args_is_help=True, help="The Text-to-SQL agent: evaluation.")
+text2sql_app = typer.Typer(**PLAIN_HELP, help="The Text-to-SQL agent: evaluation.")
 app.add_typer(text2sql_app, name="text2sql")
 
 
@@ -73,7 +73,7 @@ def eval_(
 def simulate_(
     db: Annotated[str, typer.Option(help="the database: a SQLite or DuckDB file, `chinook` or `builtin`")],
     questions: Annotated[str, typer.Option(help="JSON lines with a `question` each, or `chinook`")],
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")],
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)],
     rate: Annotated[float, typer.Option(min=1e-6, max=1e6, help="queries per second (Poisson)")] = 1.0,
     seed: Annotated[int, typer.Option(min=0, help="seed of arrivals and modelled outcomes")] = 0,
     dispatch: Annotated[str, typer.Option(help="dispatch policy")] = "round_robin",

@@ -4,8 +4,9 @@ through the live driver (so through the configured dispatch and queue policies).
 Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
 GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
+GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (README).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -37,6 +38,7 @@ from flowserve.gateway.openai_api import (
 )
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import read_headers
 from flowserve.schema import validate
 
@@ -260,6 +262,17 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(gw.driver.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    board, page = StatusBoard(gw.driver), status_page()
+
+    @app.get("/status")
+    async def status_html() -> Response:
+        return HTMLResponse(page)
+
+    @app.get("/status.json")
+    async def status_json(request: Request) -> Response:
+        gw.check_key(request, admin_keys)
+        return JSONResponse(board.snapshot())
 
     @app.get("/admin/instances")
     async def list_instances(request: Request) -> Response:

@@ -30,40 +30,58 @@ from flowserve.types.specs import InstanceSpec
 
 
 class GatewaySettings(Strict):
-    dispatch: str = "round_robin"
-    queue: str = "fcfs"
-    dispatch_params: dict[str, Any] = Field(default_factory=dict)
-    queue_params: dict[str, Any] = Field(default_factory=dict)
-    passes: str = "none"  # graph passes on every workflow batch ("none", "all" or a list)
-    # simulated engines: simulated seconds per real second (10: ten times faster than the GPU)
-    time_scale: float = Field(1.0, gt=0)
-    # failures
-    request_timeout_s: float = Field(300.0, gt=0)  # one engine request, first byte to last
-    connect_timeout_s: float = Field(5.0, gt=0)
-    retries: int = Field(2, ge=0)  # same-instance retries of a retryable error
-    retry_backoff_s: float = Field(0.05, ge=0)
-    retry_backoff_cap_s: float = Field(1.0, ge=0)
-    redispatch_limit: int = Field(3, ge=0)  # the core's re-dispatches to other instances
-    breaker_failures: int = Field(3, ge=1)
-    breaker_cooldown_s: float = Field(1.0, gt=0)
-    breaker_max_cooldown_s: float = Field(30.0, gt=0)
-    # admission control
-    max_queue_s: float | None = Field(None, ge=0)
-    max_queries: int = Field(10_000, ge=1)
-    drain_timeout_s: float = Field(30.0, ge=0)
-    sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
-    # work
-    jobs: Literal["thread", "process"] = "process"
-    default_max_tokens: int = Field(256, ge=1)
-    cache_tokens: dict[str, int] = Field(default_factory=dict)  # per instance: eviction estimate size
-    cache_sequences: dict[str, int] = Field(default_factory=dict)  # per instance: slot caches (default: profile slots)
-    engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
-    tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
-    # model → tokenizer_config.json (or .jinja): chats rendered locally (else by the engines)
-    chat_templates: dict[str, str] = Field(default_factory=dict)
-    workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
-    admin_keys: list[str] | None = None  # None: the api_keys
+    """The `gateway:` section of a serving YAML (`flowserve serve --config`); every field is
+    optional."""
+
+    dispatch: str = Field("round_robin", description="dispatch policy (see the policy catalogue)")
+    queue: str = Field("fcfs", description="queue policy of every instance (see the policy catalogue)")
+    dispatch_params: dict[str, Any] = Field(default_factory=dict, description="the dispatch policy's parameters, "
+                                            "e.g. `{binding: late}`")
+    queue_params: dict[str, Any] = Field(default_factory=dict, description="the queue policy's parameters, e.g. "
+                                         "`{tenant_weights: {gold: 3, free: 1}}`")
+    passes: str = Field("none", description="graph passes on every workflow batch: none, all, or a comma-separated "
+                        "list")
+    time_scale: float = Field(1.0, gt=0, description="simulated engines: simulated seconds per real second "
+                              "(10: ten times faster than the modelled GPU)")
+    request_timeout_s: float = Field(300.0, gt=0, description="one engine request, first byte to last")
+    connect_timeout_s: float = Field(5.0, gt=0, description="opening a connection to an engine")
+    retries: int = Field(2, ge=0, description="same-instance retries of a retryable engine error (connection, "
+                         "timeout, 5xx, 408, 429)")
+    retry_backoff_s: float = Field(0.05, ge=0, description="first retry's back-off, doubled per retry")
+    retry_backoff_cap_s: float = Field(1.0, ge=0, description="longest back-off between retries")
+    redispatch_limit: int = Field(3, ge=0, description="times the core re-dispatches a failed call to another "
+                                  "instance")
+    breaker_failures: int = Field(3, ge=1, description="consecutive transport failures that open an instance's "
+                                  "circuit")
+    breaker_cooldown_s: float = Field(1.0, gt=0, description="wait before the first half-open probe; doubles per "
+                                      "failed probe")
+    breaker_max_cooldown_s: float = Field(30.0, gt=0, description="longest wait between half-open probes")
+    max_queue_s: float | None = Field(None, ge=0, description="admission control: refuse (429) a query whose "
+                                      "predicted queueing delay on the best instance exceeds this; null: off")
+    max_queries: int = Field(10_000, ge=1, description="open queries at most; beyond, 429")
+    drain_timeout_s: float = Field(30.0, ge=0, description="graceful shutdown: how long open queries may finish")
+    sql_time_limit_s: float = Field(5.0, gt=0, le=3600, description="one statement of the `sql` tool (the SQL "
+                                    "sandbox)")
+    jobs: Literal["thread", "process"] = Field("process", description="where background jobs (RunJob, e.g. the "
+                                               "α sweep) run")
+    default_max_tokens: int = Field(256, ge=1, description="max_tokens of a request that gives none")
+    cache_tokens: dict[str, int] = Field(default_factory=dict, description="per instance: tokens of the driver's "
+                                         "cache estimate (default: the KV capacity)")
+    cache_sequences: dict[str, int] = Field(default_factory=dict, description="per instance: slot caches of the "
+                                            "estimate (default: the profile's slots)")
+    engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(
+        default_factory=dict, description="per instance: the engine's kind (default: detected)")
+    tokenizers: dict[str, str] = Field(default_factory=dict, description="per model: a tokenizer.json to tokenize "
+                                       "locally (default: the engine's /tokenize)")
+    chat_templates: dict[str, str] = Field(default_factory=dict, description="per model: a tokenizer_config.json "
+                                           "(or .jinja) whose chat template renders chats locally (else the engines "
+                                           "render them)")
+    workflows: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per registered workflow: its "
+                                                 "settings, e.g. `text2sql: {databases: {bank: builtin}}`")
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="the components that run "
+                                         "the retrieval ops")
+    admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints (default: the "
+                                         "`api_keys`)")
 
     @model_validator(mode="after")
     def _policies_exist(self) -> GatewaySettings:
