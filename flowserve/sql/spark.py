@@ -34,7 +34,7 @@ def llm_column(df: Any, template: str, columns: Sequence[str], name: str, *, kin
     """`df` with a column `name` = LLM(template, *columns) and `name_error`."""
     if kind not in _SPARK_TYPES:
         raise ValueError(f"kind must be one of {', '.join(_SPARK_TYPES)}")
-    tmpl = parse_template(template, len(columns))  # fail on the driver, before any task runs
+    tmpl = parse_template(template, len(columns), columns)  # fail on the driver, before any task runs
     spec = choice_spec(choices) if kind == "choice" else OutputSpec(kind)  # type: ignore[arg-type]
     missing = [c for c in columns if c not in df.columns]
     if missing:

@@ -61,9 +61,14 @@ def _op(call: exp.Anonymous, max_tokens: int | None, model: str | None) -> tuple
         spec = choice_spec(first) if kind == "choice" else json_spec(first)
     if not args:
         raise SQLInputError(f"{fn}(): missing the prompt template")
-    template = parse_template(_literal(args.pop(0), "prompt template", fn), len(args))
+    template = parse_template(_literal(args.pop(0), "instruction", fn), len(args), [_arg_name(a) for a in args])
     mt = max_tokens or DEFAULT_MAX_TOKENS[kind]
     return LLMOp(fn, template, spec, mt, model), args
+
+
+def _arg_name(arg: exp.Expression) -> str:
+    """A field's name in the paper's call form: the column's name, else the expression."""
+    return arg.name if isinstance(arg, exp.Column) else arg.sql(dialect="duckdb")[:60]
 
 
 def _arg_list(args: list[exp.Expression]) -> exp.Expression:
@@ -84,8 +89,10 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
     calls = [c for c in tree.find_all(exp.Anonymous) if c.name.upper() in FUNCS]
     if not calls:
         return Statement(sql)
-    calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
     top = tree if isinstance(tree, exp.Select) else None
+    if top is not None:
+        _name_llm_columns(top)
+    calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
     ops: dict[int, LLMOp] = {}
     located: list[tuple[int, exp.Expression, str]] = []  # (op id, rewritten call, clause)
     err_calls: list[exp.Expression] = []
@@ -116,6 +123,15 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
         st.sql = tree.sql(dialect="duckdb")
         st.error_column = True
     return st
+
+
+def _name_llm_columns(top: exp.Select) -> None:
+    """A result column with an LLM call and no alias is named after the expression the
+    user wrote, not the internal function it is rewritten into."""
+    top.set("expressions", [
+        exp.alias_(e, e.sql(dialect="duckdb"), quoted=True, copy=False)
+        if not isinstance(e, exp.Alias) and any(c.name.upper() in FUNCS for c in e.find_all(exp.Anonymous)) else e
+        for e in top.expressions])
 
 
 def _prefetch(top: exp.Select, located: list[tuple[int, exp.Expression, str]], predicates: bool) -> list[Prefetch]:
