@@ -11,11 +11,13 @@ from typing import Any
 
 from flowserve.sql.backend import Answer, Backend
 from flowserve.sql.cache import ResultCache, cache_key
+from flowserve.sql.engine_model import engine_shape
 from flowserve.sql.errors import OutputError, StatementFailed
 from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations
 from flowserve.sql.planner import LLMOp, PlannedOp, plan_op
+from flowserve.sql.report import ErrorLog
 
 Key = tuple[int, tuple[Any, ...]]
 PARAMS = {"temperature": 0.0}
@@ -28,7 +30,7 @@ class Stats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     cache_hits: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: ErrorLog = field(default_factory=ErrorLog)
     solver_s: float = 0.0
     dedup_saved: int = 0
     operators: list[dict[str, Any]] = field(default_factory=list)
@@ -69,7 +71,7 @@ class Executor:
         with self._lock:
             op = self.ops[op_id]
             todo = [tuple(r) for r in rows if (op_id, tuple(r)) not in self.memo]
-            planned = plan_op(op, todo, self.opts, self.ggr_cfg)
+            planned = plan_op(op, todo, self.opts, self.ggr_cfg, engine_shape(getattr(self.backend, "cluster", None)))
             self.planned.append(planned)
             self.stats.solver_s += planned.solver_s
             self.stats.dedup_saved += planned.dedup_saved
@@ -111,7 +113,7 @@ class Executor:
                 v = (None, planned.row_error[i]) if k is None else values[k]
                 self.memo[(op_id, r)] = v
                 if v[1] is not None:
-                    self.stats.errors.append(f"{op.fn}: {v[1]} (row {_short(r)})")
+                    self.stats.errors.add(op.fn, v[1], _short(r))
                     if self.on_error == "fail":
                         raise StatementFailed(f"{op.fn}(): a row failed: {v[1]} "
                                               f"(on_error=fail; use on_error=null to get NULL and llm_error)")

@@ -22,13 +22,15 @@ from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.modelled import modelled_answer
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
+from flowserve.profiles.instance import max_context
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import QueryClass
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
 
 class SimClusterBackend:
     def __init__(self, cluster: Sequence[InstanceSpec], policy: PolicySpec | None = None, seed: int = 0,
-                 prefix_caching: bool = True) -> None:
+                 prefix_caching: bool = True, query_class: QueryClass = "batch") -> None:
         if not prefix_caching:
             cluster = [dataclasses.replace(s, engine=dataclasses.replace(s.engine, prefix_caching=False))
                        for s in cluster]
@@ -36,6 +38,9 @@ class SimClusterBackend:
         self.model = self.cluster[0].model if self.cluster else None
         self.policy = policy or PolicySpec("round_robin", "fcfs", dispatch_params={"binding": "late"})
         self.seed = seed
+        self.query_class = query_class
+        # a prompt (and its first output token) past every instance's context fails that row
+        self.max_prompt = max(max_context(s) for s in self.cluster) - 1 if self.cluster else 0
         self._ids = SegmentIds(first_unique=1)
         self._nodes: list[DagNode] = []
         self._barrier: tuple[str, ...] = ()
@@ -49,16 +54,23 @@ class SimClusterBackend:
         b = len(self._nodes)
         keys = []
         for k, req in enumerate(requests):
+            if req.tokens > self.max_prompt:
+                answers.append(Answer(None, f"prompt of {req.tokens} tokens exceeds the context of every "
+                                            f"instance ({self.max_prompt + 1} tokens)", req.tokens))
+                keys.append(None)
+                continue
             text, out_toks = modelled_answer(req.prompt, output, self.seed, req.max_tokens)
-            deps = self._barrier if req.after is None else (f"b{b}.{req.after}",)
+            warm = None if req.after is None else keys[req.after]
+            deps = self._barrier if warm is None else (warm,)
             keys.append(f"b{b}.{k}")
             self._nodes.append(DagNode(keys[-1], CallStep(stage, self._segments(req), max(1, out_toks)), deps))
             answers.append(Answer(text, None, req.tokens, 0))
-        if keys:  # the next operator starts when this batch is done (a zero-time barrier)
-            self._nodes.append(DagNode(f"barrier{b}", OpStep("barrier", "barrier", 0.0), tuple(keys)))
+        sent = tuple(k for k in keys if k is not None)
+        if sent:  # the next operator starts when this batch is done (a zero-time barrier)
+            self._nodes.append(DagNode(f"barrier{b}", OpStep("barrier", "barrier", 0.0), sent))
             self._barrier = (f"barrier{b}",)
         self._report = None
-        progress(len(requests), sum(r.tokens for r in requests), 0)
+        progress(len(sent), sum(r.tokens for r, k in zip(requests, keys, strict=True) if k is not None), 0)
         return answers
 
     @property
@@ -67,20 +79,22 @@ class SimClusterBackend:
 
     def report(self) -> dict[str, Any]:
         if self._report is None:
-            self._report = simulate_plan(self.cluster, self.plan, self.policy)
+            self._report = simulate_plan(self.cluster, self.plan, self.policy, self.query_class)
         return self._report
 
     def close(self) -> None:
         pass
 
 
-def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: PolicySpec) -> dict[str, Any]:
+def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: PolicySpec,
+                  query_class: QueryClass = "batch") -> dict[str, Any]:
     if not plan.nodes:
-        return {"latency_s": 0.0, "calls": 0, "token_hit_rate": 0.0, "prompt_tokens": 0, "cached_tokens": 0}
-    res = simulate(cluster, Workload("llm_sql", (QuerySpec(0, 0.0, plan),)), policy)
+        return {"latency_s": 0.0, "calls": 0, "token_hit_rate": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
+                "answers": "modelled"}
+    res = simulate(cluster, Workload("llm_sql", (QuerySpec(0, 0.0, plan, cls=query_class),)), policy)
     (q,) = res.queries
     prompt = sum(c.input_tokens for c in res.calls)
     cached = sum(c.cached_tokens for c in res.calls)
     return {"latency_s": q.latency, "calls": len(res.calls), "failed": q.failed,
             "token_hit_rate": token_hit_rate(cached, prompt),
-            "prompt_tokens": prompt, "cached_tokens": cached, "sim_wall_s": res.sim_wall_s}
+            "prompt_tokens": prompt, "cached_tokens": cached, "sim_wall_s": res.sim_wall_s, "answers": "modelled"}

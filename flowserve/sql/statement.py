@@ -41,6 +41,11 @@ class Statement:
     ops: dict[int, LLMOp] = field(default_factory=dict)
     prefetch: list[Prefetch] = field(default_factory=list)
     error_column: bool = False
+    kind: str = "select"  # the statement's kind (select, union, copy, ...): explain runs queries only
+
+    @property
+    def is_query(self) -> bool:
+        return self.kind in ("select", "union", "intersect", "except", "subquery")
 
 
 def _literal(node: exp.Expression, what: str, fn: str) -> str:
@@ -84,11 +89,15 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
             error_column: bool = True) -> Statement:
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise SQLInputError(f"SQL syntax error: {str(e).splitlines()[0]}") from None
+    except sqlglot.errors.SqlglotError as e:
+        raise SQLInputError(f"SQL syntax error: {(str(e).splitlines() or ['?'])[0][:300]}") from None
+    except RecursionError:
+        raise SQLInputError("SQL syntax error: the statement nests too deeply") from None
+    if tree is None:
+        raise SQLInputError("the statement is empty")
     calls = [c for c in tree.find_all(exp.Anonymous) if c.name.upper() in FUNCS]
     if not calls:
-        return Statement(sql)
+        return Statement(sql, kind=tree.key)
     top = tree if isinstance(tree, exp.Select) else None
     if top is not None:
         _name_llm_columns(top)
@@ -110,7 +119,7 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
             err_calls.append(exp.Anonymous(this=ERROR_UDF, expressions=[exp.Literal.number(i), _arg_list(args)]))
         call.replace(udf)
         located.append((i, udf, clause))
-    st = Statement(tree.sql(dialect="duckdb"), ops)
+    st = Statement(tree.sql(dialect="duckdb"), ops, kind=tree.key)
     if top is None:
         return st
     st.prefetch = _prefetch(top, located, predicates)

@@ -46,7 +46,11 @@ def test_gateway_down_mid_statement_gives_row_errors_not_silence() -> None:
     r = con.sql("SELECT LLM('Summarise {review}', review) AS s FROM t")
     assert all(row[0] is None for row in r.rows)
     assert all("gateway unreachable" in row[1] or "NULL" in row[1] for row in r.rows)
-    assert len(r.report["errors"]) == 6
+    # the reasons are grouped: one entry per reason with its count and a few example rows
+    assert r.report["rows_failed"] == 6
+    down, null = r.report["errors"]
+    assert (down["rows"], len(down["examples"])) == (5, 3) and "gateway unreachable" in down["reason"]
+    assert (null["rows"], null["reason"]) == (1, "NULL in field 'review'")
 
 
 def test_live_cluster_in_process_runs_each_batch_as_one_query() -> None:
