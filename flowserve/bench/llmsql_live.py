@@ -90,7 +90,7 @@ def live_step(setup: LiveSetup, sql: str, tables: dict[str, Any], optimize: str,
     return {"latency_s": wall, "llm_s": rep["latency_s"], "token_hit_rate": rep["token_hit_rate"],
             "calls": rep["calls"], "prompt_tokens": rep.get("prompt_tokens", 0),
             "cached_tokens": rep.get("cached_tokens", 0), "rows": len(res.rows), "solver_s": rep.get("solver_s", 0.0),
-            "row_errors": len(rep.get("errors") or ())}
+            "row_errors": rep.get("rows_failed", 0), "plans": sorted({op["plan"] for op in rep["operators"]})}
 
 
 def head(path: Path, rows: int) -> pa.Table:
@@ -121,8 +121,9 @@ def run_live(setup: LiveSetup, datasets: dict[str, tuple[dict[str, Any], dict[st
     return results
 
 
-def write_results(results: dict[str, Any], setup: LiveSetup, rows: int, json_out: Path) -> None:
-    write_json(json_out, {"setting": {"engines": setup.engines, "slots_per_engine": SLOTS, "threads": 1,
+def write_results(results: dict[str, Any], setup: LiveSetup, rows: int, json_out: Path,
+                  extra: dict[str, Any] | None = None) -> None:
+    write_json(json_out, (extra or {}) | {"setting": {"engines": setup.engines, "slots_per_engine": SLOTS, "threads": 1,
                                       "cache_ram": 0, "model": "tiny random-weight llama (GGUF)",
                                       "dispatch": setup.dispatch, "max_tokens": MAX_TOKENS, "rows": rows},
                           "queries": results})

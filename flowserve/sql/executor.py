@@ -121,7 +121,7 @@ class Executor:
             self.stats.operators.append({
                 "op": op.fn, "stage": stage, "rows": len(rows), "calls": len(send),
                 "cache_hits": len(planned.requests) - len(send), "dedup_saved": planned.dedup_saved,
-                "solver_s": planned.solver_s,
+                "solver_s": planned.solver_s, "plan": planned.chosen,
                 "column_orders": [[list(o), n] for o, n in planned.orders.most_common(5)]})
             if self.on_progress is not None:
                 self.on_progress(self.stats)
