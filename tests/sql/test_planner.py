@@ -10,7 +10,7 @@ from flowserve.sql.estimate import prefix_hits, token_hit_rate
 from flowserve.sql.ggr import GGRConfig, functional_dependencies, ggr, ggr_value_score, near_unique_columns
 from flowserve.sql.options import ALL, parse_optimize
 from flowserve.sql.output import OutputSpec
-from flowserve.sql.planner import LLMOp, plan_op, warm_up
+from flowserve.sql.planner import LLMOp, plan_op
 from flowserve.sql.reorder import column_score, fixed_order, sort_rows
 from flowserve.sql.templates import layout, parse_template
 
@@ -85,21 +85,24 @@ def test_templates_layout_and_placeholder_mismatch() -> None:
         parse_template("{a} {a}", 2)
 
 
-def test_plan_op_nulls_oversized_cells_dedup_and_warmup() -> None:
+def test_plan_op_nulls_oversized_cells_and_dedup() -> None:
     op = LLMOp("LLM_FILTER", parse_template("Kids? {info} {review}", 2), OutputSpec("bool"), 4)
     big = "z" * 2000
     rows = [("info A " * 10, "good"), ("info A " * 10, "good"), (None, "bad"), ("info A " * 10, big),
             ("info A " * 10, "fine")]
-    p = plan_op(op, rows, ALL, max_cell=1000)
+    p = plan_op(op, rows, parse_optimize("dedup"), max_cell=1000)
     assert p.row_error[2] == "NULL in field 'info'"
     assert "exceeds the 1000-byte limit" in (p.row_error[3] or "")
-    assert p.dedup_saved == 1
-    # a prefix-only warm-up call first; both distinct prompts wait for it
-    assert [(r.warm, r.after, r.max_tokens) for r in p.requests] == [(True, None, 1), (False, 0, 4), (False, 0, 4)]
-    assert p.requests[0].prompt == "Kids? info review\ninfo: " + "info A " * 10 + "\n"
-    assert p.row_request[0] == p.row_request[1] == 1 and p.row_request[4] == 2
-    reqs, moved = warm_up(p.requests[1:], "Kids? info review")
-    assert moved == [1, 2] and reqs[0].warm
+    assert p.dedup_saved == 1 and len(p.requests) == 2 and p.chosen == "original"
+    assert p.row_request == [0, 0, None, None, 1]
+    assert p.requests[0].prompt == "Kids? info review\ninfo: " + "info A " * 10 + "\nreview: good\nAnswer Yes or No."
+
+
+def test_paper_form_names_fields_after_columns() -> None:
+    t = parse_template("Is this movie for kids?", 2, ["movie_info", "review"])
+    assert t.labels == ("movie_info", "review") and t.instruction == "Is this movie for kids?"
+    assert layout(t, ["I", "R"], (1, 0)) == "Is this movie for kids?\nreview: R\nmovie_info: I\n"
+    assert parse_template("Sum up", 3, ["a", "a", ""]).labels == ("a", "a (2)", "field 3")
 
 
 def test_parse_optimize() -> None:
