@@ -172,11 +172,14 @@ class Connection:
         ex.memo.clear()
         ex.stats = Stats()
         ex.planned = []
+        ex.closed = set()
         return ex
 
     def _prefetch(self, st: Statement, ex: Executor) -> None:
         for pf in st.prefetch:
             ex.run_op(pf.op_id, self._fetch(pf.sql), f"{st.ops[pf.op_id].fn.lower()}#{pf.op_id}")
+            if pf.clause == "where":
+                ex.closed.add(pf.op_id)
 
     def _fetch(self, sql: str) -> list[tuple[Any, ...]]:
         try:

@@ -56,6 +56,10 @@ class Executor:
         self.ops: dict[int, LLMOp] = {}
         self.stats = Stats()
         self.planned: list[PlannedOp] = []
+        # WHERE operators whose prefetch saw every row that passes the other conjuncts: a row
+        # outside it fails another conjunct, so its value cannot change the result (DuckDB
+        # may still evaluate the conjuncts in any order): NULL, no call
+        self.closed: set[int] = set()
         self._lock = threading.RLock()
 
     def _progress(self, calls: int, prompt: int, cached: int) -> None:
@@ -130,6 +134,8 @@ class Executor:
     def lookup(self, op_id: int, rows: Sequence[Sequence[Any]], error: bool = False) -> list[Any]:
         """Values (or error texts) of rows; rows not in the memo run as one batch first."""
         with self._lock:
+            if op_id in self.closed:
+                return [self.memo.get((op_id, tuple(r)), (None, None))[1 if error else 0] for r in rows]
             missing = list(dict.fromkeys(tuple(r) for r in rows if (op_id, tuple(r)) not in self.memo))
             if missing:
                 self.run_op(op_id, missing, f"op{op_id}")
