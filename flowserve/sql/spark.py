@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 
 from flowserve.sql.connection import make_backend
@@ -77,7 +78,6 @@ def register(spark: Any, *, cluster: str | None = None, gateway: str | None = No
     import os
     import sys
 
-    import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
     if "PYSPARK_PYTHON" not in os.environ:  # executors run this Python, not whatever `python3` is on PATH

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowserve.sql.dedup import dedup
+from flowserve.sql.engine_model import EngineShape
 from flowserve.sql.errors import SQLInputError
 from flowserve.sql.estimate import prefix_hits, token_hit_rate
 from flowserve.sql.ggr import GGRConfig, functional_dependencies, ggr, ggr_value_score, near_unique_columns
@@ -110,3 +111,25 @@ def test_parse_optimize() -> None:
     assert parse_optimize("dedup, ggr").names == ("dedup", "ggr")
     with pytest.raises(SQLInputError, match="unknown optimisation"):
         parse_optimize("fast")
+
+
+class LinearCost:
+    def iteration_time(self, prefill_tokens: int, prefill_attended: float, decode_seqs: int,
+                       decode_context: float) -> float:
+        return 0.01 + 0.001 * prefill_tokens
+
+
+SMALL_ENGINE = EngineShape(1, 16, 200, 100_000, LinearCost())  # type: ignore[arg-type]  # ~5 calls an iteration
+
+
+def test_the_planner_keeps_the_tables_own_order_when_grouping_loses() -> None:
+    """Pairs of rows sharing a long field, 30 rows apart: in the table's order the second of a
+    pair comes iterations after the first and hits it; sorted, a pair is admitted in one
+    iteration and computes the field twice. The planner estimates both and keeps the original."""
+    op = LLMOp("LLM_FILTER", parse_template("Kids?", 2, ["info", "id"]), OutputSpec("bool"), 4)
+    rows = [(f"film {i % 30} " + "plot " * 30, f"row {i}") for i in range(60)]
+    p = plan_op(op, rows, parse_optimize("sort,reorder,ggr"), shape=SMALL_ENGINE)
+    est = {e.plan: e for e in p.estimates}
+    assert est["sort"].hit_tokens < est["original"].hit_tokens
+    assert p.chosen == "original" and [r.prompt.split("\n")[1] for r in p.requests[:2]] == \
+        ["info: film 0 " + "plot " * 30, "info: film 1 " + "plot " * 30]
