@@ -41,6 +41,8 @@ from flowserve.types.work import QUERY_CLASSES, QueryClass
 if TYPE_CHECKING:
     from flowserve.gateway.settings import GatewaySettings
 
+PREFETCH_ROWS = 100_000  # rows an operator plans at once
+
 
 
 def cluster_specs(cluster: str | Sequence[InstanceSpec]) -> tuple[InstanceSpec, ...]:
@@ -176,16 +178,18 @@ class Connection:
         return ex
 
     def _prefetch(self, st: Statement, ex: Executor) -> None:
+        """Each top-level operator's rows, planned and run PREFETCH_ROWS at a time (memory
+        stays bounded on 10⁶ rows; a later chunk reuses earlier answers for equal rows)."""
         for pf in st.prefetch:
-            ex.run_op(pf.op_id, self._fetch(pf.sql), f"{st.ops[pf.op_id].fn.lower()}#{pf.op_id}")
+            stage = f"{st.ops[pf.op_id].fn.lower()}#{pf.op_id}"
+            try:
+                cur = self.db.execute(pf.sql)
+                while chunk := cur.fetchmany(PREFETCH_ROWS):
+                    ex.run_op(pf.op_id, [tuple(r[0]) for r in chunk], stage)
+            except duckdb.Error as e:
+                raise SQLInputError(_db_message(e)) from None
             if pf.clause == "where":
                 ex.closed.add(pf.op_id)
-
-    def _fetch(self, sql: str) -> list[tuple[Any, ...]]:
-        try:
-            return [tuple(r[0]) for r in self.db.execute(sql).fetchall()]
-        except duckdb.Error as e:
-            raise SQLInputError(_db_message(e)) from None
 
     def _arrow(self, sql: str) -> pa.Table:
         try:

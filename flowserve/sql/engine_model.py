@@ -89,19 +89,21 @@ def estimate_send(calls: Sequence[Call], shape: EngineShape) -> SendEstimate:
     for k, c in enumerate(calls):
         home.append(home[c.after] if c.after is not None else k % shape.instances)
         share[home[k]].append(k)
+    tokens = [c.tokens for c in calls]
     hits = 0
     time_s = 0.0
     for idx in share:
-        h, t = _Instance(shape, calls).run(idx)
+        h, t = _Instance(shape, calls, tokens).run(idx)
         hits += h
         time_s = max(time_s, t)
-    return SendEstimate(len(calls), sum(c.tokens for c in calls), hits, time_s)
+    return SendEstimate(len(calls), sum(tokens), hits, time_s)
 
 
 class _Instance:
-    def __init__(self, shape: EngineShape, calls: Sequence[Call]) -> None:
+    def __init__(self, shape: EngineShape, calls: Sequence[Call], tokens: Sequence[int]) -> None:
         self.s = shape
         self.calls = calls
+        self.tokens = tokens
         self.node: dict[tuple[int, str], int] = {}  # (parent node, part key) → node id (0 = root)
         self.cache: OrderedDict[int, int] = OrderedDict()  # cached node → its tokens, LRU first
         self.cached_tokens = 0
@@ -117,14 +119,14 @@ class _Instance:
             parent = nid
         return out
 
-    def match(self, path: list[tuple[int, int]]) -> int:
+    def match(self, path: list[tuple[int, int]], tokens: int) -> int:
         hit = 0
         for nid, toks in path:
             if nid not in self.cache:
                 break
             self.cache.move_to_end(nid)
             hit += toks
-        return min(hit, max(0, sum(t for _, t in path) - 1))  # the last token is always computed
+        return min(hit, max(0, tokens - 1))  # the last token is always computed
 
     def commit(self, path: list[tuple[int, int]], room: int) -> None:
         for nid, toks in path:
@@ -152,21 +154,22 @@ class _Instance:
         paths: dict[int, list[tuple[int, int]]] = {}
         prefilling: list[list[int]] = []  # [call, tokens left, tokens done, uncached tokens]
         decoding: list[tuple[int, int, int]] = []  # (last iteration, call, context)
-        dec_ctx = private = hits = it = 0
+        dec_ctx = private = hits = it = backlog = 0
         t = 0.0
+        tokens = self.tokens
         while ready or prefilling or decoding:
             budget = s.token_budget - len(decoding)
-            while ready and len(prefilling) + len(decoding) < s.max_num_seqs \
-                    and sum(p[1] for p in prefilling) < budget:
+            while ready and len(prefilling) + len(decoding) < s.max_num_seqs and backlog < budget:
                 k = ready[0]
                 path = paths.get(k) or paths.setdefault(k, self.path(k))
-                cached = self.match(path) if s.kv_tokens else 0
-                if self._computing(path, cached, prefilling, paths):
+                cached = self.match(path, tokens[k]) if s.kv_tokens else 0
+                if self._computing(path, tokens[k], cached, prefilling, paths):
                     break
                 heapq.heappop(ready)
                 hits += cached
-                left = calls[k].tokens - cached
+                left = tokens[k] - cached
                 private += left
+                backlog += left
                 prefilling.append([k, left, cached, left])
             if not prefilling and not decoding:
                 break  # only calls waiting on a call of another instance (not modelled): stop
@@ -182,6 +185,7 @@ class _Instance:
                 p[2] += n
                 chunk += n
                 take -= n
+                backlog -= n
                 if p[1] == 0:
                     done.append(p)
             t += s.cost.iteration_time(int(chunk), attended, len(decoding), dec_ctx)
@@ -198,7 +202,7 @@ class _Instance:
                     self.commit(paths[k], s.kv_tokens - private)
                 private += calls[k].output_tokens
                 if calls[k].output_tokens > 1:  # the last prefill iteration sampled token 1
-                    ctx = calls[k].tokens + calls[k].output_tokens // 2
+                    ctx = tokens[k] + calls[k].output_tokens // 2
                     heapq.heappush(decoding, (it + calls[k].output_tokens - 1, k, ctx))
                     dec_ctx += ctx
                 else:
@@ -208,10 +212,10 @@ class _Instance:
                 paths.pop(k, None)
         return hits, t
 
-    def _computing(self, path: list[tuple[int, int]], cached: int, prefilling: list[list[int]],
+    def _computing(self, path: list[tuple[int, int]], tokens: int, cached: int, prefilling: list[list[int]],
                    paths: dict[int, list[tuple[int, int]]]) -> bool:
         need = cached + self.s.token_budget
-        if not prefilling or sum(t for _, t in path) < need:
+        if not prefilling or tokens < need:
             return False
         for p in prefilling:
             shared = 0

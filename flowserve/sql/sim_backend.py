@@ -6,7 +6,9 @@ plan — its calls' prompts as segments that keep the fields' sharing structure 
 field text ⇒ equal segment), outputs as the modelled lengths. `report()` simulates the
 plan as ONE query on the cluster (one statement = one query; each LLM operator waits for
 the previous one, its calls in the planner's send order through the late-binding pool):
-latency_s is the statement's virtual end-to-end time.
+latency_s is the statement's virtual end-to-end time. A plan of more than FLUSH_CALLS calls
+is simulated in parts one after the other (the parts' times add up), so 10⁶ rows never
+hold one plan of 10⁶ calls.
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ from flowserve.types.work import QueryClass
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
 
+FLUSH_CALLS = 50_000  # a statement's plan is simulated in parts of this many calls: memory stays bounded
+
+
 class SimClusterBackend:
     def __init__(self, cluster: Sequence[InstanceSpec], policy: PolicySpec | None = None, seed: int = 0,
-                 prefix_caching: bool = True, query_class: QueryClass = "batch") -> None:
+                 prefix_caching: bool = True, query_class: QueryClass = "batch",
+                 flush: bool = True) -> None:
         if not prefix_caching:
             cluster = [dataclasses.replace(s, engine=dataclasses.replace(s.engine, prefix_caching=False))
                        for s in cluster]
@@ -45,6 +51,8 @@ class SimClusterBackend:
         self._nodes: list[DagNode] = []
         self._barrier: tuple[str, ...] = ()
         self._report: dict[str, Any] | None = None
+        self.flush = flush  # simulate the plan so far once it has FLUSH_CALLS calls
+        self._parts: list[dict[str, Any]] = []  # reports of the plan's simulated parts
 
     def _segments(self, req: Request) -> tuple[Segment, ...]:
         return tuple(Segment(self._ids.shared(key), toks) for key, toks in req.parts if toks > 0)
@@ -70,6 +78,9 @@ class SimClusterBackend:
             self._nodes.append(DagNode(f"barrier{b}", OpStep("barrier", "barrier", 0.0), sent))
             self._barrier = (f"barrier{b}",)
         self._report = None
+        if self.flush and len(self._nodes) >= FLUSH_CALLS:
+            self._parts.append(simulate_plan(self.cluster, self.plan, self.policy, self.query_class))
+            self._nodes, self._barrier = [], ()
         progress(len(sent), sum(r.tokens for r, k in zip(requests, keys, strict=True) if k is not None), 0)
         return answers
 
@@ -79,11 +90,23 @@ class SimClusterBackend:
 
     def report(self) -> dict[str, Any]:
         if self._report is None:
-            self._report = simulate_plan(self.cluster, self.plan, self.policy, self.query_class)
+            parts = [*self._parts, simulate_plan(self.cluster, self.plan, self.policy, self.query_class)]
+            self._report = parts[0] if len(parts) == 1 else combine(parts)
         return self._report
 
     def close(self) -> None:
         pass
+
+
+def combine(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One report of a plan simulated in parts, one after the other."""
+    prompt = sum(p["prompt_tokens"] for p in parts)
+    cached = sum(p["cached_tokens"] for p in parts)
+    return {"latency_s": sum(p["latency_s"] for p in parts), "calls": sum(p["calls"] for p in parts),
+            "failed": next((p.get("failed") for p in parts if p.get("failed")), None),
+            "token_hit_rate": token_hit_rate(cached, prompt), "prompt_tokens": prompt, "cached_tokens": cached,
+            "sim_wall_s": sum(p.get("sim_wall_s", 0.0) for p in parts), "answers": "modelled",
+            "simulated_parts": len(parts)}
 
 
 def simulate_plan(cluster: Sequence[InstanceSpec], plan: DagPlan, policy: PolicySpec,

@@ -56,7 +56,7 @@ def llm_column(df: Any, template: str, columns: Sequence[str], name: str, *, kin
             rows = list(zip(*[[None if v is None else str(v) for v in b.column(col).to_pylist()] for col in cols],
                             strict=True)) if b.num_rows else []
             ex.run_op(0, rows, "spark")
-            vals = [ex.memo[(0, r)] for r in rows]
+            vals = [ex.value(0, r) for r in rows]
             out = b.append_column(name, pa.array([v for v, _ in vals], type=_ARROW[kind]))
             yield out.append_column(f"{name}_error", pa.array([e for _, e in vals], type=pa.string()))
             ex.memo.clear()
@@ -101,7 +101,7 @@ def register(spark: Any, *, cluster: str | None = None, gateway: str | None = No
                 ex = Executor(backend, opts, "null", seed=sd)
                 ex.ops = {0: op}
                 ex.run_op(0, rows, "spark-sql")
-                return pd.Series([ex.memo[(0, r)][0] for r in rows], dtype="object")
+                return pd.Series([ex.value(0, r)[0] for r in rows], dtype="object")
             finally:
                 backend.close()
 

@@ -17,7 +17,7 @@ def llm_sql_workload(table: str, query: str, optimize: str, seed: int) -> Worklo
     from flowserve.sql.connection import PAPER_CLUSTER, Connection
     from flowserve.sql.sim_backend import SimClusterBackend
 
-    backend = SimClusterBackend(PAPER_CLUSTER, seed=seed)
+    backend = SimClusterBackend(PAPER_CLUSTER, seed=seed, flush=False)  # the whole plan is the query
     with Connection(backend, optimize, seed=seed) as con:
         con.register(Path(table).stem, table)
         con.sql(query)

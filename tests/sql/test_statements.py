@@ -194,3 +194,22 @@ def test_statements_are_sandboxed_unless_external_access(tmp_path: Path) -> None
     full.sql(f"COPY (SELECT 1 AS one) TO '{tmp_path / 'x.csv'}'")
     assert (tmp_path / "x.csv").read_text().strip() == "one\n1"
     assert full.db.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+
+
+def test_large_inputs_run_in_chunks_with_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are planned PREFETCH_ROWS at a time and the simulated plan flushed in parts:
+    the answers are those of one pass, equal rows across chunks are called once."""
+    from flowserve.sql import connection, sim_backend
+
+    q = "SELECT title, LLM_FILTER('Kids?', info, review) AS k FROM m"
+    whole = con("dedup").sql(q)
+    monkeypatch.setattr(connection, "PREFETCH_ROWS", 3)
+    monkeypatch.setattr(sim_backend, "FLUSH_CALLS", 2)
+    seen: list[int] = []
+    c = fsql.connect(cluster="paper-l4", optimize="dedup", on_progress=lambda s: seen.append(s.rows))
+    c.register("m", small())
+    chunked = c.sql(q)
+    assert chunked.rows == whole.rows
+    assert chunked.report["calls"] == whole.report["calls"] == 6  # 7 distinct non-NULL rows less 1 repeat
+    assert chunked.report["simulated_parts"] >= 2 and len(chunked.report["operators"]) == 3
+    assert seen[-1] == 8 and len(seen) >= 3  # progress after every chunk
