@@ -44,7 +44,8 @@ def sql_command(
     on_error: Annotated[str, typer.Option(help="null (NULL + llm_error column) | fail")] = "null",
     cache: Annotated[str | None, typer.Option(help="result cache file (SQLite), reused across statements")] = None,
     seed: Annotated[int, typer.Option(help="seed of simulated answers")] = 0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write rows and the report (or the plan) here")] = None,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="write rows and the report (or the plan) here")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="show every candidate plan's estimate and the choice; runs no statement, calls no engine")
     ] = False,

@@ -4,10 +4,10 @@ the LLM-in-SQL bench's tables of different shapes (`pip install 'flowserve[table
 | table | package (file) | rows × cols | shape |
 |---|---|---|---|
 | airports | vega-datasets (airports.csv, FAA) | 3376 × 7 | sorted on the unique code: states and cities shuffled |
-| weather | vega-datasets (seattle-weather.csv, NOAA) | 1461 × 6 | sorted by date; 5 weather kinds shuffled, numbers repeat |
+| weather | vega-datasets (seattle-weather.csv, NOAA) | 1461 × 6 | by date; 5 weather kinds, repeated numbers shuffled |
 | cars | vega-datasets (cars.json, StatLib) | 406 × 9 | by model year; origin, cylinders low cardinality |
 | penguins | palmerpenguins (penguins-raw.csv, Palmer LTER) | 344 × 17 | many columns; grouped by species and study |
-| subdivisions | pycountry (iso3166-2.json, ISO 3166-2) | 5046 × 5 | sorted by country; long repeated country names |
+| subdivisions | pycountry (iso3166-2.json, ISO 3166-2) | 5046 × 4 | sorted by country code |
 | languages | pycountry (iso639-3.json, ISO 639-3) | 7923 × 4 | near-unique names; scope, type of 3–5 values, shuffled |
 """
 

@@ -18,17 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, OpStep, Segment
+from flowserve.profiles.instance import max_context
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sql.backend import Answer, Progress
 from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.modelled import modelled_answer
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
-from flowserve.profiles.instance import max_context
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import QueryClass
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
-
 
 FLUSH_CALLS = 50_000  # a statement's plan is simulated in parts of this many calls: memory stays bounded
 

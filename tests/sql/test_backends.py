@@ -61,7 +61,8 @@ def test_gateway_without_its_key_fails_every_row_with_the_reason(gateway: Backgr
     con = fsql.connect(gateway=gateway.url, optimize="none", model=MODEL)
     con.register("t", TABLE)
     r = con.sql("SELECT LLM('Summarise', review) AS s FROM t")
-    (g401, null) = r.report["errors"]
+    g401, g_null = r.report["errors"]
+    assert g_null["reason"] == "NULL in field 'review'"
     assert g401["rows"] == 5 and g401["reason"].startswith("HTTP 401")
     assert r.report["rows_failed"] == r.report["rows_planned"] == 6
 

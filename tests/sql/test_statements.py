@@ -163,7 +163,7 @@ def test_register_refuses_names_that_are_not_identifiers(tmp_path: Path) -> None
     assert not (tmp_path / "pwn.csv").exists()
     c.register("select", small())  # a keyword is an identifier: quoted everywhere
     assert c.sql('SELECT count(*) FROM "select"').rows == [(8,)]
-    with pytest.raises(SQLInputError, match="pyarrow.Table"):
+    with pytest.raises(SQLInputError, match=r"pyarrow\.Table"):
         c.register("x", 42)  # type: ignore[arg-type]
 
 
