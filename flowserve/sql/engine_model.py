@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import kv_capacity, roofline_for
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.types.specs import InstanceSpec
 
 Parts = tuple[tuple[str, int], ...]  # (part key, tokens) in layout order
@@ -79,7 +80,7 @@ class SendEstimate:
 
     @property
     def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return token_hit_rate(self.hit_tokens, self.prompt_tokens)
 
 
 def estimate_send(calls: Sequence[Call], shape: EngineShape) -> SendEstimate:

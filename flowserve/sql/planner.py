@@ -22,6 +22,7 @@ from typing import Any
 from flowserve.sql.candidates import Candidate, candidates
 from flowserve.sql.dedup import dedup, no_dedup
 from flowserve.sql.engine_model import Call, EngineShape, Parts, estimate_send
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations
 from flowserve.sql.output import OutputSpec
@@ -74,7 +75,7 @@ class Estimate:
 
     @property
     def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return token_hit_rate(self.hit_tokens, self.prompt_tokens)
 
 
 @dataclass

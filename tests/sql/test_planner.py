@@ -7,7 +7,7 @@ import pytest
 from flowserve.sql.dedup import dedup
 from flowserve.sql.engine_model import EngineShape
 from flowserve.sql.errors import SQLInputError
-from flowserve.sql.estimate import prefix_hits, token_hit_rate
+from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.ggr import GGRConfig, functional_dependencies, ggr, ggr_value_score, near_unique_columns
 from flowserve.sql.options import ALL, parse_optimize
 from flowserve.sql.output import OutputSpec
@@ -27,10 +27,8 @@ def test_ggr_value_score_hand_computed() -> None:
     assert ggr_value_score(50, 1) == 0  # a value seen once saves nothing
 
 
-def test_token_hit_rate_and_prefix_hits() -> None:
-    assert token_hit_rate(30, 120) == 0.25
-    prompts = [[("i", 5), ("a", 10), ("x", 3)], [("i", 5), ("a", 10), ("y", 3)], [("i", 5), ("b", 10)]]
-    assert prefix_hits(prompts) == [0, 15, 5]
+def test_token_hit_rate() -> None:
+    assert token_hit_rate(30, 120) == 0.25 and token_hit_rate(0, 0) == 0.0
 
 
 def test_fixed_order_puts_long_repeated_column_first_and_sorts() -> None:
