@@ -11,12 +11,15 @@ own backend from the plain settings (nothing unpicklable crosses to them).
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
+from flowserve.sql.arguments import check_options
 from flowserve.sql.connection import make_backend
 from flowserve.sql.errors import SQLInputError
 from flowserve.sql.executor import Executor
@@ -34,6 +37,8 @@ def llm_column(df: Any, template: str, columns: Sequence[str], name: str, *, kin
                choices: str | None = None, cluster: str | None = None, gateway: str | None = None,
                optimize: str = "all", max_tokens: int | None = None, seed: int = 0) -> Any:
     """`df` with a column `name` = LLM(template, *columns) and `name_error`."""
+    check_options(seed, max_tokens, None, None)
+    _driver_python(df.sparkSession)
     if kind not in _SPARK_TYPES:
         raise SQLInputError(f"kind must be one of {', '.join(_SPARK_TYPES)}")
     tmpl = parse_template(template, len(columns), columns)  # fail on the driver, before any task runs
@@ -75,14 +80,10 @@ def register(spark: Any, *, cluster: str | None = None, gateway: str | None = No
     (the same planner and cluster as `connect()`). A UDF sees values, not column names:
     name the fields with `{placeholders}`, else they are `field 1`, `field 2`, ...
     Executors run this driver's Python (PYSPARK_PYTHON is set to `sys.executable` when unset)."""
-    import os
-    import sys
-
     from pyspark.sql.functions import pandas_udf
 
-    if "PYSPARK_PYTHON" not in os.environ:  # executors run this Python, not whatever `python3` is on PATH
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-        spark.sparkContext.pythonExec = sys.executable
+    check_options(seed, max_tokens, None, None)
+    _driver_python(spark)
     make_backend(cluster, gateway, seed).close()  # a bad cluster or URL fails here, on the driver
     settings = (cluster, gateway, parse_optimize(optimize), max_tokens, seed, api_key)
 
@@ -109,6 +110,13 @@ def register(spark: Any, *, cluster: str | None = None, gateway: str | None = No
 
     for fn, kind in _FUNCTIONS.items():
         spark.udf.register(fn, udf_for(fn, kind))
+
+
+def _driver_python(spark: Any) -> None:
+    """Executors run this Python (and so this flowserve), not whatever `python3` is on PATH."""
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        spark.sparkContext.pythonExec = sys.executable
 
 
 def _constant(s: Any, fn: str) -> str:
