@@ -60,6 +60,9 @@ class EngineShape:
     token_budget: int
     kv_tokens: int
     cost: CostModel
+    # llama-server without a RAM prompt cache (`--cache-ram 0`): each of its max_num_seqs
+    # slots keeps only the prompt it served last; the slot choice's similarity threshold
+    slot_similarity: float | None = None
 
 
 def engine_shape(cluster: Sequence[InstanceSpec] | None) -> EngineShape:
@@ -68,7 +71,12 @@ def engine_shape(cluster: Sequence[InstanceSpec] | None) -> EngineShape:
     cluster = cluster or PAPER_CLUSTER
     spec = cluster[0]
     kv = kv_capacity(spec) if spec.engine.prefix_caching else 0
-    return EngineShape(len(cluster), spec.engine.max_num_seqs, spec.engine.token_budget, kv, roofline_for(spec))
+    slots = spec.profile.slot_config if spec.profile is not None else None
+    if slots is not None and slots.cache_ram_tokens:  # a RAM cache keeps saved prompts: a shared cache
+        kv = max(kv, slots.cache_ram_tokens)
+    similarity = slots.similarity if slots is not None and slots.cache_ram_tokens == 0 else None
+    return EngineShape(len(cluster), spec.engine.max_num_seqs, spec.engine.token_budget, kv, roofline_for(spec),
+                       similarity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,25 +161,32 @@ class _Instance:
                 ready.append(k)
         heapq.heapify(ready)
         paths: dict[int, list[tuple[int, int]]] = {}
-        prefilling: list[list[int]] = []  # [call, tokens left, tokens done, uncached tokens]
-        decoding: list[tuple[int, int, int]] = []  # (last iteration, call, context)
+        prefilling: list[list[int]] = []  # [call, tokens left, tokens done, uncached tokens, slot]
+        decoding: list[tuple[int, int, int, int]] = []  # (last iteration, call, context, slot)
         dec_ctx = private = hits = it = backlog = 0
         t = 0.0
         tokens = self.tokens
+        slots = None if s.slot_similarity is None else _Slots(s.max_num_seqs, s.slot_similarity)
         while ready or prefilling or decoding:
             budget = s.token_budget - len(decoding)
-            while ready and len(prefilling) + len(decoding) < s.max_num_seqs and backlog < budget:
+            # llama-server hands a request to an idle slot at once; vLLM/SGLang admit under the budget
+            while ready and len(prefilling) + len(decoding) < s.max_num_seqs \
+                    and (slots is not None or backlog < budget):
                 k = ready[0]
                 path = paths.get(k) or paths.setdefault(k, self.path(k))
-                cached = self.match(path, tokens[k]) if s.kv_tokens else 0
-                if self._computing(path, tokens[k], cached, prefilling, paths):
-                    break
+                slot = -1
+                if slots is not None:
+                    slot, cached = slots.take(path, tokens[k], it)
+                else:
+                    cached = self.match(path, tokens[k]) if s.kv_tokens else 0
+                    if self._computing(path, tokens[k], cached, prefilling, paths):
+                        break
                 heapq.heappop(ready)
                 hits += cached
                 left = tokens[k] - cached
                 private += left
                 backlog += left
-                prefilling.append([k, left, cached, left])
+                prefilling.append([k, left, cached, left, slot])
             if not prefilling and not decoding:
                 break  # only calls waiting on a call of another instance (not modelled): stop
             take = budget
@@ -192,25 +207,30 @@ class _Instance:
             t += s.cost.iteration_time(int(chunk), attended, len(decoding), dec_ctx)
             it += 1
             while decoding and decoding[0][0] <= it:
-                _, k, ctx = heapq.heappop(decoding)
+                _, k, ctx, slot = heapq.heappop(decoding)
                 dec_ctx -= ctx
                 private -= calls[k].output_tokens
+                if slots is not None:
+                    slots.release(slot, paths.pop(k), it)
             if done:
                 prefilling = [p for p in prefilling if p[1] > 0]
-            for k, _, _, uncached in done:
+            for k, _, _, uncached, slot in done:
                 private -= uncached  # the prompt now lives in the cache
-                if s.kv_tokens:
+                if s.kv_tokens and slots is None:
                     self.commit(paths[k], s.kv_tokens - private)
                 private += calls[k].output_tokens
                 if calls[k].output_tokens > 1:  # the last prefill iteration sampled token 1
                     ctx = tokens[k] + calls[k].output_tokens // 2
-                    heapq.heappush(decoding, (it + calls[k].output_tokens - 1, k, ctx))
+                    heapq.heappush(decoding, (it + calls[k].output_tokens - 1, k, ctx, slot))
                     dec_ctx += ctx
                 else:
                     private -= calls[k].output_tokens
+                    if slots is not None:
+                        slots.release(slot, paths[k], it)
                 for f in waiting_on.pop(k, ()):
                     heapq.heappush(ready, f)
-                paths.pop(k, None)
+                if slots is None or calls[k].output_tokens <= 1:
+                    paths.pop(k, None)
         return hits, t
 
     def _computing(self, path: list[tuple[int, int]], tokens: int, cached: int, prefilling: list[list[int]],
@@ -227,3 +247,47 @@ class _Instance:
             if shared >= need:
                 return True
         return False
+
+
+class _Slots:
+    """llama-server's slots without a RAM prompt cache (`flowserve/sim/slots.py`): each keeps
+    the prompt it served last; a call takes the idle slot whose kept prompt covers the
+    largest fraction of it above the similarity threshold, else the least recently used
+    one, and reuses only that slot's common prefix."""
+
+    def __init__(self, n: int, similarity: float) -> None:
+        self.similarity = similarity
+        self.kept: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        self.used = [-1] * n
+        self.busy = [False] * n
+
+    @staticmethod
+    def common(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+        shared = 0
+        for (x, toks), (y, _) in zip(a, b, strict=False):
+            if x != y:
+                break
+            shared += toks
+        return shared
+
+    def take(self, path: list[tuple[int, int]], tokens: int, now: int) -> tuple[int, int]:
+        """(slot, cached tokens) of a call admitted now."""
+        idle = [i for i, b in enumerate(self.busy) if not b]
+        best, best_lcp = None, 0
+        for i in idle:
+            lcp = self.common(self.kept[i], path)
+            if lcp > best_lcp and lcp / max(1, tokens) > self.similarity:
+                best, best_lcp = i, lcp
+        if best is None:  # the least recently used, the last of equals (llama-server's choice)
+            best = idle[0]
+            for i in idle:
+                if self.used[i] <= self.used[best]:
+                    best = i
+            best_lcp = self.common(self.kept[best], path)
+        self.busy[best] = True
+        return best, min(best_lcp, max(0, tokens - 1))
+
+    def release(self, slot: int, path: list[tuple[int, int]], now: int) -> None:
+        self.busy[slot] = False
+        self.kept[slot] = path
+        self.used[slot] = now

@@ -63,3 +63,20 @@ def test_instances_take_every_nth_call_with_caches_of_their_own() -> None:
     # two instances, one slot each: calls 0, 2 on one and 1, 3 on the other; the second of each hits
     e = estimate_send(calls, shape(instances=2, max_num_seqs=1))
     assert e.hit_tokens == 60 and round(e.time_s, 6) == 0.06
+
+
+def test_llama_server_slots_keep_only_their_last_prompt() -> None:
+    """One slot, calls X (S+a), Y (T+b), Z (S+c): a shared cache still holds S for Z; a
+    llama-server slot without a RAM cache holds Y's prompt only."""
+    calls = [Call((*SHARED, ("a", 5)), 1), Call((("t", 30), ("b", 5)), 1), Call((*SHARED, ("c", 5)), 1)]
+    assert estimate_send(calls, shape(max_num_seqs=1)).hit_tokens == 30
+    assert estimate_send(calls, shape(max_num_seqs=1, slot_similarity=0.1)).hit_tokens == 0
+    # grouped, Z right after X: the slot still holds S
+    grouped = [calls[0], calls[2], calls[1]]
+    assert estimate_send(grouped, shape(max_num_seqs=1, slot_similarity=0.1)).hit_tokens == 30
+
+
+def test_llama_server_picks_the_slot_that_holds_the_prefix() -> None:
+    # two slots: X and Y fill them; Z (S+c) takes the slot that kept X's prompt (similarity 30/35)
+    calls = [Call((*SHARED, ("a", 5)), 1), Call((("t", 30), ("b", 5)), 1), Call((*SHARED, ("c", 5)), 1, after=0)]
+    assert estimate_send(calls, shape(max_num_seqs=2, slot_similarity=0.5)).hit_tokens == 30
