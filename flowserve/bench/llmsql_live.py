@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 import flowserve.sql as fsql
@@ -31,6 +30,7 @@ from flowserve.gateway.settings import GatewaySettings
 from flowserve.metrics.tables import write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.slot_config import SlotConfig
+from flowserve.sql.tables import read_table
 from flowserve.types.specs import InstanceSpec
 
 SLOTS, CTX_PER_SLOT, MAX_TOKENS = 2, 4096, 4  # per engine; answer tokens per call
@@ -98,7 +98,7 @@ def live_step(setup: LiveSetup, sql: str, tables: dict[str, Any], optimize: str,
 
 def head(path: Path, rows: int) -> pa.Table:
     """The first `rows` rows of a CSV, in file order."""
-    return duckdb.sql(f"SELECT * FROM read_csv_auto('{path}') LIMIT {int(rows)}").fetch_arrow_table()
+    return read_table("head", path).slice(0, rows)
 
 
 def run_live(setup: LiveSetup, datasets: dict[str, tuple[dict[str, Any], dict[str, str]]], names: Sequence[str],
