@@ -87,7 +87,8 @@ def decompose_stages(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:
                 args.update(start=j * size, last=j == len(sizes) - 1)
                 deps = c.deps
                 if prev is not None:
-                    args = {k: (Out(micro_key(prev, j)) if isinstance(v, Out) and v.step == prev else v)
+                    args = {k: (dataclasses.replace(v, step=micro_key(prev, j)) if isinstance(v, Out) and v.step == prev
+                                else v)
                             for k, v in args.items()}
                     deps = tuple(micro_key(prev, j) if d == prev else d for d in deps)
                 args.update(units=s, micro=j)

@@ -8,7 +8,10 @@ text in the gateway and on modelled token lengths in the simulator:
   replayed prompts; equal ids are equal tokens, so sharing structure is explicit);
 * `Out(step)` — the output of another step of the same query; the runtime replaces it
   with that step's result once the step finished (its text live, a segment of its
-  output length in the simulator);
+  output length in the simulator). A step that reads a *missing* output (a part beyond
+  those its source produced) through a plain `Out` is skipped, and so is every step
+  that reads it in turn; an `Out(step, optional=True)` (`step.optional`) reads a missing
+  output as nothing, so a join runs on the parts that exist;
 * `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt).
 
 Drivers tokenize the resolved parts: the gateway with the model's tokenizer, the
@@ -46,6 +49,7 @@ class Segment:
 @dataclass(frozen=True, slots=True)
 class Out:
     step: str
+    optional: bool = False  # a missing output reads as nothing instead of skipping the reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,11 @@ def as_prompt(*items: Any) -> Prompt:
 def refs(parts: Prompt) -> tuple[str, ...]:
     """The steps whose outputs the prompt reads."""
     return tuple(p.step for p in parts if isinstance(p, Out))
+
+
+def required(parts: Prompt) -> tuple[str, ...]:
+    """The steps whose outputs the prompt cannot do without (plain `Out`s)."""
+    return tuple(p.step for p in parts if isinstance(p, Out) and not p.optional)
 
 
 def estimate_tokens(parts: Prompt) -> int:

@@ -25,10 +25,15 @@ class OpProfile:
     per_op: tuple[tuple[str, float], ...] = ()  # op → its own unit cost
     max_units: int = 512  # the most units one batch may hold
     concurrency: int = 1  # batches the instance runs at once
+    # the most ops (requests) one batch may hold; None: any number, of any queries (dynamic
+    # batching, Teola's "TO"); 1: each request alone, as an engine serving one call's
+    # bundle at a time does (Teola's "PO", its LlamaDist baselines)
+    max_ops: int | None = None
     dim: int | None = None  # vector dimension (embedding / vector_db instances)
 
     def __post_init__(self) -> None:
         assert self.base_s >= 0 and self.unit_s > 0 and self.max_units >= 1 and self.concurrency >= 1, self
+        assert self.max_ops is None or self.max_ops >= 1, self
 
     def unit_cost(self, op: str) -> float:
         return dict(self.per_op).get(op, self.unit_s)

@@ -90,16 +90,18 @@ def test_pipeline_streams_parts_of_a_splittable_output():
     assert all(out[f"x[{i}]"].args["stream"] for i in range(3))
     run = QueryRun(W(), 0, make_passes("pipeline"))
     assert [n.key for n in run.start()] == ["x"]
-    # part 1 completes mid-decode: its reader is issued at once, before x finishes
-    ready = run.progress("x", 1, NodeResult(output_tokens=20))
-    assert [n.key for n in ready] == ["s1"]
-    ready = run.complete("x", NodeResult(output_tokens=60))
-    assert sorted(n.key for n in ready) == ["s0", "s2"]
-    assert run.results["x[0]"].output_tokens == 20  # an even share of the rest
-    # without the pass the part ops run after x, as driver tools
+    # part 0 completes mid-decode: its reader is issued at once, before x finishes
+    assert [n.key for n in run.progress("x", 0, NodeResult(output_tokens=20))] == ["s0"]
+    assert [n.key for n in run.progress("x", 1, NodeResult(output_tokens=25))] == ["s1"]
+    # x ends having reported two parts: the third does not exist, its search is skipped
+    assert run.complete("x", NodeResult(output_tokens=60)) == []
+    assert run.results["x[2]"].missing and run.results["s2"].missing and run.outstanding == 2  # s0, s1 run
+    # without the pass the parts are taken from the whole output when x ends (an even
+    # share of a modelled output that reported no parts); no part goes to a driver
     plain = QueryRun(W(), 0)
     plain.start()
-    assert sorted(n.key for n in plain.complete("x", NodeResult(output_tokens=60))) == ["x[0]", "x[1]", "x[2]"]
+    assert sorted(n.key for n in plain.complete("x", NodeResult(output_tokens=60))) == ["s0", "s1", "s2"]
+    assert [plain.results[f"x[{i}]"].output_tokens for i in range(3)] == [20, 20, 20]
 
 
 def test_depths_are_longest_paths_to_an_output():
