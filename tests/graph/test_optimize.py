@@ -78,6 +78,29 @@ def test_prefill_split_prefills_the_ready_prefix_once_per_shared_prefix():
     assert out["a1"].prompt[: len(pre.prompt)] == pre.prompt
 
 
+def test_prefill_split_stages_a_prefill_up_to_the_last_input_when_the_earlier_come_first():
+    instr = "Refine the existing answer with the new context below. " * 4
+
+    def wf(g: Graph) -> None:
+        ranked = g.tool("rerank", "rerank")
+        ctx = [g.tool(f"rerank[{j}]", "part", source=ranked, index=j, of=2) for j in range(2)]
+        a0 = g.llm("a0", [instr, "\nContext: ", ctx[0]], max_tokens=10)
+        g.llm("a1", [instr, "\nContext: ", ctx[1], "\nExisting answer: ", a0, "\nRefined:"], max_tokens=10)
+        d0 = g.llm("d0", [instr, ctx[0]], max_tokens=10)
+        g.llm("join", [instr, "\nDrafts: ", d0, ctx[1], a0], max_tokens=10)  # reads siblings: not staged
+
+    out = by_key(make_passes("prefill_split")[0](build(wf), CTX))
+    staged = out["a1.prefill2"]
+    # rerank[1] is a part of rerank, upstream of a0: the chunk is prefilled while a0 decodes
+    assert staged.kind == "prefill" and staged.max_tokens == 1
+    assert staged.prompt == (Lit(instr), Lit("\nContext: "), Out("rerank[1]"), Lit("\nExisting answer: "))
+    assert staged.deps == ("rerank[1]", "a0.prefill")  # after the shared instruction's prefill
+    assert out["a1"].deps == ("rerank[1]", "a0", "a0.prefill", "a1.prefill2")
+    assert "a0.prefill2" not in out  # one input: nothing to stage
+    assert "join.prefill2" not in out  # d0 is not upstream of a0
+    topological_order(list(out.values()), set())
+
+
 def test_pipeline_streams_parts_of_a_splittable_output():
     class W(Workflow):
         def start(self, g: Graph) -> None:
