@@ -213,15 +213,16 @@ def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
     = None,
     queries: Annotated[int | None, typer.Option(help="queries per app (default 200; live: 12)")] = None,
-    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate; "
-                                               "live: 0.5)")] = None,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the paper's low and high "
+                                               "rates; live: 0.5)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
     out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
     live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers (tiny model) with the real embedding, "
                                        "vector and search components; module chain vs all + topology")] = False,
 ) -> None:
-    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation
-    (simulated), or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
+    """Teola's apps: the e-graph (all passes + topology) against the paper's baseline, the strong
+    module chain and the critical-path bound (mean / p99), with a per-pass ablation (simulated),
+    or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
     with user_errors():
         from flowserve.bench.teola import APPS, run_teola_bench
         from flowserve.errors import ConfigError
