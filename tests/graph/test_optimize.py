@@ -57,6 +57,13 @@ def test_decompose_splits_and_pipelines_micro_batches_with_an_aggregate():
     assert "emb#1" in big and "emb#2" not in big
     assert make_passes("decompose")[0](build(wf), CTX) == build(wf)  # no profile: never split
 
+    def optional(g: Graph) -> None:  # a reader that runs without its input keeps doing so per micro-batch
+        e = g.tool("emb", "embed", batchable=True, texts=["x"], units=300)
+        g.tool("ing", "vector_ingest", batchable=True, vectors=e.optional, units=300)
+
+    split = by_key(make_passes("decompose")[0](build(optional), ctx))
+    assert split["ing#2"].args["vectors"] == Out("emb#2", optional=True)
+
 
 def test_prefill_split_prefills_the_ready_prefix_once_per_shared_prefix():
     instr = "You answer questions from the context. " * 8
