@@ -94,7 +94,8 @@ def op_specs(search_url: str, per_request: bool = False) -> list[InstanceSpec]:
 
 def tiny_profile(path: Path, name: str, slots: int, ctx: int) -> Path:
     """A hand-set profile of the tiny model on one CPU thread (orders of magnitude:
-    ~0.1 ms per prefilled token, ~2 ms per decode step); it only steers the cost model."""
+    ~0.1 ms per prefilled token, ~2 ms per decode step); it only steers the cost model's
+    dispatch estimates (Gemma's arms use it too: every arm sees the same estimates)."""
     FittedCostModel(name, (1e-3, 2e-3, 1e-4, 1e-8, 1.5e-3, 1e-7), ctx, ctx, slots,
                     device="llama-server (1 thread)").save(path)
     return path

@@ -87,7 +87,10 @@ def test_advanced_rag_expands_searches_reranks_and_refines(embedder: Embedder) -
     r, llm = run(_run(ADVANCED_RAG, {"question": "What makes bread dough rise?", "document": DOCUMENT},
                       {"chunk": 24, "overlap": 4, "per_query": 2, "top_k": 2}, embedder, passes="all"))
     assert r.status == "completed", r.reason
-    assert [c.node for c in llm.calls if not c.node.endswith(".prefill")] == ["expand", "refine0", "refine1"]
+    assert [c.node for c in llm.calls if ".prefill" not in c.node] == ["expand", "refine0", "refine1"]
+    staged, second = (next(c for c in llm.calls if c.node == k) for k in ("refine1.prefill2", "refine1"))
+    # the chunk was prefilled before refine0's answer existed: refine1's prompt extends it
+    assert staged.max_tokens == 1 and second.prompt[:len(staged.prompt)] == staged.prompt
     first = next(c for c in llm.calls if c.node == "refine0")
     assert contains(first.prompt, word_ids(" yeast"))  # the reranked best chunk answers the question
     second = next(c for c in llm.calls if c.node == "refine1")
