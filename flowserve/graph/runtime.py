@@ -173,8 +173,9 @@ class QueryRun:
         self.issued.add(n.key)
         if any(self.results[d].missing for d in n.needs):
             return self._record(n.key, NodeResult(stage=n.stage, missing=True))
-        if _part_source(n) is not None:
-            return self._record(n.key, _take_part(n, self.results[n.refs[0]], False))
+        if isinstance(n, OpNode) and n.op == PART:  # of a step's output, or of a literal value
+            whole = self.results[n.refs[0]] if n.refs else NodeResult(value=n.args.get("source"))
+            return self._record(n.key, _take_part(n, whole, False))
         if not n.refs:
             return [n]
         if isinstance(n, LLMNode):

@@ -240,3 +240,12 @@ def test_a_part_default_stands_in_when_the_output_has_no_part():
     [search] = run.complete("x", NodeResult(text="\n\n"))
     assert search.key == "s0" and search.args == {"query": "the question"}
     assert run.results["s1"].missing
+
+
+def test_a_part_of_a_literal_value_is_taken_by_the_runtime_too():
+    class Literal(Workflow):
+        def start(self, g: Graph) -> None:
+            g.tool("p", "part", source="a\nb", index=1)
+
+    run = QueryRun(Literal())
+    assert run.start() == [] and run.results["p"].text == "b" and run.finished
