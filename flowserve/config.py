@@ -6,6 +6,7 @@ can print one line and exit 2.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -211,7 +212,9 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
         data = {"instances": [
             {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
-            else {"name": s.name, "kind": s.kind} for s in BUILTIN_CLUSTERS[ref]
+            else {"name": s.name, "kind": s.kind, **({} if s.op_profile is None else
+                                                      {"op_profile": dataclasses.asdict(s.op_profile)})}
+            for s in BUILTIN_CLUSTERS[ref]
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():

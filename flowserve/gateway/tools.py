@@ -4,8 +4,6 @@
   (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
   error message (or what the sandbox refused) comes back as the op's error;
 * a workflow's own ops (`register`: the Text-to-SQL agent's retrievers);
-* `part` — item `index` of a splittable output (a line of an LLM's text, an item of a
-  list) when it was not streamed;
 * the retrieval ops (`flowserve.retrieval.executors`: chunk, embed, vector ingest and
   search, rerank, web search, aggregate) on the real offline components, given the
   instance the core bound a batch to;
@@ -22,7 +20,7 @@ from typing import Any
 
 from flowserve.errors import ConfigError
 from flowserve.graph.oracle import ToolOutcome
-from flowserve.graph.primitives import PART, split_parts
+from flowserve.graph.primitives import PART
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.executors import Executor
 from flowserve.sqlexec import SandboxLimits, SQLError, run_query
@@ -47,16 +45,6 @@ def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) 
 
 
 log = logging.getLogger("flowserve.gateway")
-
-
-def part_of(source: Any, index: int) -> Any:
-    """Item `index` of a splittable output: a line of text, an item of a list."""
-    items = split_parts(source) if isinstance(source, str) else source
-    if not isinstance(items, list | tuple):
-        raise ToolError(f"part: cannot split a {type(source).__name__}")
-    if not 0 <= index < len(items):
-        raise ToolError(f"part: the output has {len(items)} part(s); part {index} is missing")
-    return items[index]
 
 
 class ToolRunner:
@@ -87,8 +75,6 @@ class ToolRunner:
             if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
             return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
-        if op.op == PART:
-            return part_of(args.get("source"), int(args.get("index", 0)))
         executor = self._executors.get(op.op)
         if executor is not None:
             return await executor(op, instance)

@@ -8,7 +8,10 @@ text in the gateway and on modelled token lengths in the simulator:
   replayed prompts; equal ids are equal tokens, so sharing structure is explicit);
 * `Out(step)` — the output of another step of the same query; the runtime replaces it
   with that step's result once the step finished (its text live, a segment of its
-  output length in the simulator);
+  output length in the simulator). A step that reads a *missing* output (a part beyond
+  those its source produced) through a plain `Out` is skipped, and so is every step
+  that reads it in turn; an `Out(step, optional=True)` (`step.optional`) reads a missing
+  output as nothing, so a join runs on the parts that exist;
 * `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt);
 * `Chat(turns, tools)` — chat messages (each turn's content is parts again) and tool
   schemas, which the model's chat template renders; a chat is a prompt's only part.
@@ -48,6 +51,7 @@ class Segment:
 @dataclass(frozen=True, slots=True)
 class Out:
     step: str
+    optional: bool = False  # a missing output reads as nothing instead of skipping the reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +145,17 @@ def refs(parts: Prompt) -> tuple[str, ...]:
             out.append(p.step)
         elif isinstance(p, Chat):
             out.extend(refs(tuple(q for t in p.turns for q in t.content or ())))
+    return tuple(out)
+
+
+def required(parts: Prompt) -> tuple[str, ...]:
+    """The steps whose outputs the prompt cannot do without (plain `Out`s, also inside chat turns)."""
+    out: list[str] = []
+    for p in parts:
+        if isinstance(p, Out) and not p.optional:
+            out.append(p.step)
+        elif isinstance(p, Chat):
+            out.extend(required(tuple(q for t in p.turns for q in t.content or ())))
     return tuple(out)
 
 

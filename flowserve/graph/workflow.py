@@ -74,6 +74,11 @@ class Step:
     def __post_init__(self) -> None:
         self.out = Out(self.key)
 
+    @property
+    def optional(self) -> Out:
+        """Its output for a reader that also runs when the output is missing (a join)."""
+        return Out(self.key, optional=True)
+
     def __rshift__(self, other: Step | Iterable[Step]) -> Step | Iterable[Step]:
         for s in [other] if isinstance(other, Step) else other:
             self.graph.depend(s.key, self.key)

@@ -69,8 +69,9 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
             out.append(min(standalone_latency(q.plan, c) for c in costs))
         elif q.plan.standalone_s is not None:
             out.append(q.plan.standalone_s)
-        else:
-            out.append(min(app_alone(q, [spec, *others], workload, cost_models) for spec in kinds))
+        else:  # on one instance of a kind; an app of several models on one instance of each
+            layouts = [[spec] for spec in kinds] + ([kinds] if len({s.model for s in kinds}) > 1 else [])
+            out.append(min(app_alone(q, [*layout, *others], workload, cost_models) for layout in layouts))
     return out
 
 
