@@ -117,7 +117,8 @@ class LiveDriver:
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
         self.retrieval = RetrievalTools(s.retrieval)
-        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, executors=self.retrieval.executors())
+        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, self.retrieval.executors(), s.sql_workers,
+                                s.sql_memory_mb << 20)
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
@@ -181,6 +182,7 @@ class LiveDriver:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.runner.aclose()
         await self.retrieval.aclose()
+        self.tools.close()
         self.jobs.shutdown()
         self._loop_task = None
 

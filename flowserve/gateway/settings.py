@@ -51,6 +51,8 @@ class GatewaySettings(Strict):
     max_queries: int = Field(10_000, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
     sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
+    sql_workers: int = Field(2, ge=1, le=64)  # warm worker processes of the `sql` tool
+    sql_memory_mb: int = Field(1024, ge=64, le=1 << 20)  # address space one statement may add (RLIMIT_AS)
     # work
     jobs: Literal["thread", "process"] = "process"
     default_max_tokens: int = Field(256, ge=1)

@@ -29,11 +29,16 @@ def database_kind(path: str | Path) -> Kind:
     raise SQLError(f"{str(path)!r} is neither a SQLite nor a DuckDB database")
 
 
+def check_sql(sql: object) -> None:
+    if not isinstance(sql, str) or not sql.strip():
+        raise SQLError("no SQL to run")
+
+
 def run_query(path: str | Path, sql: str, limits: SandboxLimits = DEFAULT_LIMITS,
               kind: Kind | None = None) -> dict[str, Any]:
     """Execute one read-only statement: `{columns, rows, truncated}` (JSON-safe), or
-    SQLError (SQLRefused when the sandbox refused it) with the reason."""
-    if not isinstance(sql, str) or not sql.strip():
-        raise SQLError("no SQL to run")
+    SQLError (SQLRefused when the sandbox refused it) with the reason. In this process:
+    for trusted SQL only; untrusted SQL goes through a `WorkerPool`."""
+    check_sql(sql)
     kind = kind or database_kind(path)
     return (run_sqlite if kind == "sqlite" else run_duckdb)(str(path), sql, limits)

@@ -1,0 +1,106 @@
+"""The SQL sandbox's worker process (`python -m flowserve.sqlexec.worker`): runs one
+statement at a time for a `WorkerPool`, under OS limits that hold where the engines'
+own limits do not (DuckDB's string functions allocate outside its buffer manager;
+SQLite's `printf` ignores the progress handler).
+
+Protocol: one JSON job per line on stdin (`{"path", "sql", "kind", "limits"}`), one JSON
+answer per line on the descriptor that was stdout: `{"result": ...}` or `{"error",
+"refused", "recycle"}`. fd 1 itself then points at /dev/null, so nothing a database
+prints (DuckDB's progress bar) reaches the protocol or the host's terminal. The worker
+says `ready` once its imports are done, and exits when stdin closes.
+
+Around each job, soft limits: RLIMIT_AS at the worker's current address space plus
+`worker_memory_bytes`, RLIMIT_CPU at the CPU time used so far plus the time limit and a
+grace second (SIGXCPU then ends the worker). Soft limits can be lifted again after the
+job, so one warm worker serves many jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import resource
+import sys
+from typing import Any, BinaryIO
+
+from flowserve.sqlexec.limits import SandboxLimits, SQLError, SQLRefused
+
+CPU_GRACE_S = 1.0  # beyond the time limit: the in-engine interrupt answers first
+
+
+def address_space_limit(current_bytes: int, allowance_bytes: int) -> int:
+    """RLIMIT_AS for one job: what the worker has mapped now plus the job's allowance
+    (setrlimit(2): the limit covers the whole virtual address space)."""
+    return current_bytes + allowance_bytes
+
+
+def cpu_limit_s(used_s: float, time_limit_s: float, grace_s: float = CPU_GRACE_S) -> int:
+    """RLIMIT_CPU (whole seconds, cumulative per process, setrlimit(2)) for one job."""
+    return math.ceil(used_s + time_limit_s + grace_s)
+
+
+def mapped_bytes() -> int:
+    """The process's virtual address space (proc(5): /proc/self/statm, field 1, in pages)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
+
+def cpu_used_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
+    return dataclasses.asdict(limits)
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One job's answer (never raises for the statement's own failures)."""
+    from flowserve.sqlexec.run import run_query
+
+    limits = SandboxLimits(**job["limits"])
+    _, as_hard = resource.getrlimit(resource.RLIMIT_AS)
+    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_AS, (address_space_limit(mapped_bytes(), limits.worker_memory_bytes),
+                                            as_hard))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit_s(cpu_used_s(), limits.time_limit_s), cpu_hard))
+    try:
+        return {"result": run_query(job["path"], job["sql"], limits, job["kind"])}
+    except SQLRefused as e:
+        return {"error": str(e), "refused": True}
+    except SQLError as e:
+        return {"error": str(e)}
+    except MemoryError:  # the interpreter itself ran out: answer, then let the pool replace us
+        return {"error": f"the query exceeded the memory limit of {limits.worker_memory_bytes >> 20} MB",
+                "recycle": True}
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (as_hard, as_hard))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_hard, cpu_hard))
+
+
+def serve(jobs: BinaryIO, answers: BinaryIO) -> None:
+    answers.write(b"ready\n")
+    answers.flush()
+    for line in jobs:
+        try:
+            answer = run_job(json.loads(line))
+        except MemoryError:
+            answer = {"error": "the worker ran out of memory", "recycle": True}
+        answers.write(json.dumps(answer).encode() + b"\n")
+        answers.flush()
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the worker's whole life)
+    import duckdb  # noqa: F401  (warm: the first job must not pay for the import)
+
+    serve(sys.stdin.buffer, answers)
+
+
+if __name__ == "__main__":
+    main()
