@@ -26,6 +26,20 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("sandbox")
+def bench_sandbox(
+    repeats: Annotated[int, typer.Option(min=10, max=1_000_000, help="statements per database and mode")] = 300,
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-sandbox.json"),
+) -> None:
+    """The SQL sandbox's worker processes: per-statement overhead against in-process runs
+    (side by side), a worker's start, and how fast a resource bomb is stopped."""
+    with user_errors():
+        from flowserve.bench.sandbox_bench import run_sandbox_bench
+
+        run_sandbox_bench(repeats, json_out, console)
+
+
 @bench_app.command("binding")
 def bench_binding(
     quick: Annotated[bool, typer.Option("--quick", help="small runs")] = False,
