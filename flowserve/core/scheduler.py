@@ -43,6 +43,7 @@ from flowserve.types.events import (
     OpFinished,
     PrefixEvicted,
     QueryArrived,
+    QueryCancelled,
     Tick,
     Tokenized,
 )
@@ -104,6 +105,9 @@ class SchedulerCore:
             calls.on_capacity(event)
         elif isinstance(event, QueryArrived):
             self._on_arrival(event)
+        elif isinstance(event, QueryCancelled):
+            if (qs := self.queries.get(event.query_id)) is not None:
+                self._fail(qs, event.reason)
         elif isinstance(event, OpFinished):
             self._on_op_finished(event)
         elif isinstance(event, CallFailed):

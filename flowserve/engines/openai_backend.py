@@ -85,8 +85,12 @@ class OpenAIBackend:
                 for choice in chunk.get("choices") or ():
                     sink.push(choice.get("text") or "")
         # only a streaming client needs the engine's stream: a whole answer is one JSON body
-        # to parse instead of a chunk per token (the TTFT metric then covers streams only)
-        res = await client.complete(list(call.prompt), req.max_tokens, stream=sink is not None,
+        # to parse instead of a chunk per token (the TTFT metric then covers streams only).
+        # llama-server streams anyway: it notices a closed connection (a cancelled call)
+        # only while streaming — a non-streamed request is checked only after a second
+        # with no result for any request, which a busy server never has
+        stream = sink is not None or client.engine == "llamacpp"
+        res = await client.complete(list(call.prompt), req.max_tokens, stream=stream,
                                     temperature=temperature,
                                     ignore_eos=req.ignore_eos, extra=params, on_chunk=relay)
         return CallOutcome(output_tokens=res.output_tokens, cached_tokens=res.cached_tokens or 0,

@@ -28,6 +28,7 @@ from flowserve.apps.registry import builtin_workflows
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.driver import BackendFactory, LiveDriver
 from flowserve.gateway.llm import LLMRoutes
 from flowserve.gateway.openai_api import (
@@ -139,7 +140,12 @@ class Gateway:
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",
                                  "url": f"/v1/queries/{h.id}"}, status_code=202)
-        result = await h.done
+        watch = ClientWatch(request.receive, self.driver.cancel)
+        watch.track(h.id)
+        try:
+            result = await h.done
+        finally:
+            watch.stop()
         out = query_body(result)
         if result.status != "completed":
             err = failure_error(result.reason or "failed")

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from types import SimpleNamespace
 from typing import Any
 
+from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.llm import LLMRoutes, Reply, error_reply
 from flowserve.gateway.openai_api import APIError
 
@@ -45,10 +46,12 @@ class GatewayASGI:
             started[0] = True
             await send(msg)
 
+        watch = None
         try:
             raw = await read_body(receive)
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            reply = await self.routes.handle(headers, raw, kind)
+            watch = ClientWatch(receive, self.routes.driver.cancel)
+            reply = await self.routes.handle(headers, raw, kind, watch.track)
         except APIError as e:
             reply = error_reply(e)
         except Exception:
@@ -59,6 +62,9 @@ class GatewayASGI:
             if not started[0]:
                 raise
             log.debug("stream ended early", exc_info=True)
+        finally:
+            if watch is not None:
+                watch.stop()
 
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         started = False

@@ -72,6 +72,7 @@ from flowserve.types.events import (
     InstanceUp,
     OpFinished,
     QueryArrived,
+    QueryCancelled,
     Tick,
 )
 from flowserve.types.specs import InstanceSpec
@@ -218,6 +219,12 @@ class LiveDriver:
             while not predicate():
                 self._progress.clear()
                 await self._progress.wait()
+
+    def cancel(self, query_id: int, reason: str) -> None:
+        """Nobody waits for the query any more: the core fails it with `reason`, its
+        running calls are aborted on their engines and its queued calls dropped."""
+        if query_id in self.book.open:
+            self._put(QueryCancelled(self.clock(), query_id, reason))
 
     def query(self, query_id: int) -> QueryHandle | None:
         return self.book.get(query_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,10 @@ class LLMRoutes:
         self.gw = gw
         self.driver = gw.driver
 
-    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str) -> Reply:
+    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str,
+                     on_query: Callable[[int], None] | None = None) -> Reply:
+        """`on_query` learns the id of the query the request started (to cancel it when
+        the client leaves)."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
@@ -93,6 +96,8 @@ class LLMRoutes:
         h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
                                   cls=hdr.cls)
         await gw.submit(h)
+        if on_query is not None:
+            on_query(h.id)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         qid = (b"x-flowserve-query-id", str(h.id).encode())
         if queue is not None:
