@@ -180,8 +180,8 @@ class Gateway:
         spec = specs[0]
         if spec.backend == "openai" and not spec.url:
             raise APIError(400, "url: backend openai needs a url", param="url")
-        await self.driver.add_instance(spec)
-        return JSONResponse({"added": spec.name, "instances": self.driver.instances()}, status_code=201)
+        up = await self.driver.add_instance(spec)
+        return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
         try:
