@@ -31,6 +31,7 @@ from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.driver import BackendFactory, LiveDriver
 from flowserve.gateway.llm import LLMRoutes
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     APIError,
     decode_json,
@@ -119,7 +120,8 @@ class Gateway:
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
                            code="workflow_not_found")
-        body = decode_json(await request.body()) if await request.body() else {}
+        raw = await request.body()
+        body = await off_loop(len(raw) > LARGE_BODY_BYTES, decode_json, raw) if raw else {}
         if not isinstance(body, dict):
             raise APIError(400, "the request body must be a JSON object")
         inputs = body.get("input", {})

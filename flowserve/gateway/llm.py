@@ -17,6 +17,7 @@ import orjson
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FlowserveError
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     SSE_DONE,
     APIError,
@@ -61,6 +62,14 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
+def _parsed(model: type[ChatRequest | CompletionRequest], raw: bytes) -> ChatRequest | CompletionRequest:
+    return parse(model, decode_json(raw))
+
+
+def _ids_in_range(ids: list[int]) -> bool:
+    return all(0 <= t <= MAX_TOKEN_ID for t in ids)
+
+
 class LLMRoutes:
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
@@ -73,7 +82,8 @@ class LLMRoutes:
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
-        req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
+        req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
+                             else CompletionRequest, raw)
         if req.n != 1:
             raise APIError(400, "n: only n = 1 is supported", param="n")
         model = gw.model_of(req.model)
@@ -126,7 +136,7 @@ class LLMRoutes:
                 raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
                                param="prompt")
             return await self._prompt_ids(prompt[0], model)
-        if any(t < 0 or t > MAX_TOKEN_ID for t in prompt):
+        if not await off_loop(len(prompt) > LARGE_BODY_BYTES // 8, _ids_in_range, prompt):
             raise APIError(400, f"prompt: token ids must lie in [0, {MAX_TOKEN_ID}]", param="prompt")
         return list(prompt)
 

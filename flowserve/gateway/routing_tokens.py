@@ -20,6 +20,7 @@ from typing import Any
 
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
+from flowserve.gateway.offload import LARGE_TEXT_CHARS, off_loop
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
 from flowserve.tokenize.chat import ChatTokenizer
@@ -114,7 +115,7 @@ class GatewayTokens:
     async def text(self, text: str, model: str | None) -> list[int]:
         local = self._local_text(model)
         if local is not None:
-            return local(text)
+            return await off_loop(len(text) > LARGE_TEXT_CHARS, local, text)
         return await self._recent.get((model, text), lambda: self._ask(model, lambda tok: tok.encode(text)))
 
     async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:

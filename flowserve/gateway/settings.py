@@ -50,6 +50,9 @@ class GatewaySettings(Strict):
     max_queue_s: float | None = Field(None, ge=0)
     max_queries: int = Field(10_000, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
+    # a request body above this is refused (413) before it is read: 16 MiB holds a
+    # 1M-token prompt as text or as token ids
+    max_body_bytes: int = Field(16 << 20, ge=1024, le=1 << 30)
     sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
     sql_workers: int = Field(2, ge=1, le=64)  # warm worker processes of the `sql` tool
     sql_memory_mb: int = Field(1024, ge=64, le=1 << 20)  # address space one statement may add (RLIMIT_AS)
