@@ -207,13 +207,14 @@ class WorkerPool:
             raise SQLError(f"cannot start a SQL worker process: {e}") from None
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
-        if not healthy:
+        dead = not healthy
+        if dead:
             worker.kill()
-            self.replaced += 1
             with contextlib.suppress(OSError):  # warm again before the next job needs it
                 if not self._closed:
                     worker, healthy = _Worker(), True
         with self._cond:
+            self.replaced += dead
             if healthy and not self._closed:
                 self._idle.append(worker)
             else:
