@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 
 class SQLError(Exception):
@@ -30,3 +32,6 @@ class SandboxLimits:
         assert self.time_limit_s > 0 and self.max_rows >= 0, self
         assert self.max_result_bytes > 0 and self.max_value_bytes > 0 and self.threads >= 1, self
         assert self.worker_memory_bytes > 0, self
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

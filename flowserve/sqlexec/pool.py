@@ -26,7 +26,6 @@ from typing import Any
 
 from flowserve.sqlexec.limits import SandboxLimits, SQLError, SQLRefused
 from flowserve.sqlexec.run import DEFAULT_LIMITS, Kind, check_sql, database_kind
-from flowserve.sqlexec.worker import limits_to_json
 
 KILL_GRACE_S = 0.5  # after the time limit, before the worker is killed
 SPAWN_TIMEOUT_S = 60.0  # a fresh worker's imports (seconds on a loaded machine)
@@ -75,6 +74,12 @@ class _Worker:
         except (BrokenPipeError, OSError):
             return False
         return True
+
+    def reap(self) -> int | None:
+        """The exit status of a worker whose pipe closed (it is exiting), killed if it lingers."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(1.0)
+        return self.kill()
 
     def kill(self) -> int | None:
         """Stop the worker now; its exit status (negative: the signal)."""
@@ -152,7 +157,7 @@ class WorkerPool:
         """Execute one read-only statement in a worker: `{columns, rows, truncated}`, or
         SQLError (SQLRefused when the sandbox refused it) with the reason."""
         check_sql(sql)
-        job = {"path": str(path), "sql": sql, "kind": kind or database_kind(path), "limits": limits_to_json(limits)}
+        job = {"path": str(path), "sql": sql, "kind": kind or database_kind(path), "limits": limits.to_json()}
         worker = self._acquire()
         healthy = False
         try:
@@ -163,7 +168,7 @@ class WorkerPool:
                 raise SQLError(f"query exceeded the time limit of {limits.time_limit_s:g} s; "
                                "its worker process was stopped")
             if not line:
-                raise SQLError(death_reason(worker.kill(), limits))
+                raise SQLError(death_reason(worker.reap(), limits))
             answer = _answer(line)
             healthy = not answer.get("recycle")
         finally:

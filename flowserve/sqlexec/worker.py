@@ -17,7 +17,6 @@ job, so one warm worker serves many jobs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -52,32 +51,40 @@ def cpu_used_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
-    return dataclasses.asdict(limits)
-
-
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One job's answer (never raises for the statement's own failures)."""
-    from flowserve.sqlexec.run import run_query
-
-    limits = SandboxLimits(**job["limits"])
+def _limit(limits: SandboxLimits) -> None:
+    """Once the database is open (DuckDB maps its arenas then): the job's soft limits."""
     _, as_hard = resource.getrlimit(resource.RLIMIT_AS)
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     resource.setrlimit(resource.RLIMIT_AS, (address_space_limit(mapped_bytes(), limits.worker_memory_bytes),
                                             as_hard))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit_s(cpu_used_s(), limits.time_limit_s), cpu_hard))
+
+
+def _lift() -> None:
+    for which in (resource.RLIMIT_AS, resource.RLIMIT_CPU):
+        hard = resource.getrlimit(which)[1]
+        resource.setrlimit(which, (hard, hard))
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One job's answer (never raises: a failure of the worker itself asks the pool to
+    replace it)."""
+    from flowserve.sqlexec.run import run_query
+
     try:
-        return {"result": run_query(job["path"], job["sql"], limits, job["kind"])}
+        limits = SandboxLimits(**job["limits"])
+        return {"result": run_query(job["path"], job["sql"], limits, job["kind"], lambda: _limit(limits))}
     except SQLRefused as e:
         return {"error": str(e), "refused": True}
     except SQLError as e:
         return {"error": str(e)}
-    except MemoryError:  # the interpreter itself ran out: answer, then let the pool replace us
-        return {"error": f"the query exceeded the memory limit of {limits.worker_memory_bytes >> 20} MB",
+    except MemoryError:  # the interpreter itself ran out
+        return {"error": f"the query exceeded the memory limit of {job['limits']['worker_memory_bytes'] >> 20} MB",
                 "recycle": True}
+    except Exception as e:  # e.g. no room left for the time limit's thread
+        return {"error": f"the SQL worker failed: {type(e).__name__}: {e}", "recycle": True}
     finally:
-        resource.setrlimit(resource.RLIMIT_AS, (as_hard, as_hard))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_hard, cpu_hard))
+        _lift()
 
 
 def serve(jobs: BinaryIO, answers: BinaryIO) -> None:
@@ -86,20 +93,20 @@ def serve(jobs: BinaryIO, answers: BinaryIO) -> None:
     for line in jobs:
         try:
             answer = run_job(json.loads(line))
-        except MemoryError:
-            answer = {"error": "the worker ran out of memory", "recycle": True}
+        except Exception as e:  # a malformed job, or no memory left even to answer
+            answer = {"error": f"the SQL worker failed: {type(e).__name__}", "recycle": True}
         answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
 
 
 def main() -> None:
-    answers = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the worker's whole life)
-    import duckdb  # noqa: F401  (warm: the first job must not pay for the import)
+    with os.fdopen(os.dup(1), "wb") as answers:
+        os.dup2(devnull, 1)  # fd 1 (and so sys.stdout) now writes nowhere
+        os.close(devnull)
+        import duckdb  # noqa: F401  (warm: the first job must not pay for the import)
 
-    serve(sys.stdin.buffer, answers)
+        serve(sys.stdin.buffer, answers)
 
 
 if __name__ == "__main__":

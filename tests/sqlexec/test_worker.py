@@ -11,7 +11,7 @@ import pytest
 
 from flowserve.sqlexec import SandboxLimits
 from flowserve.sqlexec.pool import _Worker, death_reason
-from flowserve.sqlexec.worker import address_space_limit, cpu_limit_s, limits_to_json
+from flowserve.sqlexec.worker import address_space_limit, cpu_limit_s
 
 
 def test_address_space_limit_adds_the_allowance_to_what_is_mapped() -> None:
@@ -44,7 +44,7 @@ def test_the_cpu_limit_ends_a_statement_the_engine_does_not_interrupt(sqlite_db:
     try:
         worker.wait_ready()
         job = {"path": str(sqlite_db), "sql": "SELECT length(printf('%.*c', 2147483647, 'x'))", "kind": "sqlite",
-               "limits": limits_to_json(SandboxLimits(time_limit_s=0.2))}
+               "limits": SandboxLimits(time_limit_s=0.2).to_json()}
         assert worker.send(job)
         assert worker.read_line(60.0) == b""
         assert worker.wait() == -signal.SIGXCPU
@@ -58,10 +58,21 @@ def test_a_job_answers_one_json_line_and_the_worker_keeps_serving(sqlite_db: Pat
         worker.wait_ready()
         for sql, key in [("SELECT COUNT(*) FROM client", "result"), ("DELETE FROM client", "error")]:
             assert worker.send({"path": str(sqlite_db), "sql": sql, "kind": "sqlite",
-                                "limits": limits_to_json(SandboxLimits())})
+                                "limits": SandboxLimits().to_json()})
             answer = json.loads(worker.read_line(30.0) or b"null")
             assert key in answer
         assert answer["refused"] is True
     finally:
         worker.close()
     assert worker.proc.returncode == 0  # stdin closed: it exits by itself
+
+
+def test_a_job_the_worker_cannot_run_is_answered_and_asks_for_a_replacement(sqlite_db: Path) -> None:
+    worker = _Worker()
+    try:
+        worker.wait_ready()
+        assert worker.send({"path": str(sqlite_db), "sql": "SELECT 1", "kind": "sqlite", "limits": {"bogus": 1}})
+        answer = json.loads(worker.read_line(30.0) or b"null")
+        assert answer["recycle"] is True and "the SQL worker failed: TypeError" in answer["error"]
+    finally:
+        worker.close()
