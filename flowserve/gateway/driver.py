@@ -17,6 +17,7 @@ Admission (`flowserve.gateway.admission`) is decided when an arrival is taken of
 queue, on the core's own state, so it never races with it. The driver reads the core
 only through its query API; instances come and go through `flowserve.gateway.instances`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -233,8 +234,7 @@ class LiveDriver:
         return len(self.book.open)
 
     async def add_instance(self, spec: InstanceSpec) -> bool:
-        """Add (or replace) an instance; an engine joins the routing once it answers
-        (returns whether it did; `flowserve.gateway.instances`)."""
+        """Add (or replace) an instance; whether its engine answered (`LiveInstances.add`)."""
         return await self.live.add(spec)
 
     async def remove_instance(self, name: str) -> None:

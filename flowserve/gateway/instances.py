@@ -48,7 +48,7 @@ class LiveInstances:
             await self._control(lambda now: self._feed(InstanceUp(now, spec)))
             return True
         await self._control(lambda now: self._runner.add(spec))
-        [*down] = await self.unanswered([spec])
+        down = await self.unanswered([spec])
 
         def join(now: float) -> None:  # one step of the loop: nothing is routed to it between the two
             self._feed(InstanceUp(now, spec))

@@ -9,10 +9,12 @@ answer per line on the descriptor that was stdout: `{"result": ...}` or `{"error
 prints (DuckDB's progress bar) reaches the protocol or the host's terminal. The worker
 says `ready` once its imports are done, and exits when stdin closes.
 
-Around each job, soft limits: RLIMIT_AS at the worker's current address space plus
-`worker_memory_bytes`, RLIMIT_CPU at the CPU time used so far plus the time limit and a
-grace second (SIGXCPU then ends the worker). Soft limits can be lifted again after the
-job, so one warm worker serves many jobs.
+Once a job's database is open (DuckDB maps its arenas when it connects), soft limits:
+RLIMIT_AS at the worker's address space then plus `worker_memory_bytes`, RLIMIT_CPU at
+the CPU time used so far plus the time limit and a grace second (SIGXCPU then ends the
+worker). Soft limits can be lifted again after the job, so one warm worker serves many
+jobs; a job the worker itself fails at is answered with `recycle` and the pool replaces
+the worker.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 from typing import Any, BinaryIO
 
 from flowserve.sqlexec.limits import SandboxLimits, SQLError, SQLRefused
+from flowserve.sqlexec.run import run_query
 
 CPU_GRACE_S = 1.0  # beyond the time limit: the in-engine interrupt answers first
 
@@ -69,8 +72,6 @@ def _lift() -> None:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One job's answer (never raises: a failure of the worker itself asks the pool to
     replace it)."""
-    from flowserve.sqlexec.run import run_query
-
     try:
         limits = SandboxLimits(**job["limits"])
         return {"result": run_query(job["path"], job["sql"], limits, job["kind"], lambda: _limit(limits))}
