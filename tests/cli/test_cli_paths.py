@@ -5,6 +5,7 @@ of range, a port in use and an engine url that is not http(s), each in one line.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,10 +86,10 @@ def test_a_directory_as_the_sql_cache_exits_2_before_any_work(tmp_path: Path) ->
 
 
 def test_a_good_output_path_passes_the_check_and_is_written(tmp_path: Path) -> None:
-    out = tmp_path / "new" / "folder" / "core.json"
-    res = runner.invoke(app, ["bench", "core", "--calls", "200", "--json", str(out)])
+    out = tmp_path / "new" / "folder" / "rows.json"
+    res = runner.invoke(app, ["sql", "SELECT 1 AS x", "--json", str(out)])
     assert res.exit_code == 0, res.output
-    assert out.is_file()
+    assert json.loads(out.read_text())["rows"] == [[1]]
 
 
 @pytest.fixture
