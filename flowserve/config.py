@@ -7,9 +7,11 @@ can print one line and exit 2.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -63,6 +65,34 @@ class ModelArch(Strict):
         return self
 
 
+def engine_url(url: str) -> str:
+    """An engine's base URL: http or https, with a host and an explicit port, nothing
+    after the path (ValueError naming what is wrong)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{url!r}: {e}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{url!r}: engines are reached over http or https (http://host:port), "
+                         f"not {parts.scheme + '://' if parts.scheme else 'a url without a scheme'}")
+    if not parts.hostname or not _HOST.fullmatch(parts.hostname):
+        raise ValueError(f"{url!r}: no valid host name or address")
+    if port is None:
+        raise ValueError(f"{url!r}: write the port out (e.g. {parts.scheme}://{parts.hostname}:8000)")
+    if port == 0:
+        raise ValueError(f"{url!r}: port 0 is not a port an engine listens on")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r}: credentials in the url are not supported")
+    if parts.query or parts.fragment or not _PATH.fullmatch(parts.path):
+        raise ValueError(f"{url!r}: a base url has no query, fragment or unusual characters in its path")
+    return url
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")  # a DNS name, IPv4, or an IPv6 literal
+_PATH = re.compile(r"(/[A-Za-z0-9._~-]*)*")
+
+
 class InstanceConfig(Strict):
     """One instance (or `count` identical ones). `model` is a catalog name, or any name with
     `model_arch` declared; `profile` (a fitted profile YAML) replaces the roofline cost
@@ -98,6 +128,11 @@ class InstanceConfig(Strict):
                                               "(`flowserve.profiles.ops`)")
     _profile: FittedCostModel | None = PrivateAttr(None)
 
+    @field_validator("url")
+    @classmethod
+    def _engine_url(cls, v: str | None) -> str | None:
+        return None if v is None else engine_url(v)
+
     @field_validator("gpu")
     @classmethod
     def _known_gpu(cls, v: str | None) -> str | None:
@@ -128,6 +163,8 @@ class InstanceConfig(Strict):
             return self
         if self.op_profile is not None:
             raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
+        if self.url is not None and self.backend == "sim":
+            raise ValueError(f"{where}: url is for backend openai (a simulated engine has none)")
         if self.profile is not None:
             try:
                 self._profile = load_profile(self.profile)

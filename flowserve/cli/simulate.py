@@ -18,6 +18,8 @@ from flowserve.cli.common import (
     app,
     console,
     err_console,
+    output_file,
+    output_folder,
     parse_scales,
     progress_bar,
     tune_app,
@@ -38,9 +40,9 @@ def simulate(
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
-    record_trace: Annotated[Path | None, typer.Option(help="write the simulated queries as a JSONL trace")] = None,
-    plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the summary as JSON")] = None,
+    record_trace: Annotated[Path | None, output_file(help="write the simulated queries as a JSONL trace")] = None,
+    plot: Annotated[Path | None, output_file(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
@@ -82,7 +84,7 @@ def simulate(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/demo"),
+    out: Annotated[Path, output_folder(help="folder for the report, JSON and plot")] = Path("out/demo"),
     queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
     every_pair: Annotated[bool, typer.Option(
@@ -107,7 +109,7 @@ def tune_alpha(
     beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,
     slo_scale: Annotated[float | None, typer.Option(
         help="deadlines = scale × standalone latency (default: no deadlines)")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the sweep as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the sweep as JSON")] = None,
 ) -> None:
     """Offline α sweep of hexgen_wb on a recorded trace (Hexgen §4.3)."""
     with user_errors():
@@ -131,7 +133,7 @@ def tune_alpha(
 
 @app.command()
 def calibrate(
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the comparison as JSON")] = None,
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
     trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
                                               "(a file in the published format, or a built-in name)")] = None,

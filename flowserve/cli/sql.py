@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flowserve.cli.common import app, bench_app, console, err_console, user_errors
+from flowserve.cli.common import app, bench_app, console, err_console, output_file, user_errors
 
 
 def _progress_line(stats: Any) -> None:
@@ -42,9 +42,9 @@ def sql_command(
     optimize: Annotated[str, typer.Option(
         help="none | all | list of dedup,reorder,ggr,sort,predicates,warmup")] = "all",
     on_error: Annotated[str, typer.Option(help="null (NULL + llm_error column) | fail")] = "null",
-    cache: Annotated[str | None, typer.Option(help="result cache file (SQLite), reused across statements")] = None,
+    cache: Annotated[str | None, output_file(help="result cache file (SQLite), reused across statements")] = None,
     seed: Annotated[int, typer.Option(help="seed of simulated answers")] = 0,
-    json_out: Annotated[Path | None, typer.Option(
+    json_out: Annotated[Path | None, output_file(
         "--json", help="write rows and the report (or the plan) here")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="show every candidate plan's estimate and the choice; runs no statement, calls no engine")
@@ -127,7 +127,7 @@ def bench_llmsql(
     queries: Annotated[str, typer.Option(help="query types")] = "Q1,Q2,Q3,Q4,Q5",
     tables: Annotated[str | None, typer.Option(
         help="real tables: all, or a list of airports,weather,cars,penguins,subdivisions,languages")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    json_out: Annotated[Path | None, output_file("--json")] = None,
     live: Annotated[bool, typer.Option("--live", help="run on real llama-servers (tiny GGUF) instead")] = False,
     engines: Annotated[int, typer.Option(min=1, max=4, help="llama-servers in --live")] = 2,
 ) -> None:

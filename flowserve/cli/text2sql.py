@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import CLUSTER_HELP, PLAIN_HELP, app, console, user_errors
+from flowserve.cli.common import CLUSTER_HELP, PLAIN_HELP, app, console, output_file, user_errors
 
 text2sql_app = typer.Typer(**PLAIN_HELP, help="The Text-to-SQL agent: evaluation.")
 app.add_typer(text2sql_app, name="text2sql")
@@ -28,8 +28,8 @@ def eval_(
     api_key: Annotated[str | None, typer.Option(help="--gateway: bearer key")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="questions in flight at once")] = 4,
     limit: Annotated[int | None, typer.Option(min=1, help="only the first N questions")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the report as JSON")] = None,
-    trace: Annotated[Path | None, typer.Option(help="record the run in the published trace format "
+    json_out: Annotated[Path | None, output_file("--json", help="write the report as JSON")] = None,
+    trace: Annotated[Path | None, output_file(help="record the run in the published trace format "
                                                     "(replay: kind agent_trace; compare: calibrate --trace)")] = None,
 ) -> None:
     """Run the agent on every question; report execution accuracy against the gold SQL,
@@ -84,7 +84,7 @@ def simulate_(
     error_prob: Annotated[float, typer.Option(min=0.0, max=1.0, help="P(an SQL execution fails)")] = 0.3,
     lengths_from: Annotated[str | None, typer.Option(help="a recorded live run (eval --trace): its per-stage "
                                                          "output means model the answers")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the result as JSON")] = None,
 ) -> None:
     """Run the agent's own workflow in the simulator: real prompts (schema, questions),
     modelled answer lengths, SQL errors and tool times."""

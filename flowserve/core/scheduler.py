@@ -48,6 +48,7 @@ from flowserve.types.events import (
     PrefillDone,
     PrefixEvicted,
     QueryArrived,
+    QueryCancelled,
     Tick,
     Tokenized,
 )
@@ -106,6 +107,7 @@ class SchedulerCore:
             PrefillDone: calls.on_prefill_done,
             InstanceCapacity: calls.on_capacity,
             QueryArrived: self._on_arrival,
+            QueryCancelled: self._on_cancelled,
             OpFinished: self._on_op_finished,
             CallFailed: calls.on_failed,
             Tokenized: calls.on_tokenized,
@@ -286,6 +288,12 @@ class SchedulerCore:
         self._opbook.drop_query(qs)
         self._queries.pop(qs.id, None)
         self._out.append(QueryFailed(qs.id, self._view.now, reason))
+
+    def _on_cancelled(self, ev: QueryCancelled) -> None:
+        """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
+        qs = self._queries.get(ev.query_id)
+        if qs is not None:
+            self._fail(qs, ev.reason)
 
     def fail_query(self, qs: QueryState, reason: str) -> None:
         """For the books: a call or op that cannot run fails its query."""

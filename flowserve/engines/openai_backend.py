@@ -99,8 +99,11 @@ class OpenAIBackend:
                 for choice in chunk.get("choices") or ():
                     relay_choice(choice, sink)
         # only a streaming client needs the engine's stream: a whole answer is one JSON body
-        # to parse instead of a chunk per token (the TTFT metric then covers streams only)
-        stream = sink is not None
+        # to parse instead of a chunk per token (the TTFT metric then covers streams only).
+        # llama-server streams anyway: it notices a closed connection (a cancelled call)
+        # only while streaming — a non-streamed request is checked only after a second
+        # with no result for any request, which a busy server never has
+        stream = sink is not None or client.engine == "llamacpp"
         if call.chat is not None and sends_chat(call.chat, params):
             if call.chat.tools:
                 params["tools"] = [dict(t) for t in call.chat.tools]

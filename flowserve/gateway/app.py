@@ -29,8 +29,10 @@ from flowserve.apps.registry import builtin_workflows
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.driver import BackendFactory, LiveDriver
 from flowserve.gateway.llm import LLMRoutes
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     APIError,
     decode_json,
@@ -120,7 +122,8 @@ class Gateway:
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
                            code="workflow_not_found")
-        body = decode_json(await request.body()) if await request.body() else {}
+        raw = await request.body()
+        body = await off_loop(len(raw) > LARGE_BODY_BYTES, decode_json, raw) if raw else {}
         if not isinstance(body, dict):
             raise APIError(400, "the request body must be a JSON object")
         inputs = body.get("input", {})
@@ -141,7 +144,12 @@ class Gateway:
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",
                                  "url": f"/v1/queries/{h.id}"}, status_code=202)
-        result = await h.done
+        watch = ClientWatch(request.receive, self.driver.cancel)
+        watch.track(h.id)
+        try:
+            result = await h.done
+        finally:
+            watch.stop()
         out = query_body(result)
         if result.status != "completed":
             err = failure_error(result.reason or "failed")
@@ -176,8 +184,8 @@ class Gateway:
         spec = specs[0]
         if spec.backend == "openai" and not spec.url:
             raise APIError(400, "url: backend openai needs a url", param="url")
-        await self.driver.add_instance(spec)
-        return JSONResponse({"added": spec.name, "instances": self.driver.instances()}, status_code=201)
+        up = await self.driver.add_instance(spec)
+        return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import orjson
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FlowserveError
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     SSE_DONE,
     APIError,
@@ -59,16 +60,28 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
+def _parsed(model: type[ChatRequest | CompletionRequest], raw: bytes) -> ChatRequest | CompletionRequest:
+    return parse(model, decode_json(raw))
+
+
+def _ids_in_range(ids: list[int]) -> bool:
+    return all(0 <= t <= MAX_TOKEN_ID for t in ids)
+
+
 class LLMRoutes:
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
         self.driver = gw.driver
 
-    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str) -> Reply:
+    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str,
+                     on_query: Callable[[int], None] | None = None) -> Reply:
+        """`on_query` learns the id of the query the request started (to cancel it when
+        the client leaves)."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
-        req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
+        req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
+                             else CompletionRequest, raw)
         model = gw.model_of(req.model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or gw.config.gateway.default_max_tokens)
@@ -87,6 +100,8 @@ class LLMRoutes:
         h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
                                   cls=hdr.cls)
         await gw.submit(h)
+        if on_query is not None:
+            on_query(h.id)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         qid = (b"x-flowserve-query-id", str(h.id).encode())
         if queue is not None:
@@ -115,7 +130,7 @@ class LLMRoutes:
                 raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
                                param="prompt")
             return await self._prompt_ids(prompt[0], model)
-        if any(t < 0 or t > MAX_TOKEN_ID for t in prompt):
+        if not await off_loop(len(prompt) > LARGE_BODY_BYTES // 8, _ids_in_range, prompt):
             raise APIError(400, f"prompt: token ids must lie in [0, {MAX_TOKEN_ID}]", param="prompt")
         return list(prompt)
 

@@ -24,6 +24,7 @@ import orjson
 
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
+from flowserve.gateway.offload import LARGE_TEXT_CHARS, off_loop
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Chat, Lit, Prompt, Segment, Toks
 from flowserve.tokenize.chat import ChatTokenizer, chat_messages, chat_parts
@@ -132,33 +133,28 @@ class GatewayTokens:
     # ------------------------------------------------------------------ through the engines
 
     def tokenizers(self, model: str | None) -> list[ChatTokenizer]:
-        """Who can tokenize for `model`: the up instances' engines (healthy circuits
-        first), else the word tokenizer of simulated engines."""
-        found = []
-        for s in self._serving(model):
-            tok = self._engine_tokenizer(s.name)
-            if tok is not None:
-                found.append((self._circuit(s.name) != "closed", tok))
-        found.sort(key=lambda x: x[0])
-        return [tok for _, tok in found] or [self._words]
+        """Who can tokenize for `model`: the engines of the up instances whose circuit is
+        closed (one that never answered is down), else the word tokenizer of simulated
+        engines."""
+        found = [tok for s in self._serving(model) if self._circuit(s.name) == "closed"
+                 and (tok := self._engine_tokenizer(s.name)) is not None]
+        return found or [self._words]
 
     async def _ask(self, model: str | None, fn: Callable[[ChatTokenizer], Any]) -> Any:
-        """The first tokenizer that answers: one engine down must not fail requests."""
-        error: Exception | None = None
+        """The first tokenizer that answers: one engine failing (down, or answering
+        errors) must not fail requests another engine can tokenize."""
+        errors: list[EngineError] = []
         for tok in self.tokenizers(model):
             try:
                 return await fn(tok)
             except EngineError as e:
-                if not e.retryable:
-                    raise
-                error = e
-        assert error is not None
-        raise error
+                errors.append(e)
+        raise errors[0]
 
     async def text(self, text: str, model: str | None) -> list[int]:
         local = self._local_text(model)
         if local is not None:
-            return local(text)
+            return await off_loop(len(text) > LARGE_TEXT_CHARS, local, text)
         return await self._recent.get((model, text), lambda: self._ask(model, lambda tok: tok.encode(text)))
 
     async def chat(self, chat: Chat, model: str | None) -> list[int]:

@@ -60,8 +60,14 @@ class GatewaySettings(Strict):
                                       "predicted queueing delay on the best instance exceeds this; null: off")
     max_queries: int = Field(10_000, ge=1, description="open queries at most; beyond, 429")
     drain_timeout_s: float = Field(30.0, ge=0, description="graceful shutdown: how long open queries may finish")
+    max_body_bytes: int = Field(16 << 20, ge=1024, le=1 << 30, description="a request body above this is refused "
+                                "(413) before it is read; 16 MiB holds a 1M-token prompt as text or as token ids")
     sql_time_limit_s: float = Field(5.0, gt=0, le=3600, description="one statement of the `sql` tool (the SQL "
                                     "sandbox)")
+    sql_workers: int = Field(2, ge=1, le=64, description="warm worker processes that run the `sql` tool's "
+                             "statements")
+    sql_memory_mb: int = Field(1024, ge=64, le=1 << 20, description="address space one `sql` statement may add "
+                               "(RLIMIT_AS, MiB)")
     jobs: Literal["thread", "process"] = Field("process", description="where background jobs (RunJob, e.g. the "
                                                "α sweep) run")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens of a request that gives none")

@@ -131,6 +131,16 @@ class Tokenized:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryCancelled:
+    """Nobody waits for the query any more (its client went away): the core fails it
+    with `reason`, cancelling its running calls and dropping its queued ones."""
+
+    time: float
+    query_id: int
+    reason: str = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
 class JobFinished:
     """A `RunJob` the driver ran (off the event path) has finished."""
 
@@ -142,6 +152,7 @@ class JobFinished:
 
 Event = (
     QueryArrived
+    | QueryCancelled
     | CallFinished
     | CallProgress
     | PrefillDone
