@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowserve.bench.sql_jobs import llm_sql_job
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, QueryPlan, Segment
 from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
@@ -30,6 +31,7 @@ class Case:
     build: Callable[[int, int], Workload]  # (queries, seed) → workload
     tenant_weights: str = ""  # the flowserve queue's weights for this case
     mixed: bool = False
+    batch_only: bool = False  # no interactive work: judged by the batch work's latency
 
 
 def _shift_item(item, offset: int):
@@ -105,12 +107,19 @@ def _preble(kind: str) -> Callable[[int, int], Workload]:
 
 
 def _mixed_classes(n: int, seed: int) -> Workload:
-    """text2sql (tenant gold) + tool_use (tenant free), interactive, plus a batch job."""
+    """text2sql (tenant gold) + tool_use (tenant free), interactive, plus LLM-in-SQL
+    statements as batch work (one per ten interactive text2sql queries)."""
     t2s = load_workload("text2sql-mixed", {"rate": 0.5, "queries": n, "seed": seed})
     horizon = max(q.arrival for q in t2s.queries)
     tools = load_workload("tool_use", {"rate": 2.0, "queries": max(4, int(2.0 * horizon)), "seed": seed + 1})
-    job = batch_job(max(40, 20 * n), seed + 2, start_s=horizon * 0.1)
+    k = max(2, n // 10)
+    job = llm_sql_job(k, seed + 2, start_s=horizon * 0.1, every_s=0.8 * horizon / k)
     return mix("mixed", [tag(t2s, 0, "gold"), tag(tools, 1, "free"), tag(job, 2, "etl", "batch")])
+
+
+def _statements(n: int, seed: int) -> Workload:
+    """LLM-in-SQL statements alone: one per ten queries of the bench's size, one every 5 s."""
+    return llm_sql_job(max(4, n // 10), seed, every_s=5.0)
 
 
 def _two_tenants(n: int, seed: int) -> Workload:
@@ -127,6 +136,7 @@ SINGLE: dict[str, Case] = {
 }
 TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the built-in workloads' rates
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
+SINGLE["llm_sql"] = Case("llm_sql", "preble-a6000", _statements, batch_only=True)
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),

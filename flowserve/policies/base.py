@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
+from flowserve.policies.queue_books import Ahead
 from flowserve.types.commands import Command
 from flowserve.types.events import Event
 
@@ -127,10 +128,21 @@ class QueuePolicy(ABC):
         """Waiting calls of batch queries (they yield to interactive ones)."""
         return 0
 
-    def batch_work_s(self) -> float:
-        """Σ t_comp of the waiting batch calls."""
+    def waiting_before(self, cs: CallState) -> Ahead:
+        """The waiting calls this queue would release before `cs`: count, Σ t_comp, Σ
+        prefill seconds (default: all of them)."""
+        return Ahead(len(self), self.waiting_work_s(), self.waiting_prefill_s())
+
+    def running_context(self, inst: InstanceState) -> float:
+        """Σ context (prompt + half the predicted output) of the calls running on the instance."""
+        return sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
+
+    def prefill_load(self, now: float) -> float:
+        """The share of the engine's recent time its calls' prefills took (measured from the
+        releases; 0 when not tracked): decode steps share iterations with those prefills."""
         return 0.0
 
-    def batch_prefill_s(self) -> float:
-        """Σ prefill seconds of the waiting batch calls."""
-        return 0.0
+    def batch_limit(self, inst: InstanceState) -> int | None:
+        """How many calls this queue lets the instance run at once (None: as many as the
+        engine admits); a queue that gates releases to the engine's sweet spot says where."""
+        return None

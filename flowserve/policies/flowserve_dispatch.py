@@ -54,7 +54,7 @@ from typing import Literal
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.policies.base import DispatchPolicy
-from flowserve.policies.flowserve_queue import is_batch, occupancy
+from flowserve.policies.flowserve_queue import occupancy
 from flowserve.policies.preble_costs import overloaded
 from flowserve.policies.urgency import remaining_costs
 
@@ -99,6 +99,25 @@ def externality(cost, steps: int, own_context: float, running: int, running_cont
         return 0.0
     return running * steps * (cost.decode_step_time(running + 1, running_context + own_context)
                               - cost.decode_step_time(running, running_context))
+
+
+MAX_LOAD = 0.9  # a measured prefill load is capped below 1: the stall stays finite
+
+
+def prefill_stall(decode_s: float, load: float) -> float:
+    """Extra seconds a decode of `decode_s` takes while prefills take `load` of the engine's
+    time: decode steps run only in the rest, so decode / (1 − load) − decode."""
+    load = min(load, MAX_LOAD)
+    return decode_s * load / (1.0 - load)
+
+
+def slot_wait(excess: int, running: int, mean_call_s: float) -> float:
+    """Seconds until a slot frees for a call that finds `excess` calls (itself included)
+    beyond what its engine may run: running calls finish one per mean call / running
+    seconds in steady state (Little's law), so excess × mean call / running."""
+    if excess <= 0 or running <= 0:
+        return 0.0
+    return excess * mean_call_s / running
 
 
 def completion_score(wait_s: float, t_comp_s: float, cost_s: float) -> float:
@@ -155,28 +174,30 @@ class FlowserveDispatch(DispatchPolicy):
                 self._slack = {k: v for k, v in self._slack.items() if k in live}
         return slack_fraction(memo[1] - view.now, memo[2])
 
-    def wait(self, inst: InstanceState, batch: bool, now: float) -> float:
-        """Work ahead of the call. "serial": every queued and running call's t_comp (Hexgen's
-        t_queue); "batched": the queued calls' work plus the running batch's mean remaining
-        call (running calls share the engine's batch with a new one rather than precede it)."""
+    def wait(self, inst: InstanceState, cs: CallState, now: float) -> float:
+        """Work ahead of the call: what its queue releases before it (`waiting_before`: batch
+        work and tenants ahead on their fair share go after an interactive call). "serial":
+        that work and the running calls' t_comp (Hexgen's t_queue); "batched": its prefills
+        and the prefill the running calls still owe (prefills go one after the other through
+        the token budget), the running batch's mean call weighed by how full the engine is,
+        and the wait for a slot where the queue holds calls beyond the sweet spot."""
         queue = inst.queue
-        if self.wait_model == "serial":
-            w = inst.outstanding
-            if not batch:
-                w -= queue.batch_work_s()
-            return max(w, 0.0)
+        ahead = queue.waiting_before(cs)
         queued = queue.waiting_work_s()
-        w = queue.waiting_prefill_s() + queue.running_prefill_s(inst, now)
+        if self.wait_model == "serial":
+            return max(inst.outstanding - queued + ahead.work_s, 0.0)
+        w = ahead.prefill_s + queue.running_prefill_s(inst, now)
         n = len(inst.running)
-        if n:  # the mean running call, weighed by how full the engine is (slots or KV)
-            w += (inst.outstanding - queued) / n * occupancy(inst)
-        if not batch:
-            w -= queue.batch_prefill_s()
+        if n:
+            mean_call = (inst.outstanding - queued) / n
+            w += mean_call * occupancy(inst)
+            limit = queue.batch_limit(inst)
+            if limit is not None:
+                w += slot_wait(n + ahead.calls + 1 - limit, n, mean_call)
         return max(w, 0.0)
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],
                view: ClusterView) -> InstanceState:
-        batch = is_batch(cs)
         # slack, or the cluster's backlog: when calls queue everywhere, capacity is what all lack
         w = max(self.slack(cs, candidates, view), backlog(candidates))
         best, best_key = candidates[0], (math.inf, math.inf)
@@ -186,13 +207,16 @@ class FlowserveDispatch(DispatchPolicy):
         rows = []
         for inst in candidates:
             tc = view.t_comp(cs, inst)
-            wait = self.wait(inst, batch, view.now)
+            wait = self.wait(inst, cs, view.now)
             harm = 0.0
             if self.wait_model == "batched" and inst.running:
                 n = len(inst.running)
-                ctx = sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
+                ctx = inst.queue.running_context(inst)
                 wait += batch_slowdown(inst.cost, steps, own_ctx, n, ctx)
                 harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)
+                load = inst.queue.prefill_load(view.now)
+                if load > 0:  # the decode steps share iterations with the engine's prefills
+                    wait += prefill_stall(steps * inst.cost.decode_step_time(n + 1, ctx + own_ctx), load)
             finish[inst.name] = wait + tc
             rows.append((inst, wait + harm, tc))
         colds = [view.t_cold(cs, inst) for inst, _, _ in rows]

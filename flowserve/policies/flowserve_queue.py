@@ -14,18 +14,29 @@ from collections.abc import Iterator, Mapping
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
+from flowserve.policies.queue_books import Ahead, RunningBook, WaitingTally
 from flowserve.policies.urgency import UrgencyQueue
+from flowserve.profiles.sweet_spot import DEFAULT_GAIN, SweetSpots
 
 
 def is_batch(cs: CallState) -> bool:
     return cs.query.query.cls == "batch"
 
 
+def _group(cs: CallState) -> str | None:
+    """The tally group of a waiting call: its tenant, or None for batch work."""
+    return None if is_batch(cs) else cs.query.query.tenant
+
+
+def engine_slots(inst: InstanceState) -> int:
+    """The sequences the engine may run at once: its slots, or `max_inflight` if fewer."""
+    slots = inst.spec.engine.max_num_seqs
+    return min(slots, inst.spec.max_inflight) if inst.spec.max_inflight else slots
+
+
 def occupancy(inst: InstanceState) -> float:
     """How full the engine is: the larger of its sequence slots and KV memory in use."""
-    slots = len(inst.running) / max(1, inst.spec.engine.max_num_seqs)
-    if inst.spec.max_inflight:
-        slots = max(slots, len(inst.running) / inst.spec.max_inflight)
+    slots = len(inst.running) / max(1, engine_slots(inst))
     kv = 0.0
     cap = inst.kv_capacity
     if cap and inst.spec.reports_capacity and inst.kv_free < cap:
@@ -37,69 +48,47 @@ class FlowserveQueue(UrgencyQueue):
     name = "flowserve"
     uses_deadline = True
 
-    def __init__(self, batch_share: float = 0.1, tenant_weights: str | Mapping[str, float] = "",
-                 fair_slack: float = 4096.0,
-                 batch_occupancy: float = 0.5) -> None:
+    def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
+                 gain: float = DEFAULT_GAIN) -> None:
         super().__init__()
-        if not 0.0 < batch_share <= 1.0:
-            raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
-        self.batch_share = batch_share
-        if not 0.0 < batch_occupancy <= 1.0:
-            raise ValueError(f"batch_occupancy must be in (0, 1], got {batch_occupancy}")
-        self.batch_occupancy = batch_occupancy
         self.tenant_weights = parse_weights(tenant_weights)  # the core's VTC accounts use them
         self.fair_slack = fair_slack
+        self.gain = gain
+        self._spots = SweetSpots(gain)  # raises on a gain outside [0, 1]
         self._batch: OrderedDict[int, CallState] = OrderedDict()
-        self._batch_work = 0.0  # Σ t_comp of the batch calls waiting here
-        self._queued_work = 0.0  # Σ t_comp of every call waiting here
-        self._queued_prefill = 0.0  # Σ prefill seconds of their uncached prompts
-        self._batch_prefill = 0.0  # the same for the batch calls
-        self._prefill: dict[int, float] = {}
-        self._started: dict[int, tuple[float, float]] = {}  # running call → (release time, prefill s)
+        self._tally = WaitingTally()  # per tenant's interactive calls, and the batch calls (None)
+        self._prefill: dict[int, float] = {}  # waiting call → prefill seconds
+        self._running = RunningBook()
         self._view: ClusterView | None = None
 
     def bind(self, view: ClusterView) -> None:
         self._view = view
 
     def push(self, cs: CallState) -> None:
-        self._queued_work += cs.t_comp
-        pf = self._prefill_s(cs)
-        self._prefill[cs.id] = pf
-        self._queued_prefill += pf
+        pf = self._prefill[cs.id] = self._prefill_s(cs)
+        self._tally.add(_group(cs), cs.t_comp, pf)
         if is_batch(cs):
             self._batch[cs.id] = cs
-            self._batch_work += cs.t_comp
-            self._batch_prefill += pf
             return
         super().push(cs)
 
     def running_prefill_s(self, inst: InstanceState, now: float) -> float:
         """Prefill seconds the running calls still owe (prefills share the token budget:
         they go one after the other, while decodes share the batch)."""
-        total = 0.0
-        gone = []
-        for cid, (start, pf) in self._started.items():
-            if cid not in inst.running:
-                gone.append(cid)
-            else:
-                total += max(0.0, pf - (now - start))
-        for cid in gone:
-            del self._started[cid]
-        return total
+        self._running.sync(inst)
+        return self._running.prefill_owed_s(now)
 
     def remove(self, cs: CallState, released: bool) -> None:
-        last = len(self) <= 1
-        self._queued_work = 0.0 if last else max(0.0, self._queued_work - cs.t_comp)
         pf = self._prefill.pop(cs.id, 0.0)
-        if released and pf > 0 and self._view is not None:
-            self._started[cs.id] = (self._view.now, pf)
-        self._queued_prefill = 0.0 if last else max(0.0, self._queued_prefill - pf)
+        self._tally.remove(_group(cs), cs.t_comp, pf)
+        view = self._view
+        if released and view is not None:
+            self._running.sync(view.instances[cs.instance])
+            self._running.start(cs, view.now, pf)
         if cs.id in self._batch:
             del self._batch[cs.id]
-            self._batch_work = max(0.0, self._batch_work - cs.t_comp) if self._batch else 0.0
-            self._batch_prefill = max(0.0, self._batch_prefill - pf) if self._batch else 0.0
             return
         super().remove(cs, released)
 
@@ -113,19 +102,27 @@ class FlowserveQueue(UrgencyQueue):
         return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
 
     def waiting_work_s(self) -> float:
-        return self._queued_work
+        return self._tally.total().work_s
 
     def waiting_prefill_s(self) -> float:
-        return self._queued_prefill
+        return self._tally.total().prefill_s
 
     def batch_waiting(self) -> int:
         return len(self._batch)
 
-    def batch_work_s(self) -> float:
-        return self._batch_work
-
-    def batch_prefill_s(self) -> float:
-        return self._batch_prefill
+    def waiting_before(self, cs: CallState) -> Ahead:
+        """A batch call waits for every call here; an interactive call for the interactive
+        calls of its own tenant and of the tenants not further than `fair_slack` ahead of
+        it on the VTC counters (the others go after it)."""
+        if is_batch(cs):
+            return self._tally.total()
+        view = self._view
+        tenant = cs.query.query.tenant
+        if view is None:
+            return self._tally.total(lambda g: g is not None)
+        limit = view.tenants.counter(tenant) + self.fair_slack
+        counter = view.tenants.counter
+        return self._tally.total(lambda g: g is not None and (g == tenant or counter(g) <= limit))
 
     def __len__(self) -> int:
         return len(self._q) + len(self._batch)
@@ -134,22 +131,43 @@ class FlowserveQueue(UrgencyQueue):
         yield from self._q.values()
         yield from self._batch.values()
 
+    def running_context(self, inst: InstanceState) -> float:
+        self._running.sync(inst)
+        return self._running.context_sum()
+
+    def prefill_load(self, now: float) -> float:
+        return self._running.prefill_load(now)
+
+    def batch_limit(self, inst: InstanceState) -> int:
+        """The engine's sweet spot at its running batch's context (`flowserve.profiles.sweet_spot`):
+        beyond it an added call slows every running one more than it adds throughput, so the
+        rest wait here, where urgency, fair shares and the batch filler order them."""
+        book = self._running
+        book.sync(inst)
+        return self._spots(inst.cost, book.context(), engine_slots(inst))
+
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        limit = self.batch_limit(inst)
         if self._q:
+            if self._running.interactive >= limit:
+                return None  # batch calls running do not hold interactive ones back: they end soon
             if len(inst.waiting_tenants) > 1:
                 return self._fair_select(inst, view)
             return super().select(inst, view)
-        if not self._batch:
+        if not self._batch or len(inst.running) >= limit:
             return None
-        cap = max(1, int(self.batch_share * inst.spec.engine.max_num_seqs))
-        if inst.spec.max_inflight is not None:
-            cap = min(cap, max(1, int(self.batch_share * inst.spec.max_inflight)))
-        running_batch = sum(1 for c in inst.running.values() if is_batch(c))
-        if running_batch >= cap:
-            return None
-        if occupancy(inst) >= self.batch_occupancy:
-            return None  # the engine's slots or KV are filling up: leave them to interactive work
-        return next(iter(self._batch.values()))
+        return next(iter(self._batch.values()))  # no interactive call waits: batch work fills the engine
+
+    def _most_urgent(self, keep) -> CallState | None:
+        best, best_key = None, -math.inf
+        for cs in self._q.values():
+            if not keep(cs):
+                continue
+            entry = self._keys.get(cs.id)
+            key = entry[1] if entry is not None else -math.inf
+            if best is None or key > best_key:
+                best, best_key = cs, key
+        return best
 
     def _fair_select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
         """The most urgent call, unless its tenant is more than fair_slack weighted tokens
@@ -160,12 +178,4 @@ class FlowserveQueue(UrgencyQueue):
         poorest = min(inst.waiting_tenants, key=ledger.counter)
         if ledger.counter(top.query.query.tenant) - ledger.counter(poorest) <= self.fair_slack:
             return top
-        best, best_key = None, -math.inf
-        for cs in self._q.values():
-            if cs.query.query.tenant != poorest:
-                continue
-            entry = self._keys.get(cs.id)
-            key = entry[1] if entry is not None else -math.inf
-            if best is None or key > best_key:
-                best, best_key = cs, key
-        return best or top
+        return self._most_urgent(lambda c: c.query.query.tenant == poorest) or top

@@ -1,0 +1,151 @@
+"""What a queue policy remembers of the calls it released to its instance, until they
+finish: when each started, the prefill it owed, its context and its class.
+
+The core removes a finished call from `inst.running`; the book notices at its next
+`sync` (O(running) only when something left). From it a queue answers the prefill
+seconds the running calls still owe (prefills go one after the other through the
+engine's token budget), the running batch's mean context (for the sweet spot), how many
+of them are interactive, and the share of time their prefills took lately.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import TYPICAL_CONTEXT
+
+LOAD_TAU_S = 10.0  # the prefill load's memory: a few calls' lifetimes on the papers' clusters
+
+
+def decayed(value: float, dt: float, tau: float) -> float:
+    """An exponentially weighted sum `dt` seconds later: value · e^(−dt/τ)."""
+    return value * math.exp(-dt / tau) if dt > 0 else value
+
+
+class PrefillLoad:
+    """The share of time recent prefills take: Σ prefill seconds released, each weighted
+    e^(−age/τ), divided by τ (the mean of a rate over an exponential window)."""
+
+    __slots__ = ("_at", "_sum", "tau")
+
+    def __init__(self, tau: float = LOAD_TAU_S) -> None:
+        self.tau = tau
+        self._sum = 0.0
+        self._at = 0.0
+
+    def add(self, now: float, prefill_s: float) -> None:
+        self._sum = decayed(self._sum, now - self._at, self.tau) + prefill_s
+        self._at = max(self._at, now)
+
+    def share(self, now: float) -> float:
+        return decayed(self._sum, now - self._at, self.tau) / self.tau
+
+
+@dataclass(slots=True)
+class Started:
+    interactive: bool
+    start: float  # release time
+    prefill_s: float  # seconds its uncached prompt holds the token budget
+    context: float  # prompt + half the predicted output
+
+
+class RunningBook:
+    __slots__ = ("_calls", "_context", "_load", "interactive")
+
+    def __init__(self) -> None:
+        self._calls: dict[int, Started] = {}
+        self._context = 0.0
+        self._load = PrefillLoad()
+        self.interactive = 0  # interactive calls running
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def start(self, cs: CallState, now: float, prefill_s: float) -> None:
+        """The call was released (call `sync` first: the core adds it to `inst.running` after)."""
+        s = Started(cs.query.query.cls != "batch", now, prefill_s, cs.input_tokens + cs.predicted_output / 2)
+        old = self._calls.pop(cs.id, None)
+        if old is not None:
+            self._drop(old)
+        self._calls[cs.id] = s
+        self._context += s.context
+        self._load.add(now, prefill_s)
+        self.interactive += s.interactive
+
+    def _drop(self, s: Started) -> None:
+        self._context -= s.context
+        self.interactive -= s.interactive
+
+    def sync(self, inst: InstanceState) -> None:
+        """Forget the calls that left the instance (finished, failed or moved). Every call
+        running there was started here, so equal sizes mean none left."""
+        if len(self._calls) <= len(inst.running):
+            return
+        running = inst.running
+        for cid in [c for c in self._calls if c not in running]:
+            self._drop(self._calls.pop(cid))
+        if not self._calls:  # no float drift across idle periods
+            self._context = 0.0
+
+    def prefill_load(self, now: float) -> float:
+        return self._load.share(now)
+
+    def prefill_owed_s(self, now: float) -> float:
+        """Prefill seconds the running calls still owe, each counted from its release."""
+        return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
+
+    def context_sum(self) -> float:
+        return self._context
+
+    def context(self) -> float:
+        """Mean context of the running calls (TYPICAL_CONTEXT with none)."""
+        return self._context / len(self._calls) if self._calls else TYPICAL_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """Waiting calls a queue would release before a given call: how many, Σ t_comp, Σ prefill s."""
+
+    calls: int = 0
+    work_s: float = 0.0
+    prefill_s: float = 0.0
+
+
+class WaitingTally:
+    """Sums over a queue's waiting calls, per group (a tenant's interactive calls, or the
+    batch calls): count, predicted work and prefill seconds. Sums of floats are reset when
+    a group empties, so they do not drift."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups: dict[str | None, list[float]] = {}  # group → [calls, work s, prefill s]
+
+    def add(self, group: str | None, work_s: float, prefill_s: float) -> None:
+        g = self.groups.get(group)
+        if g is None:
+            g = self.groups[group] = [0, 0.0, 0.0]
+        g[0] += 1
+        g[1] += work_s
+        g[2] += prefill_s
+
+    def remove(self, group: str | None, work_s: float, prefill_s: float) -> None:
+        g = self.groups[group]
+        if g[0] <= 1:
+            del self.groups[group]
+            return
+        g[0] -= 1
+        g[1] = max(0.0, g[1] - work_s)
+        g[2] = max(0.0, g[2] - prefill_s)
+
+    def total(self, keep=None) -> Ahead:
+        """The sums over the groups `keep(group)` accepts (all by default)."""
+        n, work, prefill = 0, 0.0, 0.0
+        for group, (c, w, p) in self.groups.items():
+            if keep is None or keep(group):
+                n += int(c)
+                work += w
+                prefill += p
+        return Ahead(n, work, prefill)
