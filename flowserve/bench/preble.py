@@ -40,9 +40,13 @@ POLICIES: dict[str, PolicySpec] = {
 BASELINE = "round_robin"
 CLUSTERS = {"preble-a6000": "4×A6000, Mistral-7B", "preble-h100": "8×H100, Llama-3-70B (TP 4, 2 instances)"}
 # Queries per second (episodes, problems) and virtual seconds of arrivals (full, quick).
+# `mixed` (tool use + video QA, bursty arrivals) mixes decode-heavy and prefill-heavy
+# requests: the workload where P/D balancing has imbalance to act on.
 RATES: dict[str, dict[str, float]] = {
-    "preble-a6000": {"tool_use": 40, "embodied_agent": 6, "programming": 1.0, "video_qa": 3, "long_doc_qa": 1},
-    "preble-h100": {"tool_use": 40, "embodied_agent": 10, "programming": 2.0, "video_qa": 12, "long_doc_qa": 9},
+    "preble-a6000": {"tool_use": 40, "embodied_agent": 6, "programming": 1.0, "video_qa": 3, "long_doc_qa": 1,
+                     "mixed": 8},
+    "preble-h100": {"tool_use": 40, "embodied_agent": 10, "programming": 2.0, "video_qa": 12, "long_doc_qa": 9,
+                    "mixed": 20},
 }
 DURATION_S = {"full": 240.0, "quick": 30.0}
 MAX_REQUESTS = {"full": 4_000, "quick": 1_200}
@@ -105,14 +109,21 @@ def run_case(case: Case, policies: dict[str, PolicySpec], seed: int = 0) -> dict
             "requests": base["requests"], "runs": runs}
 
 
+def moves(stats: dict[str, int]) -> str:
+    """E2's post-assignment moves of a run: rebalanced / P/D-balanced / replicated requests."""
+    if "exploit" not in stats:
+        return "—"
+    return f"{stats.get('rebalanced', 0)} / {stats.get('pd_balanced', 0)} / {stats.get('replicated', 0)}"
+
+
 def case_table(result: dict[str, Any]) -> str:
     rows = []
     for label, r in result["runs"].items():
         rows.append([label, r["latency_mean_s"], r["latency_p99_s"], r["ttft_mean_s"], r["ttft_p99_s"],
                      None if r["tpot_mean_s"] is None else 1000 * r["tpot_mean_s"], r["token_hit_rate"],
-                     r["mean_gain"], r["p99_gain"]])
+                     r["mean_gain"], r["p99_gain"], moves(r["policy_stats"])])
     return markdown_table(["policy", "mean s", "p99 s", "TTFT s", "TTFT p99 s", "TPOT ms", "hit rate",
-                           "mean ×RR", "p99 ×RR"], rows)
+                           "mean ×RR", "p99 ×RR", "rebal. / P/D / repl."], rows)
 
 
 def summary_table(results: Sequence[dict[str, Any]], label: str) -> str:
@@ -150,9 +161,7 @@ def plot(results: Sequence[dict[str, Any]], path: Path) -> Path:
 def run_preble_bench(out: Path, quick: bool, console: Console, clusters: Sequence[str] | None = None,
                      kinds: Sequence[str] | None = None,
                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from flowserve.workloads.preble import KINDS
-
-    todo = cases(quick, clusters or list(CLUSTERS), kinds or list(KINDS))
+    todo = cases(quick, clusters or list(CLUSTERS), kinds or list(RATES[next(iter(CLUSTERS))]))
     results = []
     t0 = time.perf_counter()
     for case in todo:

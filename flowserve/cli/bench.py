@@ -59,20 +59,20 @@ def bench_preble(
     quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
     out: Annotated[Path, output_folder(help="folder for the report, JSON and plot")] = Path("out/bench-preble"),
     cluster: Annotated[list[str] | None, typer.Option(help="preble-a6000 and/or preble-h100 (default both)")] = None,
-    workload: Annotated[list[str] | None, typer.Option(help="Preble workload kinds (default all five)")] = None,
+    workload: Annotated[list[str] | None, typer.Option(help="Preble workload kinds (default: all six)")] = None,
 ) -> None:
     """Preble's clusters × workloads × E2 ablation stack, ratios against round-robin."""
     with user_errors():
-        from flowserve.bench.preble import CLUSTERS, run_preble_bench
+        from flowserve.bench.preble import CLUSTERS, RATES, run_preble_bench
         from flowserve.errors import ConfigError
-        from flowserve.workloads.preble import KINDS
 
         for c in cluster or ():
             if c not in CLUSTERS:
                 raise ConfigError(f"--cluster: unknown {c!r}; known: {', '.join(CLUSTERS)}")
+        kinds = RATES[next(iter(CLUSTERS))]
         for w in workload or ():
-            if w not in KINDS:
-                raise ConfigError(f"--workload: unknown {w!r}; known: {', '.join(KINDS)}")
+            if w not in kinds:
+                raise ConfigError(f"--workload: unknown {w!r}; known: {', '.join(kinds)}")
         run_preble_bench(out, quick, console, cluster, workload)
 
 

@@ -137,11 +137,6 @@ class QueuePolicy(ABC):
         """Σ context (prompt + half the predicted output) of the calls running on the instance."""
         return sum(c.input_tokens + c.predicted_output / 2 for c in inst.running.values())
 
-    def prefill_load(self, now: float) -> float:
-        """The share of the engine's recent time its calls' prefills took (measured from the
-        releases; 0 when not tracked): decode steps share iterations with those prefills."""
-        return 0.0
-
     def batch_limit(self, inst: InstanceState) -> int | None:
         """How many calls this queue lets the instance run at once (None: as many as the
         engine admits); a queue that gates releases to the engine's sweet spot says where."""

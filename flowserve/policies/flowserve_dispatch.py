@@ -101,16 +101,6 @@ def externality(cost, steps: int, own_context: float, running: int, running_cont
                               - cost.decode_step_time(running, running_context))
 
 
-MAX_LOAD = 0.9  # a measured prefill load is capped below 1: the stall stays finite
-
-
-def prefill_stall(decode_s: float, load: float) -> float:
-    """Extra seconds a decode of `decode_s` takes while prefills take `load` of the engine's
-    time: decode steps run only in the rest, so decode / (1 − load) − decode."""
-    load = min(load, MAX_LOAD)
-    return decode_s * load / (1.0 - load)
-
-
 def slot_wait(excess: int, running: int, mean_call_s: float) -> float:
     """Seconds until a slot frees for a call that finds `excess` calls (itself included)
     beyond what its engine may run: running calls finish one per mean call / running
@@ -214,9 +204,6 @@ class FlowserveDispatch(DispatchPolicy):
                 ctx = inst.queue.running_context(inst)
                 wait += batch_slowdown(inst.cost, steps, own_ctx, n, ctx)
                 harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)
-                load = inst.queue.prefill_load(view.now)
-                if load > 0:  # the decode steps share iterations with the engine's prefills
-                    wait += prefill_stall(steps * inst.cost.decode_step_time(n + 1, ctx + own_ctx), load)
             finish[inst.name] = wait + tc
             rows.append((inst, wait + harm, tc))
         colds = [view.t_cold(cs, inst) for inst, _, _ in rows]

@@ -135,9 +135,6 @@ class FlowserveQueue(UrgencyQueue):
         self._running.sync(inst)
         return self._running.context_sum()
 
-    def prefill_load(self, now: float) -> float:
-        return self._running.prefill_load(now)
-
     def batch_limit(self, inst: InstanceState) -> int:
         """The engine's sweet spot at its running batch's context (`flowserve.profiles.sweet_spot`):
         beyond it an added call slows every running one more than it adds throughput, so the

@@ -15,9 +15,12 @@ window H; per instance the LRU order of its nodes. Formulas are in `preble_costs
   lightest's goes to the lightest instead. Load here is the instance's outstanding
   predicted work (the core's cache-aware account), plus this request's own prefill there (so a prefix is not copied
   to another instance when the copy costs more than waiting for its holder);
-* `replicate`: when a key portion's mean TTFT in the latest half-window is ≥ 2× the
-  earlier half's, by more than one prefill of the prefix, the lightest instance becomes a
-  replica for it for one window (exploit then spreads its requests over holders and
+* `replicate`: when a key portion's mean queueing time (TTFT less the request's own
+  predicted prefill, so cold first prefills do not count as waiting) in the latest
+  half-window is ≥ 2× the earlier half's, by more than one prefill of the prefix, the lightest instance becomes a
+  replica for it for one window. The window in use is H, or the time since the first
+  request when the run is shorter (`run_window`): Preble's H of 180 s would otherwise
+  leave the earlier half empty in every run under 90 s (exploit then spreads its requests over holders and
   replicas; the replica computes the prefix once and caches it from then on).
 """
 
@@ -37,7 +40,9 @@ from flowserve.policies.preble_costs import (
     is_decode_unit,
     load_cost,
     overloaded,
+    queueing_time,
     run_cost,
+    run_window,
     should_exploit,
 )
 from flowserve.types.events import CallFailed, CallFinished, Event
@@ -97,15 +102,20 @@ class PrebleE2(DispatchPolicy):
         self._replicas: dict[RadixNode, dict[str, float]] = {}
         self._pt: dict[tuple[str, str, int], dict[int, float]] = {}
         self._decisions = 0
+        self._first: float | None = None  # when the first request was routed
         self.stats = {"exploit": 0, "explore": 0, "rebalanced": 0, "pd_balanced": 0, "replicated": 0}
 
     # ------------------------------------------------------------------ loads
+
+    def window(self, now: float) -> float:
+        """H in use now: `window_s`, or the run's length so far when shorter (`run_window`)."""
+        return run_window(self.window_s, 0.0 if self._first is None else now - self._first)
 
     def _window(self, name: str, now: float) -> Window:
         w = self._windows.get(name)
         if w is None:
             w = self._windows[name] = Window()
-        w.expire(now - self.window_s)
+        w.expire(now - self.window(now))
         return w
 
     def load(self, inst: InstanceState, now: float, cluster_decode: float | None = None) -> float:
@@ -164,6 +174,8 @@ class PrebleE2(DispatchPolicy):
         if idx is None:
             raise ConfigError("dispatch policy 'preble_e2' needs the core's prefix index")
         now = view.now
+        if self._first is None:
+            self._first = now
         call = cs.call
         total = call.input_tokens
         by_name = {i.name: i for i in candidates}
@@ -290,21 +302,22 @@ class PrebleE2(DispatchPolicy):
                 w.decode_s += dt
             if self.replicate and r.key is not None:
                 first = event.first_token if event.first_token is not None else event.time
-                self._watch(r.key, first - r.time, view)
+                self._watch(r.key, queueing_time(first - r.time, r.prefill_s), view)
         elif isinstance(event, CallFailed):
             self._forget(event.call_id)
         return ()
 
-    def _watch(self, key: RadixNode, ttft: float, view: ClusterView) -> None:
-        """Autoscaling: replicate a key portion whose TTFT doubled within the window."""
+    def _watch(self, key: RadixNode, waited: float, view: ClusterView) -> None:
+        """Autoscaling: replicate a key portion whose mean queueing time doubled within the window."""
         now = view.now
         samples = self._ttft.get(key)
         if samples is None:
             samples = self._ttft[key] = deque()
-        samples.append((now, ttft))
-        while samples and samples[0][0] < now - self.window_s:
+        samples.append((now, waited))
+        window = self.window(now)
+        while samples and samples[0][0] < now - window:
             samples.popleft()
-        half = now - self.window_s / 2
+        half = now - window / 2
         early = [t for s, t in samples if s < half]
         recent = [t for s, t in samples if s >= half]
         if not doubled(early, recent):
@@ -317,6 +330,6 @@ class PrebleE2(DispatchPolicy):
         gain = sum(recent) / len(recent) - sum(early) / len(early)
         if gain <= run_cost(light.cost, key.depth):
             return  # the wait grew by less than copying the prefix would cost
-        self._replicas.setdefault(key, {})[light.name] = now + self.window_s
+        self._replicas.setdefault(key, {})[light.name] = now + window
         samples.clear()  # the next replica needs fresh evidence
         self.stats["replicated"] += 1

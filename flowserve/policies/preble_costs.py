@@ -54,6 +54,19 @@ def doubled(earlier: Iterable[float], recent: Iterable[float], factor: float = 2
     return sum(b) / len(b) >= factor * (sum(a) / len(a))
 
 
+def queueing_time(ttft_s: float, prefill_s: float) -> float:
+    """Preble §4.2 autoscaling watches a prefix's queueing time: the time to first token
+    less the request's own (uncached) prefill, at least 0."""
+    return max(0.0, ttft_s - prefill_s)
+
+
+def run_window(window_s: float, elapsed_s: float, floor_s: float = 1.0) -> float:
+    """The history window H in use `elapsed_s` after the first request: Preble's H, or the
+    time the run has lasted when that is shorter (at least `floor_s`), so that the halves
+    of the replication test hold the run's earlier and later halves in short runs too."""
+    return min(window_s, max(elapsed_s, floor_s))
+
+
 def priority_group(cached_tokens: int, prompt_tokens: int, groups: int) -> int:
     """Preble §4.3 / SPEC §3.2: group = ceil(hit · P) − 1, 0 without a hit."""
     if prompt_tokens <= 0 or cached_tokens <= 0:

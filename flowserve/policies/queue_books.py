@@ -4,43 +4,16 @@ finish: when each started, the prefill it owed, its context and its class.
 The core removes a finished call from `inst.running`; the book notices at its next
 `sync` (O(running) only when something left). From it a queue answers the prefill
 seconds the running calls still owe (prefills go one after the other through the
-engine's token budget), the running batch's mean context (for the sweet spot), how many
-of them are interactive, and the share of time their prefills took lately.
+engine's token budget), the running batch's mean context (for the sweet spot) and how
+many of them are interactive.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import TYPICAL_CONTEXT
-
-LOAD_TAU_S = 10.0  # the prefill load's memory: a few calls' lifetimes on the papers' clusters
-
-
-def decayed(value: float, dt: float, tau: float) -> float:
-    """An exponentially weighted sum `dt` seconds later: value · e^(−dt/τ)."""
-    return value * math.exp(-dt / tau) if dt > 0 else value
-
-
-class PrefillLoad:
-    """The share of time recent prefills take: Σ prefill seconds released, each weighted
-    e^(−age/τ), divided by τ (the mean of a rate over an exponential window)."""
-
-    __slots__ = ("_at", "_sum", "tau")
-
-    def __init__(self, tau: float = LOAD_TAU_S) -> None:
-        self.tau = tau
-        self._sum = 0.0
-        self._at = 0.0
-
-    def add(self, now: float, prefill_s: float) -> None:
-        self._sum = decayed(self._sum, now - self._at, self.tau) + prefill_s
-        self._at = max(self._at, now)
-
-    def share(self, now: float) -> float:
-        return decayed(self._sum, now - self._at, self.tau) / self.tau
 
 
 @dataclass(slots=True)
@@ -52,12 +25,11 @@ class Started:
 
 
 class RunningBook:
-    __slots__ = ("_calls", "_context", "_load", "interactive")
+    __slots__ = ("_calls", "_context", "interactive")
 
     def __init__(self) -> None:
         self._calls: dict[int, Started] = {}
         self._context = 0.0
-        self._load = PrefillLoad()
         self.interactive = 0  # interactive calls running
 
     def __len__(self) -> int:
@@ -71,7 +43,6 @@ class RunningBook:
             self._drop(old)
         self._calls[cs.id] = s
         self._context += s.context
-        self._load.add(now, prefill_s)
         self.interactive += s.interactive
 
     def _drop(self, s: Started) -> None:
@@ -88,9 +59,6 @@ class RunningBook:
             self._drop(self._calls.pop(cid))
         if not self._calls:  # no float drift across idle periods
             self._context = 0.0
-
-    def prefill_load(self, now: float) -> float:
-        return self._load.share(now)
 
     def prefill_owed_s(self, now: float) -> float:
         """Prefill seconds the running calls still owe, each counted from its release."""
