@@ -367,6 +367,7 @@ class CallBook:
                 self._evacuate(inst)
             inst = self.fleet.add(ev.spec)
         inst.up = True
+        self.fleet.changed()
         self._dirty[inst] = None
 
     def on_instance_down(self, ev: InstanceDown) -> None:
@@ -377,6 +378,7 @@ class CallBook:
     def _evacuate(self, inst: InstanceState) -> None:
         """Move every call of a lost instance elsewhere (in-flight ones are cancelled)."""
         inst.up = False
+        self.fleet.changed()
         moved = list(inst.queue)
         for cs in moved:
             leave_queue(cs, inst, released=False)

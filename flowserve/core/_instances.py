@@ -27,6 +27,7 @@ class InstanceBook:
         self.by_name: dict[str, InstanceState] = {}
         self.view: ClusterView | None = None  # set once the view over these instances exists
         self._limits: dict[str | None, int | None] = {}  # max context per model
+        self._serving: dict[str | None, list[InstanceState]] = {}  # up instances per model
 
     def add(self, spec: InstanceSpec) -> InstanceState:
         """A new instance (or a replacement under the same name) with its own queue."""
@@ -36,7 +37,12 @@ class InstanceBook:
         inst.queue.bind(self.view)
         self.by_name[spec.name] = inst
         self._limits.clear()
+        self.changed()
         return inst
+
+    def changed(self) -> None:
+        """An instance was added, or went up or down: the candidates per model change."""
+        self._serving.clear()
 
     def capacity(self, ev: InstanceCapacity) -> InstanceState | None:
         """Apply what the engine reports it can start now."""
@@ -50,8 +56,13 @@ class InstanceBook:
     def candidates(self, cs: CallState) -> list[InstanceState]:
         """Every up instance serving the call's model, but those that failed it (unless
         only those are left)."""
-        serving = [i for i in self.by_name.values() if i.up and i.serves(cs.node.model)]
-        return [i for i in serving if i.name not in cs.excluded] or serving
+        model = cs.node.model
+        serving = self._serving.get(model)
+        if serving is None:
+            serving = self._serving[model] = [i for i in self.by_name.values() if i.up and i.serves(model)]
+        if not cs.excluded:
+            return list(serving)
+        return [i for i in serving if i.name not in cs.excluded] or list(serving)
 
     def max_context(self, model: str | None) -> int | None:
         """The smallest context of the instances serving `model` (None: unknown)."""

@@ -35,6 +35,9 @@ class CallStatus(Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+    # members are singletons: hashing by identity is C-level, Enum's hash(name) is a Python call
+    __hash__ = object.__hash__
+
     @property
     def final(self) -> bool:
         return self in FINAL

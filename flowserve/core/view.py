@@ -23,6 +23,7 @@ def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, 
     return cost.call_time(input_tokens, output_tokens, min(cached_tokens, max(input_tokens - 1, 0)))
 
 
+COST_MEMO = 1 << 16  # shared t_comp entries kept (cleared when full: a bounded memo)
 TYPICAL_CONTEXT = 1024  # tokens per sequence when estimating a batch's decode step
 
 
@@ -50,7 +51,8 @@ class ClusterView:
     `epoch` at every dispatch decision, which invalidates per-call memos of index matches).
     """
 
-    __slots__ = ("_epoch", "_hits", "_instances", "_now", "_predictor", "_prefix_index", "_queries", "_tenants")
+    __slots__ = ("_costs", "_epoch", "_hits", "_instances", "_now", "_predictor", "_prefix_index", "_queries",
+                 "_tenants")
 
     def __init__(self, instances: dict[str, InstanceState], predictor: OutputPredictor,
                  queries: dict[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
@@ -62,6 +64,8 @@ class ClusterView:
         self._now = 0.0
         self._epoch = 0
         self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)
+        # t_comp by (hardware profile, prompt, output, cached tokens): calls of one stage share it
+        self._costs: dict[tuple, float] = {}
 
     @property
     def instances(self) -> Mapping[str, InstanceState]:
@@ -108,12 +112,18 @@ class ClusterView:
         """The same with nothing cached."""
         return self._cost(cs, inst, 0)
 
-    @staticmethod
-    def _cost(cs: CallState, inst: InstanceState, cached: int) -> float:
+    def _cost(self, cs: CallState, inst: InstanceState, cached: int) -> float:
         key = (inst.profile, cached)
         cost = cs.costs.get(key)
         if cost is None:
-            cost = cs.costs[key] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output, cached)
+            shared = (inst.profile, cs.input_tokens, cs.predicted_output, cached)
+            cost = self._costs.get(shared)
+            if cost is None:
+                if len(self._costs) >= COST_MEMO:
+                    self._costs.clear()
+                cost = self._costs[shared] = predicted_call_time(inst.cost, cs.input_tokens, cs.predicted_output,
+                                                                 cached)
+            cs.costs[key] = cost
         return cost
 
     def queueing_delay_s(self, inst: InstanceState) -> float:

@@ -17,7 +17,7 @@ so the fan-out shrinks to what exists — identically in the simulator and the g
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
@@ -28,13 +28,16 @@ from flowserve.graph.topology import depths
 from flowserve.graph.workflow import Graph, Workflow
 
 
-def topological_order(nodes: Sequence[Node], known: set[str]) -> list[Node]:
+def topological_order(nodes: Sequence[Node], known: Container[str]) -> list[Node]:
     """Order a batch so every node follows its in-batch dependencies (Kahn's algorithm).
+    `known`: the keys of the nodes added before (a set or the graph's mapping).
 
     Raises WorkflowError on duplicate keys, dependencies on unknown nodes, or a cycle.
     """
+    if len(nodes) == 1 and not nodes[0].deps and nodes[0].key not in known:
+        return list(nodes)  # one node that waits on nothing: the common batch of a call
     batch = {n.key: n for n in nodes}
-    if len(batch) != len(nodes) or not known.isdisjoint(batch):
+    if len(batch) != len(nodes) or any(k in known for k in batch):
         keys = [n.key for n in nodes]
         dup = sorted({k for k in keys if keys.count(k) > 1 or k in known})
         raise WorkflowError(f"duplicate workflow node(s) {dup}")
@@ -148,7 +151,7 @@ class QueryRun:
             ctx = PassContext(self.nodes, self.results, self.batch_sizes)
             for p in self.passes:
                 new = p(new, ctx)
-        ordered = topological_order(new, set(self.nodes))
+        ordered = topological_order(new, self.nodes)
         ready: list[Node] = []
         for n in ordered:
             self.nodes[n.key] = n
@@ -195,6 +198,8 @@ class QueryRun:
 
     def streams_parts(self, key: str) -> bool:
         """Whether step `key` hands its output on part by part (decode pipelining)."""
+        if not self._parts:
+            return False
         return any(self.nodes[p].args.get("stream") for p in self._parts.get(key, {}).values())  # type: ignore[union-attr]
 
     @property

@@ -26,7 +26,7 @@ lengths, durations and errors in the simulator).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from flowserve.errors import WorkflowError
@@ -69,10 +69,11 @@ class Step:
 
     graph: Graph
     key: str
-    out: Out = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.out = Out(self.key)
+    @property
+    def out(self) -> Out:
+        """Its output, for a reader that needs it."""
+        return Out(self.key)
 
     @property
     def optional(self) -> Out:
@@ -161,12 +162,16 @@ class Graph:
             raise WorkflowError(f"step keys are non-empty strings, got {key!r}")
         if key in self._drafts:
             raise WorkflowError(f"duplicate workflow node(s) [{key!r}]")
-        deps = [a.key if isinstance(a, Step) else str(a) for a in after]
-        needed = set(deps) | set(reads) if chain else set()
-        deps += [r for r in reads if r not in deps]
-        order = tuple(dict.fromkeys(c.key if isinstance(c, Step) else str(c) for c in chain)) if chain else ()
-        deps += [c for c in order if c not in deps]
-        fields["chain"] = tuple(c for c in order if c not in needed)
+        deps = [a.key if isinstance(a, Step) else str(a) for a in after] if after else []
+        needed = set(deps) | set(reads) if chain else None
+        if reads:
+            deps += [r for r in reads if r not in deps]
+        if needed is not None:
+            order = tuple(dict.fromkeys(c.key if isinstance(c, Step) else str(c) for c in chain))
+            deps += [c for c in order if c not in deps]
+            fields["chain"] = tuple(c for c in order if c not in needed)
+        else:
+            fields["chain"] = ()
         self._drafts[key] = _Draft(key, stage or key, deps, fields, llm)
         return Step(self, key)
 

@@ -110,6 +110,13 @@ def slot_wait(excess: int, running: int, mean_call_s: float) -> float:
     return excess * mean_call_s / running
 
 
+def pinned(holder_finish: float, best_finish: float, guard: float) -> bool:
+    """Does a call stay with the holder of its prefix? While the holder finishes it within
+    `guard` × the best finish elsewhere (SGLang's cache-aware routing and Preble's T_hbal
+    bound an instance's lead the same way, by a ratio)."""
+    return holder_finish <= guard * best_finish
+
+
 def completion_score(wait_s: float, t_comp_s: float, cost_s: float) -> float:
     """Predicted completion (wait + own time) plus the capacity the call uses, weighed by the slack."""
     return wait_s + t_comp_s + cost_s
@@ -125,7 +132,7 @@ class FlowserveDispatch(DispatchPolicy):
 
     def __init__(self, w_free: float = 0.5, t_hbal: float = 0.0, window_s: float = 180.0,
                  wait_model: Literal["serial", "batched"] = "batched", efficiency: float = 3.0,
-                 externality: float = 1.0) -> None:
+                 externality: float = 1.0, pin: bool = True) -> None:
         if not 0.0 <= w_free <= 1.0:
             raise ValueError(f"w_free must be in [0, 1], got {w_free}")
         if t_hbal and t_hbal < 1.0:
@@ -141,10 +148,11 @@ class FlowserveDispatch(DispatchPolicy):
             raise ValueError(f"externality must be ≥ 0, got {externality}")
         self.externality = externality
         self.t_hbal = t_hbal
+        self.pin = pin
         self.prefix_window_s = window_s
         self._est: dict[tuple[int, int], float] = {}
         self._slack: dict[int, tuple[int, float, float]] = {}  # query id → (version, deadline, work)
-        self.stats = {"decisions": 0, "replicated": 0, "rebalanced": 0}
+        self.stats = {"decisions": 0, "pinned": 0, "replicated": 0, "rebalanced": 0}
 
     def slack(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> float:
         q = cs.query.query
@@ -219,8 +227,23 @@ class FlowserveDispatch(DispatchPolicy):
                 best = light
                 self.stats["rebalanced"] += 1
         self.stats["decisions"] += 1
-        if view.prefix_index is not None:
-            hits = [view.cached_tokens(cs, i) for i in candidates]
-            if max(hits) * 2 > cs.input_tokens and view.cached_tokens(cs, best) * 2 <= cs.input_tokens:
-                self.stats["replicated"] += 1
+        if view.prefix_index is not None and self.pin and cs.query.query.deadline is None:
+            best = self._pin(cs, candidates, view, best, finish, w)
+        return best
+
+    def _pin(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView,
+             best: InstanceState, finish: dict[str, float], w: float) -> InstanceState:
+        """Pin before replicate, for calls without a deadline (batch work, deadline-free
+        requests: their prefix's instance matters more than a second saved): a call whose
+        prompt is mostly cached on some instances goes to the one of them that finishes it
+        first, unless that is later than 1 + w times the best finish (`pinned`; w = 1 for
+        batch work, `w_free` otherwise): only then is the prefix copied to another instance."""
+        holders = [i for i in candidates if view.cached_tokens(cs, i) * 2 > cs.input_tokens]
+        if not holders or best in holders:
+            return best
+        holder = min(holders, key=lambda i: finish[i.name])
+        if pinned(finish[holder.name], finish[best.name], 1.0 + w):
+            self.stats["pinned"] += 1
+            return holder
+        self.stats["replicated"] += 1
         return best

@@ -28,6 +28,14 @@ def _group(cs: CallState) -> str | None:
     return None if is_batch(cs) else cs.query.query.tenant
 
 
+def batch_gap(prefill_s: float, share: float) -> float:
+    """Seconds before the next batch call may start beside interactive calls: a prefill
+    stalls their decode steps (chunked prefill shares the iterations), so spacing batch
+    prefills by prefill / share keeps them to at most `share` of the engine's time (1:
+    one batch prefill at a time)."""
+    return prefill_s / share
+
+
 def engine_slots(inst: InstanceState) -> int:
     """The sequences the engine may run at once: its slots, or `max_inflight` if fewer."""
     slots = inst.spec.engine.max_num_seqs
@@ -49,18 +57,26 @@ class FlowserveQueue(UrgencyQueue):
     uses_deadline = True
 
     def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
-                 gain: float = DEFAULT_GAIN) -> None:
+                 gain: float = DEFAULT_GAIN, batch_share: float = 1.0,
+                 batch_gain: float = 0.8) -> None:
         super().__init__()
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
         self.tenant_weights = parse_weights(tenant_weights)  # the core's VTC accounts use them
         self.fair_slack = fair_slack
         self.gain = gain
+        if not 0.0 < batch_share <= 1.0:
+            raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
+        self.batch_share = batch_share
+        self.batch_gain = batch_gain
+        self._beside_spots = SweetSpots(batch_gain)
         self._spots = SweetSpots(gain)  # raises on a gain outside [0, 1]
         self._batch: OrderedDict[int, CallState] = OrderedDict()
         self._tally = WaitingTally()  # per tenant's interactive calls, and the batch calls (None)
         self._prefill: dict[int, float] = {}  # waiting call → prefill seconds
         self._running = RunningBook()
+        self._next_batch = -math.inf  # when batch work may start its next call beside interactive ones
+        self._batch_pick: int | None = None  # the batch call `select` named last
         self._view: ClusterView | None = None
 
     def bind(self, view: ClusterView) -> None:
@@ -87,6 +103,8 @@ class FlowserveQueue(UrgencyQueue):
         if released and view is not None:
             self._running.sync(view.instances[cs.instance])
             self._running.start(cs, view.now, pf)
+            if cs.id == self._batch_pick:
+                self._next_batch = view.now + batch_gap(pf, self.batch_share)
         if cs.id in self._batch:
             del self._batch[cs.id]
             return
@@ -143,6 +161,11 @@ class FlowserveQueue(UrgencyQueue):
         book.sync(inst)
         return self._spots(inst.cost, book.context(), engine_slots(inst))
 
+    def _beside(self, inst: InstanceState) -> int:
+        """The batch size batch work may grow to beside interactive calls: the sweet spot at
+        `batch_gain`, where those calls' decode steps are at most 1/√batch_gain slower."""
+        return self._beside_spots(inst.cost, self._running.context(), engine_slots(inst))
+
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
         limit = self.batch_limit(inst)
         if self._q:
@@ -153,7 +176,10 @@ class FlowserveQueue(UrgencyQueue):
             return super().select(inst, view)
         if not self._batch or len(inst.running) >= limit:
             return None
-        return next(iter(self._batch.values()))  # no interactive call waits: batch work fills the engine
+        if self._running.interactive and (view.now < self._next_batch or len(inst.running) >= self._beside(inst)):
+            return None  # beside interactive calls: a smaller batch, one batch prefill at a time (`batch_gap`)
+        self._batch_pick = top = next(iter(self._batch.values()))
+        return top
 
     def _most_urgent(self, keep) -> CallState | None:
         best, best_key = None, -math.inf
