@@ -25,10 +25,7 @@ class SingleCall(Workflow):
         self.model = model
         self.params = dict(params or {})
         self._started = False
-
-    @property
-    def _parts(self) -> Prompt:
-        return (self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt),)
+        self._parts: Prompt = (prompt if isinstance(prompt, Chat) else Toks(prompt),)
 
     def start(self, g: Graph) -> None:
         self._started = True

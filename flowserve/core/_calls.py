@@ -316,7 +316,7 @@ class CallBook:
         cs, inst = taken
         cs.attempts += 1
         if ev.retryable and cs.attempts <= self.max_retries:
-            cs.excluded.add(inst.name)
+            cs.excluded |= {inst.name}
             self._redispatch(cs)
         else:
             self._fail_call(cs, f"call {cs.stage!r} failed on {inst.name} after "
@@ -393,5 +393,5 @@ class CallBook:
             self.prefix_index.remove_instance(inst.name)
         for cs in moved:
             if not cs.query.failed:
-                cs.excluded.add(inst.name)
+                cs.excluded |= {inst.name}
                 self._redispatch(cs)

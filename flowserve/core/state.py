@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from flowserve.profiles.instance import InstanceProfile
 
 HISTORY_LEN = 512
+NO_INSTANCES: frozenset[str] = frozenset()  # shared: a set per call would be one more object for the GC
 UNLIMITED = 1 << 62
 
 
@@ -60,7 +61,7 @@ class CallState:
         self.t_comp = 0.0  # predicted compute seconds on its instance
         self.costs: dict[tuple, float] = {}  # per (hardware profile, cached tokens)
         self.attempts = 0
-        self.excluded: set[str] = set()  # instances that failed this call
+        self.excluded: frozenset[str] = NO_INSTANCES  # instances that failed this call (rarely any)
 
     @property
     def stage(self) -> str:

@@ -83,13 +83,15 @@ class QueryRun:
         self.batch_sizes = dict(batch_sizes or {})
         self._parts: dict[str, dict[int, str]] = {}  # unfinished source → part index → its pending part node
         self._early: dict[str, dict[int, NodeResult]] = {}  # parts reported before the source ended, unstreamed
-        self._reported: set[str] = set()  # sources that report their parts (simulated marks)
+        # sources that report their parts (simulated marks); key sets are dicts: a dict of
+        # strings is not tracked by the garbage collector, a set always is
+        self._reported: dict[str, None] = {}
         self._depths: tuple[int, dict[str, int]] = (-1, {})
         self.nodes: dict[str, Node] = {}
         self.results: dict[str, NodeResult] = {}
         self._missing: dict[str, int] = {}  # unfinished dependencies per pending node
         self._users: dict[str, list[str]] = {}
-        self.issued: set[str] = set()
+        self.issued: dict[str, None] = {}
         self._graph = Graph(self.results)
 
     def start(self) -> list[Node]:
@@ -103,9 +105,9 @@ class QueryRun:
         ready = self._record(key, result)
         early = self._early.pop(key, {})
         reported = key in self._reported
-        self._reported.discard(key)
+        self._reported.pop(key, None)
         for index, part in sorted(self._parts.pop(key, {}).items()):
-            self.issued.add(part)
+            self.issued[part] = None
             ready += self._record(part, early.get(index) or _take_part(self.nodes[part], result, reported))
         return ready
 
@@ -115,7 +117,7 @@ class QueryRun:
         parts = self._parts.get(key)
         if parts is None or key in self.results:
             return []
-        self._reported.add(key)
+        self._reported[key] = None
         part = parts.get(index)
         if part is None:
             return []
@@ -123,7 +125,7 @@ class QueryRun:
             self._early.setdefault(key, {})[index] = result
             return []
         del parts[index]
-        self.issued.add(part)
+        self.issued[part] = None
         return self._record(part, result)
 
     def depth(self, key: str) -> int:
@@ -173,7 +175,9 @@ class QueryRun:
         """Issue a node: its `Out` references become the producers' outputs (the graph
         keeps the issued, resolved node). A node that needs a missing output is missing
         too, and a part is taken from its source here: neither goes to a driver."""
-        self.issued.add(n.key)
+        self.issued[n.key] = None
+        if not n.deps and type(n) is LLMNode:
+            return [n]  # reads no other step's output: nothing to resolve
         if any(self.results[d].missing for d in n.needs):
             return self._record(n.key, NodeResult(stage=n.stage, missing=True))
         if isinstance(n, OpNode) and n.op == PART:  # of a step's output, or of a literal value
