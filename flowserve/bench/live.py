@@ -223,8 +223,27 @@ def validate_bench(model: Path, binary: Path, console: Console, say: Callable[[s
     return llama_fidelity(model, binary, console, say, OUT)
 
 
+def peer_part(model: Path, binary: Path, queries: int, rate: float, reps: int, slots: Sequence[int],
+              console: Console, say: Callable[[str], None]) -> dict[str, Any]:
+    """flowserve serve against sglang-router on the same two llama-servers (`bench.peer_live`);
+    the engines' profile (for flowserve) is fitted once, on a fresh server."""
+    from flowserve.bench.peer_live import peer_bench, table
+
+    servers = _servers(1, model, binary, parallel=SLOTS, cache_ram=0)
+    try:
+        say("profiling the engine")
+        profile = asyncio.run(_profile(servers[0], OUT / "tiny-np4.yaml", ProfileSettings()))
+    finally:
+        for s in servers:
+            s.stop()
+    data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say)
+    console.print(table(data["summary"]), highlight=False)
+    return data
+
+
 def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], queries: int, rate: float,
-                   overhead_requests: int, parts: set[str]) -> dict[str, Any]:
+                   overhead_requests: int, parts: set[str], reps: int = 3,
+                   slots: Sequence[int] = (1, 4)) -> dict[str, Any]:
     def say(msg: str) -> None:
         console.print(f"[dim]{msg}[/]")
 
@@ -238,9 +257,11 @@ def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], qu
 
         say("admission control at a sustained load and at 3x (simulated A100s)")
         data["admission"] = admission_bench(console)
-    if parts & {"prefix", "validate"}:
+    if parts & {"prefix", "validate", "peer"}:
         binary = ensure_llama_server(progress=say)
         model = write_tiny_llama(OUT / "tiny.gguf").gguf
+        if "peer" in parts:
+            data["peer"] = peer_part(model, binary, queries, rate, reps, slots, console, say)
         if "prefix" in parts:
             data["prefix"] = prefix_bench(policies, queries, rate, model, binary, console, say)
         if "validate" in parts:

@@ -118,16 +118,35 @@ def bench_live(
     queries: Annotated[int, typer.Option(help="queries of the shared-prefix run per policy")] = 120,
     rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
     overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
-    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate, admission")] = (
+    parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate, admission, peer")] = (
         "overhead,prefix,validate,admission"),
+    peer: Annotated[str | None, typer.Option(help="sglang-router: only the peer part, flowserve serve against "
+                                                  "the sglang-router wheel (the bench extra)")] = None,
+    reps: Annotated[int, typer.Option(help="repetitions per setting of the peer part")] = 3,
+    slots: Annotated[str, typer.Option(help="comma-separated slots per server (and max_inflight) of the "
+                                            "peer part")] = "1,4",
 ) -> None:
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
-    with simulated engines, and `validate` against llama-server."""
+    with simulated engines, `validate` against llama-server, and flowserve against the
+    real sglang-router (`--peer sglang-router`)."""
     with user_errors():
         from flowserve.bench.live import run_live_bench
+        from flowserve.errors import ConfigError
 
+        chosen = {p.strip() for p in parts.split(",")}
+        if peer is not None:
+            if peer != "sglang-router":
+                raise ConfigError(f"--peer: unknown {peer!r}; known: sglang-router")
+            import importlib.util
+
+            if importlib.util.find_spec("sglang_router") is None:
+                raise ConfigError("--peer sglang-router needs the bench extra: pip install -e '.[bench]'")
+            chosen = {"peer"}
+        settings = [int(s) for s in slots.split(",") if s.strip()]
+        if reps < 1 or not settings or min(settings) < 1:
+            raise ConfigError("--reps and --slots must be positive")
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
-                       overhead_requests, {p.strip() for p in parts.split(",")})
+                       overhead_requests, chosen, reps, settings)
 
 
 @bench_app.command("gateway")

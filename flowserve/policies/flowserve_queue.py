@@ -101,7 +101,9 @@ class FlowserveQueue(UrgencyQueue):
         self._tally.remove(_group(cs), cs.t_comp, pf)
         view = self._view
         if released and view is not None:
-            self._running.sync(view.instances[cs.instance])
+            inst = view.instances.get(cs.instance or "")
+            if inst is not None:
+                self._running.sync(inst)
             self._running.start(cs, view.now, pf)
             if cs.id == self._batch_pick:
                 self._next_batch = view.now + batch_gap(pf, self.batch_share)
@@ -178,7 +180,8 @@ class FlowserveQueue(UrgencyQueue):
             return None
         if self._running.interactive and (view.now < self._next_batch or len(inst.running) >= self._beside(inst)):
             return None  # beside interactive calls: a smaller batch, one batch prefill at a time (`batch_gap`)
-        self._batch_pick = top = next(iter(self._batch.values()))
+        top = next(iter(self._batch.values()))
+        self._batch_pick = top.id
         return top
 
     def _most_urgent(self, keep) -> CallState | None:

@@ -94,6 +94,8 @@ def test_registered_and_validated() -> None:
         queue_factory("flowserve", {"batch_share": {"a": 1}})  # a mapping where a number belongs: said so
     with pytest.raises(ConfigError, match="batch_share"):
         queue_factory("flowserve", {"batch_share": "0"})
+    with pytest.raises(ConfigError, match="gain"):
+        queue_factory("flowserve", {"gain": "2"})
     with pytest.raises(ConfigError, match="tenant weight"):
         queue_factory("flowserve", {"tenant_weights": "gold:-3"})
     with pytest.raises(ConfigError, match="w_free"):
@@ -131,15 +133,17 @@ def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> Non
         a.queue.push(cs)
         a.outstanding += cs.t_comp
     b.outstanding = 0.5 * a.outstanding
-    assert a.queue.batch_work_s() == pytest.approx(a.outstanding)
+    inter, batch = call(), call(cls="batch")
+    assert a.queue.waiting_before(inter).calls == 0  # batch work goes after it
+    assert a.queue.waiting_before(batch).work_s == pytest.approx(a.outstanding)
     serial = FlowserveDispatch(wait_model="serial")
-    assert serial.choose(call(), [a, b], view) is a  # a's queue is all batch
-    assert serial.choose(call(cls="batch"), [a, b], view) is b
-    assert a.queue.waiting_prefill_s() > 0
-    assert a.queue.batch_prefill_s() == pytest.approx(a.queue.waiting_prefill_s())
+    assert serial.choose(inter, [a, b], view) is a  # a's queue is all batch
+    assert serial.choose(batch, [a, b], view) is b
+    prefill = a.queue.waiting_prefill_s()
+    assert prefill > 0 and a.queue.waiting_before(batch).prefill_s == pytest.approx(prefill)
     batched = FlowserveDispatch()
-    assert batched.wait(a, batch=False, now=0.0) == 0.0
-    assert batched.wait(a, batch=True, now=0.0) == pytest.approx(a.queue.waiting_prefill_s())
+    assert batched.wait(a, inter, now=0.0) == 0.0
+    assert batched.wait(a, batch, now=0.0) == pytest.approx(prefill)
 
 
 def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
@@ -148,24 +152,29 @@ def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
     queued.instance = "a"
     a.queue.push(queued)  # not cached anywhere: its whole prompt's prefill
     running = [call(), call()]
-    for cs in running:
+    for cs in running:  # released through the queue, as the core does (after their prefill)
+        cs.instance = "a"
+        a.queue.push(cs)
+        a.queue.remove(cs, released=True)
         a.running[cs.id] = cs
     a.outstanding = queued.t_comp + 3.0  # the running calls' predicted 3 s
-    # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots)
+    later = 100.0  # their prefills are long done
+    # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots); no slot wait (below the spot)
     expected = COST.prefill_time(len(P), 0) + 3.0 / 2 * 2 / 256
-    assert FlowserveDispatch().wait(a, batch=False, now=0.0) == pytest.approx(expected)
+    assert FlowserveDispatch().wait(a, call(), now=later) == pytest.approx(expected)
     a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
     a.running[queued.id] = queued
     a.outstanding = queued.t_comp + 3.0
-    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)
+    owed = 3 * COST.prefill_time(len(P), 0) - 3 * 0.05  # the three released at t = 0, 0.05 s later
+    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(owed)
     assert a.queue.running_prefill_s(a, 100.0) == 0.0
-    del a.running[queued.id]
-    a.queue.running_prefill_s(a, 0.0)
-    assert not a.queue._started  # forgotten once it no longer runs
-    assert FlowserveDispatch(wait_model="serial").wait(a, batch=False, now=0.0) == pytest.approx(a.outstanding)
+    for cs in running:
+        del a.running[cs.id]
+    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)  # two left
+    assert FlowserveDispatch(wait_model="serial").wait(a, call(), now=0.0) == pytest.approx(a.outstanding)
 
 
-def test_queue_serves_interactive_first_and_caps_batch() -> None:
+def test_queue_serves_interactive_first_then_batch_fills_the_engine() -> None:
     view, (a,) = view_with(["a"], FlowserveQueue)
     q = a.queue
     batch = [call(cls="batch") for _ in range(3)]
@@ -177,13 +186,8 @@ def test_queue_serves_interactive_first_and_caps_batch() -> None:
     assert q.select(a, view) is inter
     q.remove(inter, released=True)
     assert q.select(a, view) is batch[0]  # FCFS among batch
-    cap = int(0.1 * a.spec.engine.max_num_seqs)
-    for _ in range(cap):
-        cs = call(cls="batch")
-        a.running[cs.id] = cs
-    assert q.select(a, view) is None  # the batch share of the slots is taken: wait
-    q.remove(batch[0], released=False)
-    assert q.batch_work_s() == pytest.approx(2 * batch[1].t_comp)
+    q.remove(batch[1], released=False)
+    assert q.waiting_before(call(cls="batch")).work_s == pytest.approx(batch[0].t_comp + batch[2].t_comp)
 
 
 def test_weighted_fair_share_lets_the_least_served_tenant_go_first() -> None:
@@ -200,16 +204,3 @@ def test_weighted_fair_share_lets_the_least_served_tenant_go_first() -> None:
     assert q.select(a, view) is urgent_free  # 150 − 100 ≤ 100
     h.serve("free", output_tokens=30)  # free: 150 + 2·30 = 210 > 100 + 100
     assert q.select(a, view) is relaxed_gold
-
-
-def test_batch_waits_while_the_engine_fills_up() -> None:
-    view, (a,) = view_with(["a"], lambda: FlowserveQueue(batch_occupancy=0.5))
-    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
-    a.kv_capacity, a.kv_free = 1000, 400  # 60% of the KV in use
-    batch = call(cls="batch")
-    a.queue.push(batch)
-    assert a.queue.select(a, view) is None
-    a.kv_free = 600  # 40%: below the threshold
-    assert a.queue.select(a, view) is batch
-    with pytest.raises(ConfigError, match="batch_occupancy"):
-        queue_factory("flowserve", {"batch_occupancy": "0"})
