@@ -75,7 +75,7 @@ class CallBook:
                  profile: Callable[[InstanceSpec], InstanceProfile], predictor: OutputPredictor,
                  prefix_index: PrefixIndex | None, tokenizer: PromptTokenizer, max_retries: int,
                  queries: dict[int, QueryState]) -> None:
-        self._fail = core.fail_query
+        self._end_call = core.fail_call
         self.dispatch = dispatch
         self._queues = queues
         self._profile = profile
@@ -152,9 +152,10 @@ class CallBook:
                 self._dispatch(cs)
 
     def _fail_call(self, cs: CallState, reason: str) -> None:
-        """The call cannot run: it fails, and so does its query."""
+        """The call cannot run: it fails, and so does its query (a program's, alone)."""
         cs.move(S.FAILED)
-        self._fail(cs.query, reason)
+        self.drop(cs)
+        self._end_call(cs, reason)
 
     def _max_context(self, model: str | None) -> int | None:
         if model not in self._limits:
