@@ -25,17 +25,6 @@ def mean_residual(counts: Sequence[int], k: int) -> float:
     return sum(rest) / len(rest) if rest else 0.0
 
 
-def expected_calls(counts: Mapping[str, Sequence[int]], input_mean: Mapping[str, float],
-                   issued: Mapping[str, int]) -> list[CallEstimate]:
-    """Per stage, the calls still expected after `issued` (mean residual counts)."""
-    out = []
-    for stage, seen in counts.items():
-        left = mean_residual(seen, issued.get(stage, 0))
-        if left > 1e-9:
-            out.append(CallEstimate(stage, round(input_mean.get(stage, 0.0)), None, left))
-    return out
-
-
 class StagePriors:
     """Per-stage call counts and prompt sizes of the last `window` finished queries of each
     workflow, and what they predict for a running one (`expected`)."""

@@ -23,6 +23,7 @@ import numpy as np
 from flowserve.errors import ConfigError
 from flowserve.graph.nodes import CallEstimate
 from flowserve.graph.plan import CallStep, QueryPlan, Segment, Step
+from flowserve.profiles.stage_priors import mean_residual
 from flowserve.schema import read_text
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
@@ -105,9 +106,7 @@ class StageCounts:
     def __call__(self, issued: Mapping[str, int], attrs: Mapping[str, object]) -> list[CallEstimate]:
         out = []
         for stage, counts in self.counts.items():
-            k = issued.get(stage, 0)
-            rest = [n - k for n in counts if n >= k]
-            left = float(np.mean(rest)) if rest else 0.0
+            left = mean_residual(counts, issued.get(stage, 0))
             if left > 1e-9:
                 out.append(CallEstimate(stage, round(self.input_mean[stage]), None, left))
         return out
