@@ -128,10 +128,11 @@ class RunBook:
             return
         del self.queries[q.id]
         qs.ended = True
+        wf = qs.run.workflow
         end = now
-        if qs.run.workflow.open_ended:
-            # a program ends with its last step, not when it was closed (maybe idle long after)
+        if wf.open_ended:  # a program ends with its last step, not when it was closed (maybe idle long after)
             end = max((r.finished for r in qs.run.results.values() if r.finished is not None), default=q.arrival)
+        if wf.learns_remaining:
             self.priors.observe(q.workflow, [(r.stage, r.prompt_tokens) for r in qs.run.results.values()
                                              if r.instance is not None and r.error is None])
         met = None if q.deadline is None else end <= q.deadline + 1e-9

@@ -110,9 +110,9 @@ class QueryState:
         return self.query.id
 
     def expected_remaining(self) -> Sequence[CallEstimate]:
-        """The calls still to come: the workflow's own estimate, or for an open-ended one
+        """The calls still to come: the workflow's own estimate, or for one that learns them
         (a program, whose shape only its client knows) what finished ones of its name did."""
-        if self.run.workflow.open_ended and self._priors is not None:
+        if self.run.workflow.learns_remaining and self._priors is not None:
             return self._priors.expected(self.query.workflow, self.run.calls_by_stage)
         return self.run.workflow.expected_remaining()
 

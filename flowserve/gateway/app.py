@@ -3,9 +3,10 @@ through the live driver (so through the configured dispatch and queue policies).
 
 Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
-GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
+GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics (Prometheus),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (README).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class`, and a program's
+`x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
@@ -35,6 +36,7 @@ from flowserve.gateway.openai_api import (
     decode_json,
     failure_error,
 )
+from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.tenancy import read_headers
@@ -61,12 +63,15 @@ class Gateway:
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
+        self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
+        self.programs.start()
 
     async def stop(self) -> None:
+        await self.programs.stop()
         await self.driver.shutdown()
         for prepared in self.prepared.values():
             for path in prepared.get("_cleanup", ()):
@@ -248,6 +253,16 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     async def get_query(query_id: str, request: Request) -> Response:
         gw.check_key(request, api_keys)
         return gw.query_status(query_id)
+
+    @app.get("/v1/programs/{program_id}")
+    async def get_program(program_id: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse(gw.programs.state(program_id, read_headers(request.headers).tenant))
+
+    @app.delete("/v1/programs/{program_id}")
+    async def delete_program(program_id: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse(await gw.programs.delete(program_id, read_headers(request.headers).tenant))
 
     @app.get("/health")
     async def health() -> Response:

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import Backend, TokenSink
 from flowserve.gateway.admission import Admission
 from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
+from flowserve.gateway.instance_list import InstanceListing
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
@@ -62,6 +62,7 @@ from flowserve.types.commands import (
     RunJob,
     RunOp,
     SendCall,
+    StepDone,
     Tokenize,
 )
 from flowserve.types.events import (
@@ -91,7 +92,7 @@ class _Control:
 _STOP = object()
 
 
-class LiveDriver:
+class LiveDriver(InstanceListing):
     def __init__(self, instances: Sequence[InstanceSpec], settings: GatewaySettings,
                  backend_factory: BackendFactory | None = None,
                  output_priors: dict[tuple[str, str], float] | None = None,
@@ -220,6 +221,16 @@ class LiveDriver:
     def query(self, query_id: int) -> QueryHandle | None:
         return self.book.get(query_id)
 
+    async def deliver(self, query_id: int, event: Callable[[float], Event]) -> bool:
+        """Feed `event(now)` about an open query (a program's input or close, a cancelled
+        call); False, and nothing fed, when the query has ended."""
+        def apply(now: float) -> bool:
+            if query_id in self.book.open:
+                self._feed(event(now))
+                return True
+            return False
+        return bool(await self._control(apply))
+
     @property
     def open_queries(self) -> int:
         return len(self.book.open)
@@ -239,21 +250,6 @@ class LiveDriver:
             self._feed(InstanceDown(now, name, "removed by the administrator"))
             self.runner.remove(name)
         await self._control(apply)
-
-    def instances(self) -> list[dict[str, Any]]:
-        return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
-                 "url": s.spec.url, "up": s.up, "circuit": self.runner.circuit_state(s.name), "queued": s.queued,
-                 "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,
-                 "completed": s.completed} for s in self._status()]
-
-    def _status(self) -> list[InstanceStatus]:
-        return [s for s in self.core.instance_status() if s.name not in self.runner.removed]
-
-    def models(self) -> list[str]:
-        return sorted({s.spec.model for s in self._status() if s.up})
-
-    def serves(self, model: str) -> bool:
-        return any(s.spec.model.lower() == model.lower() for s in self._status())
 
     def max_context(self, model: str | None) -> int | None:
         return self.core.max_context(model)
@@ -338,12 +334,13 @@ class LiveDriver:
             h = self.book.open.get(cmd.call.query_id)
             if h is not None:
                 self.book.track_call(cmd.call.id, h)
-                if h.sink is not None and h.sink.sent:  # the client saw text: never a second answer
+                ch = h.channel(cmd.call.node)
+                if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
                     self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
                                          "the answer was streamed; not retried", False))
                     return
-                if h.routed is not None and not h.routed.done():
-                    h.routed.set_result(cmd.instance)
+                if ch.routed is not None and not ch.routed.done():
+                    ch.routed.set_result(cmd.instance)
             self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
@@ -365,6 +362,8 @@ class LiveDriver:
             h = self.book.open.get(cmd.query_id)
             if h is not None:
                 self._resolve(h, "failed", cmd.reason, now, False if h.slo_s is not None else None)
+        elif isinstance(cmd, StepDone):
+            self.book.step_done(cmd, now)
         elif isinstance(cmd, PolicyChanged):
             self.policy_log.append(cmd)
             log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))

@@ -8,7 +8,7 @@ from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
-from flowserve.types.commands import QueryDone
+from flowserve.types.commands import QueryDone, StepDone
 from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
 
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
@@ -46,7 +46,8 @@ class QueryBook:
         self.open.pop(h.id, None)
         for cid in h.call_ids:
             self.calls.pop(cid, None)
-        latency = now - (h.arrival if h.arrival is not None else now)
+        # a program's latency ends with its last call (`done.latency`), not when it was closed
+        latency = done.latency if done is not None else now - (h.arrival if h.arrival is not None else now)
         output = dict(done.output) if done is not None else {}
         calls = call_reports(dict(done.results)) if done is not None else ()
         if not h.done.done():
@@ -60,6 +61,23 @@ class QueryBook:
         for c in calls:
             m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
             m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
+        for ch in h.steps.values():  # a program's calls still waiting end with it
+            if not ch.done.done():
+                ch.done.set_result(QueryResult(ch.id, h.workflow, "failed", reason or status, now - ch.sent, None,
+                                               {}, ()))
+        h.steps.clear()
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
             self.finished.popitem(last=False)
+
+    def step_done(self, cmd: StepDone, now: float) -> None:
+        """A program's call ended: its client gets a one-call result."""
+        h = self.open.get(cmd.query_id)
+        ch = None if h is None else h.steps.pop(cmd.key, None)
+        if ch is None or ch.done.done():
+            return
+        r = cmd.result
+        status = "failed" if r.error is not None else "completed"
+        calls = call_reports({cmd.key: r}) if r.error is None else ()
+        self.metrics.queries.labels("program-call", status).inc()
+        ch.done.set_result(QueryResult(ch.id, h.workflow, status, r.error, now - ch.sent, None, {}, calls))

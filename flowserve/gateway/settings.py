@@ -28,6 +28,16 @@ from flowserve.schema import Strict, read_yaml, validate
 from flowserve.types.specs import InstanceSpec
 
 
+class ProgramSettings(Strict):
+    """Programs: OpenAI calls that carry `x-flowserve-program` (docs/serving.md, Programs)."""
+
+    idle_s: float = Field(60.0, gt=0)  # a program with no call for this long ends (its summary is kept)
+    max_calls: int = Field(10_000, ge=1)  # calls per program
+    max_duration_s: float = Field(3600.0, gt=0)  # from its first call; later calls are refused
+    max_open_per_tenant: int = Field(1000, ge=1)
+    kept: int = Field(10_000, ge=0)  # ended programs remembered (GET, and a clear error for late calls)
+
+
 class GatewaySettings(Strict):
     dispatch: str = "round_robin"
     queue: str = "fcfs"
@@ -59,6 +69,8 @@ class GatewaySettings(Strict):
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
     tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    programs: ProgramSettings = Field(default_factory=ProgramSettings)
+    record: str | None = None  # folder: one JSON line per finished program and workflow query (agent-trace format)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
     admin_keys: list[str] | None = None  # None: the api_keys
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,8 +50,8 @@ def read_headers(h: Mapping[str, str]) -> Headers:
             slo_ms = float(h["x-slo-ms"])
         except ValueError:
             slo_ms = -1.0
-        if not slo_ms > 0:
-            raise APIError(400, f"x-slo-ms: expected a positive number of milliseconds, got {h['x-slo-ms']!r}",
+        if not (math.isfinite(slo_ms) and slo_ms > 0):  # `inf`, `1e400`: no deadline is not a deadline
+            raise APIError(400, f"x-slo-ms: expected a positive finite number of milliseconds, got {h['x-slo-ms']!r}",
                            param="x-slo-ms")
         slo_s = slo_ms / 1000.0
     cls = query_class(h.get("x-flowserve-class"))

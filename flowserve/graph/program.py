@@ -45,6 +45,7 @@ class ProgramCall:
 class Program(Workflow):
     name = PROGRAM_WORKFLOW
     open_ended = True
+    learns_remaining = True
 
     def __init__(self, program_id: str = "") -> None:
         self.program_id = program_id

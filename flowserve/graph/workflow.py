@@ -41,12 +41,15 @@ class Workflow:
     client one by one) grows from outside: `on_input` turns each input the driver
     delivers (`QueryInput`) into steps until the query is closed (`QueryClosed`, then
     `on_close`). Its steps are answered one by one (`StepDone`), a step that fails or is
-    cancelled ends alone (its result carries the error and the query goes on), and the
-    core learns its expected remaining calls from finished queries of the same name.
+    cancelled ends alone (its result carries the error and the query goes on).
+
+    A workflow that `learns_remaining` does not know the calls it still makes: the core
+    predicts them from finished queries of the same name (stage priors); programs do.
     """
 
     name: ClassVar[str] = "workflow"
     open_ended: ClassVar[bool] = False
+    learns_remaining: bool = False
 
     def start(self, g: Graph) -> None:
         raise NotImplementedError

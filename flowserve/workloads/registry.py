@@ -25,6 +25,7 @@ from flowserve.workloads.config import (
     VideoQAConfig,
 )
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.programs import ProgramsConfig
 from flowserve.workloads.teola import TeolaConfig
 
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
@@ -40,6 +41,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    "programs": ProgramsConfig,
     **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
@@ -51,6 +53,7 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
        for name in agent_trace.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    "programs": {"kind": "programs", "rate": 1.0, "queries": 300},
     # Teola's apps (on the built-in `teola` cluster)
     **{kind: {"kind": kind, "rate": 2.0, "queries": 200} for kind in ("search_gen", "naive_rag", "advanced_rag")},
 }
