@@ -125,16 +125,24 @@ def serve(
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     workers: Annotated[int, typer.Option(help="gateway processes on one port (each with its own core)")] = 1,
+    record: Annotated[Path | None, typer.Option(help="folder to record every finished program and workflow query "
+                                                     "in (one JSON line each, the agent-trace format that "
+                                                     "`flowserve simulate` replays); sets gateway.record")] = None,
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
+        import dataclasses
+
         from flowserve.errors import ConfigError
         from flowserve.gateway.server import serve as run_server
         from flowserve.gateway.settings import load_serve_config
 
         if not 1 <= workers <= 64:
             raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
-        run_server(load_serve_config(config), host, port, log_level, workers)
+        cfg = load_serve_config(config)
+        if record is not None:
+            cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
+        run_server(cfg, host, port, log_level, workers)
 
 
 @app.command()

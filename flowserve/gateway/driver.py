@@ -38,8 +38,9 @@ from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.instance_list import InstanceListing
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, QueryResult
 from flowserve.gateway.query_book import QueryBook
+from flowserve.gateway.record import QueryRecorder
 from flowserve.gateway.routing_tokens import GatewayTokens
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tools import ToolRunner
@@ -127,7 +128,7 @@ class LiveDriver(InstanceListing):
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.book = QueryBook(self.metrics)
+        self.book = QueryBook(self.metrics, QueryRecorder(s.record, clock()) if s.record else None)
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
@@ -182,6 +183,7 @@ class LiveDriver(InstanceListing):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.runner.aclose()
         await self.retrieval.aclose()
+        self.book.close()
         self.jobs.shutdown()
         self._loop_task = None
 
@@ -333,7 +335,7 @@ class LiveDriver(InstanceListing):
         if isinstance(cmd, SendCall):
             h = self.book.open.get(cmd.call.query_id)
             if h is not None:
-                self.book.track_call(cmd.call.id, h)
+                self.book.track_call(cmd.call.id, h, cmd.call)
                 ch = h.channel(cmd.call.node)
                 if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
                     self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
@@ -401,5 +403,3 @@ class LiveDriver(InstanceListing):
         task.add_done_callback(self._tasks.discard)
         return task
 
-
-__all__ = ["LiveDriver", "QueryHandle", "QueryResult", "Rejected"]

@@ -8,15 +8,18 @@ from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
+from flowserve.gateway.record import QueryRecorder
 from flowserve.types.commands import QueryDone, StepDone
 from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
+from flowserve.types.work import LLMCall
 
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 
 
 class QueryBook:
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: GatewayMetrics, recorder: QueryRecorder | None = None) -> None:
         self.metrics = metrics
+        self.recorder = recorder
         self.open: dict[int, QueryHandle] = {}
         self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self.calls: dict[int, QueryHandle] = {}  # call id → its query
@@ -25,9 +28,16 @@ class QueryBook:
     def get(self, query_id: int) -> QueryHandle | None:
         return self.open.get(query_id) or self.finished.get(query_id)
 
-    def track_call(self, call_id: int, h: QueryHandle) -> None:
+    def track_call(self, call_id: int, h: QueryHandle, sent: LLMCall | None = None) -> None:
+        """The call belongs to `h`; `sent`: it went to an engine now."""
         self.calls[call_id] = h
         h.call_ids.add(call_id)
+        if sent is not None and self.recorder is not None and self.recorder.records(h):
+            self.recorder.sent(sent)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
 
     def query_of(self, item: Any) -> QueryHandle | None:
         """The open query an inbox item belongs to, if any."""
@@ -44,6 +54,8 @@ class QueryBook:
                 met: bool | None, done: QueryDone | None = None) -> None:
         """End a query: its client's result, its metrics, and it moves to the finished."""
         self.open.pop(h.id, None)
+        if self.recorder is not None and self.recorder.records(h):
+            self.recorder.ended(h, done if status == "completed" else None)
         for cid in h.call_ids:
             self.calls.pop(cid, None)
         # a program's latency ends with its last call (`done.latency`), not when it was closed

@@ -65,13 +65,17 @@ class AgentTraceConfig(Arrivals):
 
     kind: Literal["agent_trace"]
     file: str
+    rate: float | None = Field(None, gt=0)  # None: the recorded arrivals
     queries: Queries | None = None
     parallel: list[str] = Field(default_factory=list)
     shared_fraction: float = Field(0.5, ge=0, le=1)
+    # remaining calls from the file's per-stage counts, or learned from the queries that
+    # finish during the run (as the gateway learns them from live programs)
+    priors: Literal["file", "online"] = "file"
 
     def build(self) -> Workload:
         return agent_trace.agent_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
-                                       self.cv, self.parallel, self.shared_fraction)
+                                       self.cv, self.parallel, self.shared_fraction, self.priors)
 
 
 class TraceConfig(Strict):

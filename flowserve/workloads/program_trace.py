@@ -166,3 +166,36 @@ def _modelled(c: TracedCall, workflow: str, shared: Mapping[str, int], ids: Segm
     head = min(shared.get(c.step, 0), n_in - 1)
     unique = Segment(ids.unique(), n_in - head)
     return (Segment(ids.shared(f"{workflow}/{c.step}"), head), unique) if head > 0 else (unique,)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedCall:
+    """A finished call as a recording sees it (times on the recording's clock)."""
+
+    step: str
+    thread: str | None
+    ready: float  # when it was sent (its node became ready)
+    finished: float
+    input_length: int
+    output_length: int
+    prompt: tuple[Segment, ...] | None = None
+
+
+def traced_calls(calls: Sequence[FinishedCall], arrival: float) -> tuple[TracedCall, ...]:
+    """What each call followed, from the times alone: the latest call that had finished
+    when it was sent, and its own thread's previous finished call; its gap is the time
+    from the later of those (the query's arrival for a first call) to its sending."""
+    ordered = sorted(calls, key=lambda c: (c.ready, c.finished))
+    out = []
+    for i, c in enumerate(ordered):
+        done = [j for j in range(i) if ordered[j].finished <= c.ready + 1e-9]
+        after = set()
+        if done:
+            after.add(max(done, key=lambda j: ordered[j].finished))
+            own = [j for j in done if ordered[j].thread == c.thread]
+            if own:
+                after.add(max(own, key=lambda j: ordered[j].finished))
+        start = max((ordered[j].finished for j in after), default=arrival)
+        out.append(TracedCall(c.step, c.input_length, c.output_length, c.thread, tuple(sorted(after)),
+                              max(c.ready - start, 0.0), c.prompt))
+    return tuple(out)

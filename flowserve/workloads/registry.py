@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -67,6 +68,21 @@ def workload_config(data: Mapping[str, Any], source: str) -> Any:
     return validate(WORKLOAD_KINDS[kind], dict(data), source)
 
 
+def jsonl_kind(path: str) -> dict[str, Any]:
+    """A JSON Lines file is a flowserve trace (lines with `steps` or `dag`: what a
+    simulation recorded) or an agent trace (what the gateway records: a program's calls),
+    replayed at its recorded arrivals with stage priors learned as it runs, as live."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = next((line for line in f if line.strip()), "")
+        head = json.loads(first)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {"kind": "trace", "file": path}  # its reader says what is wrong
+    if isinstance(head, dict) and ("steps" in head or "dag" in head):
+        return {"kind": "trace", "file": path}
+    return {"kind": "agent_trace", "file": path, "priors": "online"}
+
+
 OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
 
 
@@ -78,7 +94,7 @@ def load_workload(ref: str, overrides: Mapping[str, Any] | None = None,
     generators (video_qa and long_doc_qa exceed 8k-32k contexts) unless the workload sets
     `max_prompt` itself."""
     if ref.endswith(".jsonl"):
-        data, source = {"kind": "trace", "file": ref}, ref
+        data, source = jsonl_kind(ref), ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")
     if overrides:

@@ -166,3 +166,40 @@ def test_a_disconnected_call_is_cancelled_alone_and_the_program_goes_on() -> Non
             await gw.stop()
 
     run(body())
+
+
+def test_recorded_programs_replay_in_the_simulator(tmp_path) -> None:
+    from flowserve.cluster import BUILTIN_CLUSTERS
+    from flowserve.sim.run import PolicySpec, simulate
+    from flowserve.workloads import load_workload
+    from flowserve.workloads.agent_trace import read_agent_trace
+
+    with BackgroundServer(create_app(config(record=str(tmp_path)))) as srv:
+        c = program_client(srv, "rec", **{"x-slo-ms": "30000"})
+        ctx = "system prompt of the agent " * 30
+        c.completions.create(model=MODEL, prompt=ctx + "plan", max_tokens=3,
+                             extra_headers={"x-flowserve-stage": "plan"})
+        for t in ("a", "b"):  # two threads, each continuing from the plan
+            c.completions.create(model=MODEL, prompt=ctx + f"plan work {t}", max_tokens=2,
+                                 extra_headers={"x-flowserve-stage": "work", "x-flowserve-thread": t})
+        c.completions.create(model=MODEL, prompt=ctx + "plan join", max_tokens=2,
+                             extra_headers={"x-flowserve-stage": "join"})
+        single = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=KEY, max_retries=0)
+        single.completions.create(model=MODEL, prompt="not a program", max_tokens=2)  # not recorded
+        summary = httpx.delete(f"{srv.url}/v1/programs/rec", headers=AUTH).json()
+    [path] = tmp_path.glob("trace-*.jsonl")
+    trace = read_agent_trace(str(path))
+    [q] = trace.traced
+    assert q.workflow == "program" and q.deadline_s == 30.0
+    assert [c.step for c in q.calls] == ["plan", "work", "work", "join"]
+    assert [c.thread for c in q.calls] == ["main", "a", "b", "main"]
+    assert q.calls[0].after == () and q.calls[1].after == (0,)  # each call follows the one the client saw last
+    assert sum(c.output_length for c in q.calls) == summary["output_tokens"] == 9
+    assert sum(c.input_length for c in q.calls) == summary["prompt_tokens"]
+    shared = [s.id for s in q.calls[0].prompt]
+    assert [s.id for s in q.calls[3].prompt][: len(shared) - 1] == shared[:-1]  # the context's blocks are shared
+    replay = load_workload(str(path))  # a recorded file is an agent trace, at its recorded arrivals
+    assert replay.learned == {"program"}
+    res = simulate(BUILTIN_CLUSTERS["preble-a6000"], replay, PolicySpec("flowserve", "flowserve"))
+    [out] = res.queries
+    assert out.failed is None and len(res.calls) == 4
