@@ -208,6 +208,27 @@ def bench_compare(
         run_compare_bench(out, quick, console, workload, policy, oracle, seed, queries)
 
 
+@bench_app.command("programs")
+def bench_programs(
+    out: Annotated[Path, typer.Option(help="folder for the markdown, JSON and live logs")] = Path("out/bench-programs"),
+    quick: Annotated[bool, typer.Option("--quick", help="two rates, 60 s of arrivals each")] = False,
+    live: Annotated[bool, typer.Option(help="also run the near-saturation rate through `flowserve serve` on "
+                                            "simulated engines")] = True,
+    policy: Annotated[list[str] | None, typer.Option(help="contestants (default: all)")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+) -> None:
+    """Agentic programs (Autellix-like): per-call round-robin, peers, PLAS/ATLAS and flowserve
+    with program context, simulated and live; mean/p95 latency, SLO, throughput at equal p95."""
+    with user_errors():
+        from flowserve.bench.programs import CONTESTANTS, run_programs_bench
+        from flowserve.errors import ConfigError
+
+        for p in policy or ():
+            if p not in CONTESTANTS:
+                raise ConfigError(f"--policy: unknown {p!r}; known: {', '.join(CONTESTANTS)}")
+        run_programs_bench(out, quick, live, seed, policy, lambda s: console.print(s, highlight=False))
+
+
 @bench_app.command("teola")
 def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]

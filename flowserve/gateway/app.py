@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.apps.base import WorkflowDef
 from flowserve.apps.registry import builtin_workflows
+from flowserve.apps.user import user_workflow
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
@@ -51,6 +52,12 @@ class Gateway:
         self.config = config
         self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
         self.workflows = dict(workflows if workflows is not None else builtin_workflows())
+        for name, settings in config.gateway.workflows.items():
+            if "app" in settings:  # a user's own Workflow class
+                if name in self.workflows:
+                    raise ConfigError(f"gateway.workflows.{name}: {name!r} is a built-in workflow; serve your "
+                                      f"app under another name")
+                self.workflows[name] = user_workflow(name, settings)
         # workflows prepare now (databases, schemas), so bad settings fail before serving
         self.prepared: dict[str, Mapping[str, Any]] = {
             name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare

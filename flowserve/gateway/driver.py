@@ -128,7 +128,7 @@ class LiveDriver(InstanceListing):
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.book = QueryBook(self.metrics, QueryRecorder(s.record, clock()) if s.record else None)
+        self.book = QueryBook(self.metrics, QueryRecorder(s.record, clock(), s.time_scale) if s.record else None)
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None

@@ -28,8 +28,10 @@ from flowserve.workloads.program_trace import FinishedCall, TracedQuery, query_j
 
 
 class QueryRecorder:
-    def __init__(self, folder: str | Path, origin: float) -> None:
-        """origin: the driver's clock when recording began (arrivals count from it)."""
+    def __init__(self, folder: str | Path, origin: float, scale: float = 1.0) -> None:
+        """origin: the driver's clock when recording began (arrivals count from it);
+        scale: engine seconds per second of that clock (`gateway.time_scale`: simulated
+        engines run faster than real time), so the trace is in the cluster's time."""
         folder = Path(folder)
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -38,6 +40,7 @@ class QueryRecorder:
         except OSError as e:
             raise ConfigError(f"gateway.record: cannot write to {str(folder)!r}: {e.strerror or e}") from None
         self.origin = origin
+        self.scale = scale
         self.written = 0
         self._blocks = BlockIds()
         self._prompts: dict[tuple[int, str], tuple[Segment, ...]] = {}
@@ -62,17 +65,20 @@ class QueryRecorder:
                 continue  # a tool step, or a call that failed or was cancelled
             prompt = prompts.get(key)
             n_in = sum(s.length for s in prompt) if prompt else r.prompt_tokens
-            calls.append(FinishedCall(r.stage, steps.get(key, {}).get("thread"), (r.ready or h.arrival) - self.origin,
-                                      (r.finished or 0.0) - self.origin, n_in, r.output_tokens, prompt))
+            calls.append(FinishedCall(r.stage, steps.get(key, {}).get("thread"), self._t(r.ready or h.arrival),
+                                      self._t(r.finished or 0.0), n_in, r.output_tokens, prompt))
         if not calls:
             return
-        traced = TracedQuery(traced_calls(calls, h.arrival - self.origin), round(h.arrival - self.origin, 6),
-                             h.workflow, h.slo_s)
-        extra = {"id": h.id, "tenant": h.tenant, "latency_s": round(done.latency, 6)}
+        traced = TracedQuery(traced_calls(calls, self._t(h.arrival)), round(self._t(h.arrival), 6), h.workflow,
+                             None if h.slo_s is None else h.slo_s * self.scale)
+        extra = {"id": h.id, "tenant": h.tenant, "latency_s": round(done.latency * self.scale, 6)}
         if steps:
             extra["program"] = done.output.get("program")
         self._file.write(json.dumps(query_json(traced, extra)) + "\n")
         self.written += 1
+
+    def _t(self, clock: float) -> float:
+        return (clock - self.origin) * self.scale
 
     def close(self) -> None:
         self._file.close()

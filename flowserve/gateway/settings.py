@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from flowserve.apps.user import user_workflow
 from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
@@ -109,6 +110,9 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
         unknown = sorted(set(getattr(gateway, section)) - {s.name for s in specs})
         if unknown:
             raise ConfigError(f"{source}: gateway.{section} names unknown instances {unknown}")
+    for name, wf in gateway.workflows.items():
+        if "app" in wf:  # a user's Workflow class: import it and check its arguments now
+            user_workflow(name, wf)
     for model, path in gateway.tokenizers.items():
         if not Path(path).is_file():
             raise ConfigError(f"{source}: gateway.tokenizers: {model}: no file {path!r}")

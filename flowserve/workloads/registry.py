@@ -10,6 +10,7 @@ from typing import Any
 from flowserve.errors import ConfigError
 from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import agent_trace, preble
+from flowserve.workloads.app import AppConfig
 from flowserve.workloads.base import Workload
 from flowserve.workloads.config import (
     AgentTraceConfig,
@@ -43,6 +44,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
     "programs": ProgramsConfig,
+    "app": AppConfig,
     **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
