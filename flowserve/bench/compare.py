@@ -14,7 +14,7 @@ import dataclasses
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,11 @@ from rich.console import Console
 from flowserve.bench.mixes import BATCH_WORKFLOW, MIXED, SINGLE, Case, batch_job, mix, tag
 from flowserve.bench.scales import ScaleSearch
 from flowserve.config import load_cluster
+from flowserve.errors import ConfigError
 from flowserve.metrics.summary import attainment
 from flowserve.metrics.tables import markdown_table, write_json
+from flowserve.policies import make_dispatch, queue_factory
+from flowserve.policies.registry import policy_name
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
@@ -47,6 +50,30 @@ ORACLE = "oracle"
 SIZES = {"quick": 30, "full": 150}  # interactive queries per workload
 BATCH_ROWS_PER_QUERY = 150  # the filler check's batch job: rows per interactive query
 GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 25.0, 40.0, 60.0, 100.0)
+
+
+def contestants(picks: Sequence[Any] | None) -> dict[str, PolicySpec]:
+    """Contestants by label: the bench's own (`flowserve`, `llmd`, ...), `DISPATCH[+QUEUE]`
+    strings (names or import paths; the queue defaults to fcfs), policy classes or
+    objects (a dispatch policy with fcfs), or (dispatch, queue) pairs."""
+    if not picks:
+        return dict(CONTESTANTS)
+    out: dict[str, PolicySpec] = {}
+    for pick in picks:
+        if isinstance(pick, str) and pick in CONTESTANTS:
+            out[pick] = CONTESTANTS[pick]
+            continue
+        if isinstance(pick, str):
+            dispatch, _, queue = pick.partition("+")
+            spec = PolicySpec(dispatch, queue or "fcfs")
+        elif isinstance(pick, tuple) and len(pick) == 2:
+            spec = PolicySpec(*pick)
+        else:
+            spec = PolicySpec(pick, "fcfs")
+        make_dispatch(spec.dispatch)  # a clear error before any work
+        queue_factory(spec.queue)
+        out[spec.label] = spec
+    return out
 
 
 def interactive_only(res: SimResult) -> SimResult:
@@ -73,7 +100,7 @@ def tenant_latency(res: SimResult, tenants: dict[int, str]) -> dict[str, float]:
 
 def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairvoyant: bool = False,
                    hint: dict[str, float | None] | None = None) -> dict[str, Any]:
-    if case.tenant_weights and policy.queue == "flowserve":
+    if case.tenant_weights and policy_name(policy.queue) == "flowserve":
         policy = dataclasses.replace(policy, queue_params={**policy.queue_params,
                                                            "tenant_weights": case.tenant_weights})
     full: dict[float | None, SimResult] = {}
@@ -114,14 +141,14 @@ def better(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
-def run_case(case: Case, queries: int, seed: int, contestants: Sequence[str], oracle: bool,
+def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, PolicySpec], oracle: bool,
              console: Console) -> dict[str, Any]:
     specs = load_cluster(case.cluster)
     wl = case.build(queries, seed)
     standalone = standalone_times(wl, specs)
     results: dict[str, dict[str, Any]] = {}
-    for label in contestants:
-        results[label] = run_contestant(case, specs, wl, standalone, CONTESTANTS[label])
+    for label, spec in contestants.items():
+        results[label] = run_contestant(case, specs, wl, standalone, spec)
         console.print(f"  {case.name}: {label} ({results[label]['wall_s']:.0f} s)", highlight=False)
     if oracle:
         results[ORACLE] = run_contestant(case, specs, wl, standalone, CONTESTANTS[OURS], clairvoyant=True,
@@ -218,11 +245,14 @@ def table(case: dict[str, Any]) -> str:
 
 
 def run_compare_bench(out: Path, quick: bool, console: Console, workloads: Sequence[str] | None = None,
-                      contestants: Sequence[str] | None = None, oracle: bool = True, seed: int = 0,
+                      picked: Mapping[str, PolicySpec] | None = None, oracle: bool = True, seed: int = 0,
                       queries: int | None = None, classes_check_on: bool = True) -> dict[str, Any]:
     every = {**SINGLE, **MIXED}
     names = list(workloads or every)
-    labels = list(contestants or CONTESTANTS)
+    for name in names:
+        if name not in every:
+            raise ConfigError(f"workload: unknown {name!r}; known: {', '.join(every)}")
+    labels = dict(picked or CONTESTANTS)
     n = queries or SIZES["quick" if quick else "full"]
     t0 = time.perf_counter()
     cases = []
@@ -243,7 +273,7 @@ def run_compare_bench(out: Path, quick: bool, console: Console, workloads: Seque
                       f"{classes['attainment_with_batch']:.3f} with it; the batch job used "
                       f"{classes['idle_share_used']:.0%} of the idle capacity", highlight=False)
     data = {"bench": "compare", "quick": quick, "queries": n, "seed": seed, "grid": list(GRID),
-            "contestants": {k: dataclasses.asdict(CONTESTANTS[k]) for k in labels}, "cases": cases,
+            "contestants": {k: spec.describe() for k, spec in labels.items()}, "cases": cases,
             "goals": goals(cases), "classes": classes, "wall_s": time.perf_counter() - t0}
     console.print(f"\ngoals: {data['goals']}  ({data['wall_s']:.0f} s)", highlight=False)
     out.mkdir(parents=True, exist_ok=True)

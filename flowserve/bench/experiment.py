@@ -47,9 +47,7 @@ def evaluate(
     primary = runs[scales[-1]]
     summary = summarize(primary)
     summary.update({
-        "policy": {"dispatch": policy.dispatch, "queue": policy.queue,
-                   "dispatch_params": dict(policy.dispatch_params),
-                   "queue_params": dict(policy.queue_params)},
+        "policy": policy.describe(),
         "workload": workload.name,
         "deadline_aware": aware,
         "slo_attainment": curve,

@@ -185,27 +185,21 @@ def bench_compare(
     out: Annotated[Path, typer.Option(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
     quick: Annotated[bool, typer.Option("--quick", help="small workloads (30 interactive queries each)")] = False,
     workload: Annotated[list[str] | None, typer.Option(help="workloads (default: every single one and mix)")] = None,
-    policy: Annotated[list[str] | None, typer.Option(help="contestants (default: all)")] = None,
+    policy: Annotated[list[str] | None, typer.Option(
+        help="contestants (default: all): a label of the bench, or DISPATCH[+QUEUE] by name or import path "
+             "(package.module:Class)")] = None,
     oracle: Annotated[bool, typer.Option(help="also run the clairvoyant oracle")] = True,
     queries: Annotated[int | None, typer.Option(help="interactive queries per workload")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
 ) -> None:
     """flowserve vs every paper and peer policy (and the clairvoyant oracle), alone and mixed."""
     with user_errors():
-        from flowserve.bench.compare import CONTESTANTS, run_compare_bench
-        from flowserve.bench.mixes import MIXED, SINGLE
+        from flowserve.api import compare
         from flowserve.errors import ConfigError
 
-        known = {**SINGLE, **MIXED}
-        for w in workload or ():
-            if w not in known:
-                raise ConfigError(f"--workload: unknown {w!r}; known: {', '.join(known)}")
-        for p in policy or ():
-            if p not in CONTESTANTS:
-                raise ConfigError(f"--policy: unknown {p!r}; known: {', '.join(CONTESTANTS)}")
         if queries is not None and queries < 1:
             raise ConfigError("--queries must be positive")
-        run_compare_bench(out, quick, console, workload, policy, oracle, seed, queries)
+        compare(workload, policy, quick=quick, seed=seed, queries=queries, oracle=oracle, out=out, console=console)
 
 
 @bench_app.command("programs")

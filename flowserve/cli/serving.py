@@ -125,6 +125,10 @@ def serve(
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     workers: Annotated[int, typer.Option(help="gateway processes on one port (each with its own core)")] = 1,
+    dispatch: Annotated[str | None, typer.Option(
+        help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
     record: Annotated[Path | None, typer.Option(help="folder to record every finished program and workflow query "
                                                      "in (one JSON line each, the agent-trace format that "
                                                      "`flowserve simulate` replays); sets gateway.record")] = None,
@@ -133,8 +137,8 @@ def serve(
     with user_errors():
         import dataclasses
 
+        from flowserve.api import serve as run_server
         from flowserve.errors import ConfigError
-        from flowserve.gateway.server import serve as run_server
         from flowserve.gateway.settings import load_serve_config
 
         if not 1 <= workers <= 64:
@@ -142,7 +146,7 @@ def serve(
         cfg = load_serve_config(config)
         if record is not None:
             cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
-        run_server(cfg, host, port, log_level, workers)
+        run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
 
 
 @app.command()

@@ -43,42 +43,35 @@ def simulate(
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
-        from flowserve.bench.experiment import evaluate
-        from flowserve.config import load_cluster, parse_sets
-        from flowserve.graph.passes import make_passes
+        from flowserve.api import simulate as run_simulation
+        from flowserve.config import parse_sets
         from flowserve.metrics.plots import plot_attainment
         from flowserve.metrics.tables import policy_table, write_json
-        from flowserve.profiles.instance import max_context
-        from flowserve.sim.run import PolicySpec
-        from flowserve.workloads import load_workload
         from flowserve.workloads.trace import write_trace
 
         sets = parse_sets(set_)
         scales = parse_scales(slo_scales)
-        specs = load_cluster(cluster, sets.get("engine"))
-        wl_over = dict(sets.get("workload", {}))
-        if seed is not None:
-            wl_over["seed"] = seed
-        wl = load_workload(workload, wl_over, min(max_context(s) for s in specs if s.kind == "llm"))
-        for note in wl.notes:
-            console.print(note, highlight=False)
-        make_passes(passes)  # a clear error before any work
-        policy = PolicySpec(dispatch, queue, sets.get("dispatch", {}), sets.get("queue", {}), passes)
         with progress_bar() as bar:
-            task = bar.add_task(f"{policy.label} on {wl.name}", total=len(scales))
-            summary, runs = evaluate(specs, wl, policy, scales, progress=lambda: bar.advance(task))
-        summary["cluster"] = cluster
-        console.print(policy_table({policy.label: summary}), highlight=False)
+            task = bar.add_task(f"{dispatch}+{queue} on {workload}", total=len(scales))
+            result = run_simulation(cluster, workload, dispatch, queue, slo_scales=scales, seed=seed, passes=passes,
+                                    dispatch_params=sets.get("dispatch"), queue_params=sets.get("queue"),
+                                    workload_params=sets.get("workload"), engine_params=sets.get("engine"),
+                                    progress=lambda: bar.advance(task))
+        summary = result.summary
+        for note in summary["notes"]:
+            console.print(note, highlight=False)
+        label = f"{summary['policy']['dispatch']}+{summary['policy']['queue']}"
+        console.print(policy_table({label: summary}), highlight=False)
         console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s")
         if json_out:
             write_json(json_out, summary)
             console.print(f"summary: {json_out}")
         if record_trace:
-            write_trace(record_trace, wl.queries)
+            write_trace(record_trace, result.workload.queries)
             console.print(f"trace: {record_trace}")
         if plot:
-            lat = {policy.label: [q.latency for q in runs[max(runs)].queries]}
-            plot_attainment({policy.label: summary}, plot, f"{wl.name} on {cluster}", lat)
+            lat = {label: [q.latency for q in result.primary.queries]}
+            plot_attainment({label: summary}, plot, f"{summary['workload']} on {cluster}", lat)
             console.print(f"plot: {plot}")
 
 

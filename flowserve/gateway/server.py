@@ -106,9 +106,9 @@ class BackgroundServer:
     """An ASGI app served by uvicorn in a thread of this process."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", log_level: str = "warning",
-                 graceful_s: float | None = None) -> None:
+                 graceful_s: float | None = None, port: int = 0) -> None:
         self.app = app
-        self._sock = listening_socket(host, 0)
+        self._sock = listening_socket(host, port)
         self.host, self.port = self._sock.getsockname()[:2]
         gw = getattr(getattr(app, "state", None), "gateway", None)
         drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0
@@ -143,7 +143,7 @@ class BackgroundServer:
         self._sock.close()
 
     def __enter__(self) -> BackgroundServer:
-        return self.start()
+        return self if self._thread.is_alive() else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

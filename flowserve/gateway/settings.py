@@ -13,7 +13,7 @@ gateway:                         # every field optional (safe defaults below)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,6 +93,17 @@ class ServeConfig:
     def admin_keys(self) -> tuple[str, ...]:
         keys = self.gateway.admin_keys
         return self.api_keys if keys is None else tuple(keys)
+
+    def with_policies(self, dispatch: str | None, queue: str | None) -> ServeConfig:
+        """The same config with other policies (names or import paths; their parameters
+        are dropped when the policy changes)."""
+        update: dict[str, Any] = {}
+        if dispatch is not None and dispatch != self.gateway.dispatch:
+            update.update(dispatch=dispatch, dispatch_params={})
+        if queue is not None and queue != self.gateway.queue:
+            update.update(queue=queue, queue_params={})
+        gateway = validate(GatewaySettings, {**self.gateway.model_dump(), **update}, "gateway")
+        return replace(self, gateway=gateway)
 
 
 def serve_config(data: dict[str, Any], source: str) -> ServeConfig:

@@ -12,6 +12,7 @@ own queue object, and the core reads the class's declarations without building o
 
 from __future__ import annotations
 
+import copy
 import inspect
 import types
 import typing
@@ -45,6 +46,7 @@ DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
                                SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch)
 }
 PolicyKind = Literal["dispatch", "queue"]
+PolicyRef = str | type | DispatchPolicy | QueuePolicy  # a name or import path, a class, or a ready object
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
     cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, PLASQueue, ATLASQueue, FlowserveQueue)
 }
@@ -83,11 +85,30 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-def policy_class(kind: PolicyKind, name: str) -> type:
-    """The class behind a policy name: a built-in one, a name an installed package
-    registers in the `flowserve.policies` entry-point group, or an import path
-    (`package.module:Class`). It must derive from the kind's base class."""
-    registry, base = (DISPATCH_POLICIES, DispatchPolicy) if kind == "dispatch" else (QUEUE_POLICIES, QueuePolicy)
+def _base(kind: PolicyKind) -> tuple[Mapping[str, type], type]:
+    return (DISPATCH_POLICIES, DispatchPolicy) if kind == "dispatch" else (QUEUE_POLICIES, QueuePolicy)
+
+
+def policy_name(ref: PolicyRef) -> str:
+    """How a policy reference reads in reports: its name, or its class's import path."""
+    if isinstance(ref, str):
+        return ref
+    cls = ref if isinstance(ref, type) else type(ref)
+    builtin = DISPATCH_POLICIES.get(cls.name) or QUEUE_POLICIES.get(cls.name)
+    return cls.name if builtin is cls else f"{cls.__module__}:{cls.__qualname__}"
+
+
+def policy_class(kind: PolicyKind, name: PolicyRef) -> type:
+    """The class behind a policy reference: a class, an object, a built-in name, a name an
+    installed package registers in the `flowserve.policies` entry-point group, or an import
+    path (`package.module:Class`). It must derive from the kind's base class."""
+    registry, base = _base(kind)
+    if not isinstance(name, str):
+        cls = name if isinstance(name, type) else type(name)
+        if not issubclass(cls, base):
+            raise ConfigError(f"{kind} policy {policy_name(name)!r}: {cls.__name__} does not derive from "
+                              f"{base.__module__}.{base.__qualname__}")
+        return cls
     cls = registry.get(name)
     if cls is not None:
         return cls
@@ -100,10 +121,16 @@ def policy_class(kind: PolicyKind, name: str) -> type:
     raise ConfigError(f"unknown {kind} policy {name!r}; known: {known}, or an import path 'package.module:Class'")
 
 
-def build_policy(kind: PolicyKind, name: str, params: Mapping[str, Any] | None = None) -> Any:
-    """Instantiate the policy class `name` with `params`, with clear errors for bad names,
-    parameters and classes that do not implement the contract."""
-    cls = policy_class(kind, name)
+def build_policy(kind: PolicyKind, ref: PolicyRef, params: Mapping[str, Any] | None = None) -> Any:
+    """A new policy object: the class `ref` names instantiated with `params` (or a copy of a
+    ready-made policy object), with clear errors for bad names, parameters and classes that
+    do not implement the contract."""
+    cls = policy_class(kind, ref)
+    name = policy_name(ref)
+    if not isinstance(ref, str | type):  # a ready-made object: each run and instance gets its own copy
+        if params:
+            raise ConfigError(f"{kind} policy {name!r}: parameters go to the constructor, not to a ready object")
+        return copy.deepcopy(ref)
     sig = inspect.signature(cls)
     try:
         hints = typing.get_type_hints(cls.__init__)
@@ -131,8 +158,8 @@ def build_policy(kind: PolicyKind, name: str, params: Mapping[str, Any] | None =
     return policy
 
 
-def make_dispatch(name: str, params: Mapping[str, Any] | None = None) -> DispatchPolicy:
-    return build_policy("dispatch", name, params)
+def make_dispatch(ref: PolicyRef, params: Mapping[str, Any] | None = None) -> DispatchPolicy:
+    return build_policy("dispatch", ref, params)
 
 
 @dataclass(frozen=True)
@@ -140,7 +167,7 @@ class QueueFactory:
     """A queue policy by name and parameters, validated once: calling it builds one
     instance's queue; `cls` carries the policy's declarations."""
 
-    name: str
+    name: PolicyRef
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -154,5 +181,5 @@ class QueueFactory:
         return build_policy("queue", self.name, self.params)
 
 
-def queue_factory(name: str, params: Mapping[str, Any] | None = None) -> QueueFactory:
+def queue_factory(name: PolicyRef, params: Mapping[str, Any] | None = None) -> QueueFactory:
     return QueueFactory(name, dict(params or {}))

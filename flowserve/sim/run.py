@@ -12,6 +12,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.graph.plan import standalone_latency
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
+from flowserve.policies.registry import PolicyRef, policy_name
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, max_context, roofline_for
 from flowserve.profiles.ops import op_profile
@@ -28,15 +29,23 @@ from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 @dataclass(frozen=True)
 class PolicySpec:
-    dispatch: str = "round_robin"
-    queue: str = "fcfs"
+    """A policy pair: each a name, an import path, a class or a ready object
+    (`flowserve.policies.registry`), with its constructor parameters."""
+
+    dispatch: PolicyRef = "round_robin"
+    queue: PolicyRef = "fcfs"
     dispatch_params: Mapping[str, Any] = field(default_factory=dict)
     queue_params: Mapping[str, Any] = field(default_factory=dict)
     passes: str | None = None  # graph passes ("none", "all" or a list)
 
     @property
     def label(self) -> str:
-        return f"{self.dispatch}+{self.queue}"
+        return f"{policy_name(self.dispatch)}+{policy_name(self.queue)}"
+
+    def describe(self) -> dict[str, Any]:
+        """The pair as plain data (reports, JSON)."""
+        return {"dispatch": policy_name(self.dispatch), "queue": policy_name(self.queue),
+                "dispatch_params": dict(self.dispatch_params), "queue_params": dict(self.queue_params)}
 
     def uses_deadline(self) -> bool:
         d = make_dispatch(self.dispatch, self.dispatch_params)

@@ -88,14 +88,17 @@ def jsonl_kind(path: str) -> dict[str, Any]:
 OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
 
 
-def load_workload(ref: str, overrides: Mapping[str, Any] | None = None,
+def load_workload(ref: str | Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                   max_context: int | None = None) -> Workload:
-    """A built-in workload name, a workload YAML, or a recorded JSONL trace.
+    """A built-in workload name, a workload YAML, a recorded JSONL trace, or a workload
+    config as a mapping (`{"kind": ..., ...}`).
 
     `max_context` (the cluster's smallest serving context) sizes the prompts of Preble's
     generators (video_qa and long_doc_qa exceed 8k-32k contexts) unless the workload sets
     `max_prompt` itself."""
-    if ref.endswith(".jsonl"):
+    if isinstance(ref, Mapping):
+        data, source = dict(ref), "workload"
+    elif ref.endswith(".jsonl"):
         data, source = jsonl_kind(ref), ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")

@@ -26,4 +26,4 @@ def test_bench_compare_rejects_unknown_names(tmp_path):
     r = runner.invoke(app, ["bench", "compare", "--workload", "nope", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "unknown 'nope'" in r.output
     r = runner.invoke(app, ["bench", "compare", "--policy", "magic", "--out", str(tmp_path)])
-    assert r.exit_code == 2 and "unknown 'magic'" in r.output
+    assert r.exit_code == 2 and "unknown dispatch policy 'magic'" in r.output

@@ -1,0 +1,1 @@
+"""An example third-party scheduling policy for flowserve (docs/writing-policies.md)."""

@@ -1,0 +1,234 @@
+"""The public Python API: simulate a policy, compare policies, serve (re-exported by
+`flowserve`). Every argument takes what the CLI takes — a built-in name or a file — and
+also the Python objects behind it: a mapping for a config, `InstanceSpec`s, a `Workload`,
+a policy class or object. The numbers are the CLI's: `flowserve simulate` and
+`flowserve bench compare` call these functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flowserve.errors import ConfigError
+from flowserve.policies.registry import PolicyRef, policy_class, policy_name
+from flowserve.types.specs import InstanceSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from flowserve.gateway.server import BackgroundServer
+    from flowserve.gateway.settings import ServeConfig
+    from flowserve.sim.simulator import SimResult
+    from flowserve.workloads.base import Workload
+
+ClusterRef = str | Mapping[str, Any] | Sequence[InstanceSpec]
+DEFAULT_SLO_SCALES = (1, 2, 4, 8, 16)
+
+
+def cluster_specs(cluster: ClusterRef, engine: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
+    """A built-in cluster name or YAML file, a cluster config mapping (a serving config's
+    `gateway:` section is ignored), or instance specs."""
+    from flowserve.config import ClusterConfig, load_cluster
+    from flowserve.schema import validate
+
+    if isinstance(cluster, str | Path):
+        return load_cluster(str(cluster), engine)
+    if isinstance(cluster, Mapping):
+        data = {k: v for k, v in cluster.items() if k != "gateway"}
+        if engine and isinstance(data.get("instances"), list):
+            data["instances"] = [{**i, **engine} if isinstance(i, dict) else i for i in data["instances"]]
+        return validate(ClusterConfig, data, "cluster").specs()
+    specs = tuple(cluster)
+    if not specs or not all(isinstance(s, InstanceSpec) for s in specs):
+        raise ConfigError("cluster: expected a name, a file, a mapping or a non-empty sequence of InstanceSpec")
+    return specs
+
+
+def route_params(dispatch: PolicyRef, queue: PolicyRef, params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Keyword parameters to the policy whose constructor declares them (dispatch or queue)."""
+    d_params, q_params = {}, {}
+    d_names = set(inspect.signature(policy_class("dispatch", dispatch)).parameters) | {"binding"}
+    q_names = set(inspect.signature(policy_class("queue", queue)).parameters)
+    for key, value in params.items():
+        if key in d_names and key in q_names:
+            raise ConfigError(f"parameter {key!r} belongs to both policies: pass it in dispatch_params or "
+                              f"queue_params")
+        if key in d_names:
+            d_params[key] = value
+        elif key in q_names:
+            q_params[key] = value
+        else:
+            raise ConfigError(f"parameter {key!r}: neither {policy_name(dispatch)!r} nor {policy_name(queue)!r} "
+                              f"takes it (dispatch: {', '.join(sorted(d_names))}; "
+                              f"queue: {', '.join(sorted(q_names)) or 'none'})")
+    return d_params, q_params
+
+
+class SimulationResult(Mapping[str, Any]):
+    """What `flowserve simulate --json` writes, as a mapping (and as attributes), plus the
+    run's queries and calls as pandas DataFrames and the runs themselves (per SLO scale)."""
+
+    def __init__(self, summary: dict[str, Any], runs: Mapping[float, SimResult], workload: Workload) -> None:
+        self.summary = summary
+        self.runs = dict(runs)
+        self.workload = workload
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.summary)
+
+    def __len__(self) -> int:
+        return len(self.summary)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["summary"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        m = self.summary.get("min_slo_scale", {})
+        return (f"SimulationResult({self.summary['policy']['dispatch']}+{self.summary['policy']['queue']} on "
+                f"{self.summary['workload']}: min SLO scale {m.get('0.95')} @95%, "
+                f"mean latency {self.summary['latency_s']['mean']})")
+
+    @property
+    def primary(self) -> SimResult:
+        """The run the latency, throughput and call figures come from (the largest scale)."""
+        return self.runs[max(self.runs)]
+
+    @property
+    def queries(self) -> pd.DataFrame:
+        """One row per query of the primary run: arrival, finish, latency, deadline, met, failed."""
+        import pandas as pd
+
+        return pd.DataFrame([dataclasses.asdict(q) for q in self.primary.queries])
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        """One row per finished LLM call of the primary run (`flowserve.core.CallRecord`)."""
+        import pandas as pd
+
+        return pd.DataFrame([dataclasses.asdict(c) for c in self.primary.calls])
+
+
+def simulate(
+    cluster: ClusterRef = "hetero-1",
+    workload: str | Mapping[str, Any] | Workload = "text2sql",
+    dispatch: PolicyRef = "round_robin",
+    queue: PolicyRef = "fcfs",
+    *,
+    slo_scales: Sequence[float] = DEFAULT_SLO_SCALES,
+    seed: int | None = None,
+    passes: str = "none",
+    dispatch_params: Mapping[str, Any] | None = None,
+    queue_params: Mapping[str, Any] | None = None,
+    workload_params: Mapping[str, Any] | None = None,
+    engine_params: Mapping[str, Any] | None = None,
+    progress: Callable[[], None] | None = None,
+    **params: Any,
+) -> SimulationResult:
+    """Simulate one policy pair on a cluster and workload at each SLO scale.
+
+    cluster: a built-in name, a cluster or serving YAML, a mapping, or `InstanceSpec`s;
+    workload: a built-in name, a workload YAML or JSONL trace, a mapping (`{"kind": ...}`),
+    or a `Workload`; dispatch/queue: a name, an import path `package.module:Class`, a
+    class or a ready object. `**params` go to the policy whose constructor takes them."""
+    from flowserve.bench.experiment import evaluate
+    from flowserve.graph.passes import make_passes
+    from flowserve.profiles.instance import max_context
+    from flowserve.sim.run import PolicySpec
+    from flowserve.workloads.base import Workload
+    from flowserve.workloads.registry import load_workload
+
+    specs = cluster_specs(cluster, engine_params)
+    if isinstance(workload, Workload):
+        if workload_params or seed is not None:
+            raise ConfigError("workload_params and seed configure a workload by name, file or mapping, "
+                              "not a ready Workload")
+        wl = workload
+    else:
+        overrides = dict(workload_params or {})
+        if seed is not None:
+            overrides["seed"] = seed
+        llm = [max_context(s) for s in specs if s.kind == "llm"]
+        wl = load_workload(workload, overrides, min(llm) if llm else None)
+    make_passes(passes)  # a clear error before any work
+    routed_d, routed_q = route_params(dispatch, queue, params)
+    policy = PolicySpec(dispatch, queue, {**(dispatch_params or {}), **routed_d},
+                        {**(queue_params or {}), **routed_q}, passes)
+    scales = [float(s) for s in slo_scales]
+    if not scales or any(not s > 0 for s in scales):
+        raise ConfigError("slo_scales: expected positive numbers")
+    summary, runs = evaluate(specs, wl, policy, scales, progress=progress)
+    summary["cluster"] = str(cluster) if isinstance(cluster, str | Path) else "custom"
+    summary["notes"] = list(wl.notes)
+    return SimulationResult(summary, runs, wl)
+
+
+def compare(
+    workloads: Sequence[str] | None = None,
+    policies: Sequence[Any] | None = None,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    queries: int | None = None,
+    oracle: bool = True,
+    out: str | Path | None = None,
+    console: Any = None,
+) -> dict[str, Any]:
+    """`flowserve bench compare`: each contestant on each workload, side by side.
+
+    policies: contestant labels of the bench (`flowserve`, `llmd`, ...), `DISPATCH+QUEUE`
+    strings (names or import paths), policy classes, or (dispatch, queue) pairs; default:
+    every built-in contestant. Returns the JSON the bench writes."""
+    from rich.console import Console
+
+    from flowserve.bench.compare import contestants, run_compare_bench
+
+    picked = contestants(policies)
+    return run_compare_bench(Path(out or "out/bench-compare"), quick, console or Console(quiet=out is None),
+                             workloads, picked, oracle, seed, queries)
+
+
+def serve(
+    config: str | Path | Mapping[str, Any] | ServeConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    dispatch: PolicyRef | None = None,
+    queue: PolicyRef | None = None,
+    log_level: str = "info",
+    workers: int = 1,
+    background: bool = False,
+) -> BackgroundServer | None:
+    """Run the gateway for a serving config (a YAML path, a mapping or a `ServeConfig`);
+    `dispatch`/`queue` replace the config's policies (names or import paths). Blocks until
+    stopped, or with `background=True` returns a started server in this process (a context
+    manager; `.url`, `.stop()`)."""
+    from flowserve.gateway.settings import ServeConfig, load_serve_config, serve_config
+
+    if isinstance(config, ServeConfig):
+        cfg = config
+    elif isinstance(config, Mapping):
+        cfg = serve_config(dict(config), "serve config")
+    else:
+        cfg = load_serve_config(config)
+    if dispatch is not None or queue is not None:
+        cfg = cfg.with_policies(None if dispatch is None else policy_name(dispatch),
+                                None if queue is None else policy_name(queue))
+    if background:
+        from flowserve.gateway.app import create_app
+        from flowserve.gateway.server import BackgroundServer
+
+        return BackgroundServer(create_app(cfg), host, log_level=log_level, port=port).start()
+    from flowserve.gateway.server import serve as run_server
+
+    run_server(cfg, host, port, log_level, workers)
+    return None
