@@ -190,7 +190,7 @@ def test_recorded_programs_replay_in_the_simulator(tmp_path) -> None:
     [path] = tmp_path.glob("trace-*.jsonl")
     trace = read_agent_trace(str(path))
     [q] = trace.traced
-    assert q.workflow == "program" and q.deadline_s == 30.0
+    assert q.workflow == "program" and q.deadline_s == 30.0 * 200  # in the engines' time (time_scale 200)
     assert [c.step for c in q.calls] == ["plan", "work", "work", "join"]
     assert [c.thread for c in q.calls] == ["main", "a", "b", "main"]
     assert q.calls[0].after == () and q.calls[1].after == (0,)  # each call follows the one the client saw last
