@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 
 from flowserve.tokenize.segments import TokenMaterializer
@@ -49,8 +50,9 @@ async def play(http: httpx.AsyncClient, pid: str, q: TracedQuery, scale: float, 
         headers = {"x-flowserve-program": pid, "x-flowserve-stage": c.step, "x-flowserve-thread": c.thread or "main"}
         if i == 0 and q.deadline_s is not None:
             headers["x-slo-ms"] = f"{q.deadline_s / scale * 1000:.3f}"
-        body = orjson.dumps({"model": MODEL, "prompt": list(tokens.prompt(c.prompt or ())), "max_tokens":
-                             max(c.output_length, 1)})
+        prompt = np.concatenate([tokens.run(seg) for seg in c.prompt or ()])
+        body = orjson.dumps({"model": MODEL, "prompt": prompt, "max_tokens": max(c.output_length, 1)},
+                            option=orjson.OPT_SERIALIZE_NUMPY)
         try:
             r = await http.post("/v1/completions", content=body,
                                 headers={**headers, "content-type": "application/json"})
@@ -75,7 +77,9 @@ async def play(http: httpx.AsyncClient, pid: str, q: TracedQuery, scale: float, 
 async def main(url: str, traces: str, scale: float) -> dict[str, Any]:
     programs = read_agent_trace(traces).traced
     tokens = TokenMaterializer(VOCAB)
-    limits = httpx.Limits(max_connections=2048, max_keepalive_connections=2048)
+    # idle connections are dropped before the server's keep-alive timeout (uvicorn: 5 s) can
+    # close one under a request being sent on it
+    limits = httpx.Limits(max_connections=2048, max_keepalive_connections=2048, keepalive_expiry=2.0)
     cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(600.0)) as http:
         start = time.perf_counter() + 0.5

@@ -36,7 +36,8 @@ def slug(name: str) -> str:
 
 def replayed(path: Path, name: str) -> dict[str, Any]:
     """The gateway's recording of a run, simulated with the same policy."""
-    deadlines = [q.deadline_s for q in read_agent_trace(str(path)).traced]
+    # the workload replays them in arrival order (the file lists them as they ended)
+    deadlines = [q.deadline_s for q in sorted(read_agent_trace(str(path)).traced, key=lambda q: q.arrival or 0.0)]
     wl = load_workload(str(path))
     return figures(simulate(cluster(), wl, CONTESTANTS[name], deadlines=deadlines))
 

@@ -179,8 +179,10 @@ def agent_trace(file: str, rate: float | None, queries: int | None, seed: int, a
         if any(q.arrival is None for q in trace.traced) or n > len(trace.traced):
             raise ConfigError(f"trace {file!r}: give a `rate` (its queries have no recorded arrivals, or "
                               f"{n} queries are more than the {len(trace.traced)} recorded)")
-        start = min(q.arrival or 0.0 for q in trace.traced[:n])
-        times = [(q.arrival or 0.0) - start for q in trace.traced[:n]]
+        # a recording lists queries as they ended: replay them in arrival order
+        trace = AgentTrace(trace.name, tuple(sorted(trace.traced[:n], key=lambda q: q.arrival or 0.0)))
+        start = trace.traced[0].arrival or 0.0
+        times = [(q.arrival or 0.0) - start for q in trace.traced]
     else:
         times = list(arrival_times(np.random.default_rng(seed), n, rate, arrival, cv))
     default = f"agent:{trace.name}"

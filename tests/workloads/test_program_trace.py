@@ -3,6 +3,7 @@ gaps and prompts; replayed as graphs with their gaps as timed ops."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -95,3 +96,17 @@ def test_any_file_reads_as_a_trace_or_gets_a_config_error(tmp_path, content):
         assert "\n" not in str(e) and str(path) in str(e)  # one line that names the file
     else:
         assert trace.traced and all(q.calls for q in trace.traced)
+
+
+def test_a_recording_lists_queries_as_they_ended_and_replays_them_in_arrival_order(tmp_path):
+    line = '{{"arrival": {a}, "workflow": "program", "calls": [{{"step": "s", "input_length": 50, ' \
+           '"output_length": 4, "after": []}}]}}'
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(line.format(a=a) for a in (7.0, 2.0, 5.0)) + "\n")
+    wl = load_workload(str(path))
+    assert [q.arrival for q in wl.queries] == [0.0, 3.0, 5.0]
+    res = simulate(CLUSTER, wl, PolicySpec())
+    assert sorted(q.arrival for q in res.queries) == [0.0, 3.0, 5.0]
+    backwards = dataclasses.replace(wl, queries=tuple(reversed(wl.queries)))
+    with pytest.raises(ValueError, match="arrival order"):
+        simulate(CLUSTER, backwards, PolicySpec())
