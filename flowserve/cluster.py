@@ -1,4 +1,4 @@
-"""Built-in cluster layouts (SPEC §4)."""
+"""Built-in cluster layouts (SPEC §4): the names every `--cluster` option accepts."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
     ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
-    # Teola's testbed (§7): two instances of the core LLM, Llama-2-13B, each on 2 RTX 3090
-    # (A6000 is the catalog's GA102 card: same die, 768 vs 936 GB/s), and one instance of
-    # each non-LLM component with its profile on a 3090 (`flowserve.profiles.ops`)
-    "teola": (*_instances("llama-2-13b", 2, [("llm-0", "A6000"), ("llm-1", "A6000")]),
+    # LLM-in-SQL's testbed (Liu et al.): Llama-3-8B on one L4
+    "paper-l4": _instances("llama-3.1-8b", 1, [("l4", "L4")]),
+    # Teola's testbed (§7): two instances of each LLM — the core, Llama-2-13B, on 2 RTX 3090
+    # each, and the judge of search-augmented generation, Llama-2-7B, on one — and one
+    # instance of each non-LLM component with its profile on a 3090 (`flowserve.profiles.ops`)
+    "teola": (*_instances("llama-2-13b", 2, [("llm-0", "RTX3090"), ("llm-1", "RTX3090")]),
+              *_instances("llama-2-7b", 1, [("judge-0", "RTX3090"), ("judge-1", "RTX3090")]),
               *(InstanceSpec(f"{kind}-0", "", kind, kind=kind, op_profile=PAPER_PROFILES[kind])
                 for kind in ("embedding", "reranker", "vector_db", "search"))),
 }

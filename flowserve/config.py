@@ -6,9 +6,12 @@ can print one line and exit 2.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -45,14 +48,14 @@ ArchInt = Annotated[int, Field(ge=1), at_most(1 << 20, "larger than any released
 class ModelArch(Strict):
     """Architecture numbers of a model outside the catalog (what the roofline needs)."""
 
-    params_b: ParamsB
-    layers: ArchInt
-    hidden: ArchInt
-    heads: ArchInt
-    kv_heads: ArchInt
-    head_dim: ArchInt
-    max_context: Context
-    dtype_bytes: int = Field(2, ge=1, le=8)
+    params_b: ParamsB = Field(description="parameters, in billions")
+    layers: ArchInt = Field(description="transformer blocks")
+    hidden: ArchInt = Field(description="hidden (model) width")
+    heads: ArchInt = Field(description="attention heads")
+    kv_heads: ArchInt = Field(description="key/value heads (grouped-query attention); must divide `heads`")
+    head_dim: ArchInt = Field(description="width of one attention head")
+    max_context: Context = Field(description="longest sequence the model serves, in tokens")
+    dtype_bytes: int = Field(2, ge=1, le=8, description="bytes per weight and KV element (2: fp16/bf16)")
 
     @model_validator(mode="after")
     def _grouped(self) -> ModelArch:
@@ -62,31 +65,73 @@ class ModelArch(Strict):
         return self
 
 
+def engine_url(url: str) -> str:
+    """An engine's base URL: http or https, with a host and an explicit port, nothing
+    after the path (ValueError naming what is wrong)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{url!r}: {e}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{url!r}: engines are reached over http or https (http://host:port), "
+                         f"not {parts.scheme + '://' if parts.scheme else 'a url without a scheme'}")
+    if not parts.hostname or not _HOST.fullmatch(parts.hostname):
+        raise ValueError(f"{url!r}: no valid host name or address")
+    if port is None:
+        raise ValueError(f"{url!r}: write the port out (e.g. {parts.scheme}://{parts.hostname}:8000)")
+    if port == 0:
+        raise ValueError(f"{url!r}: port 0 is not a port an engine listens on")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r}: credentials in the url are not supported")
+    if parts.query or parts.fragment or not _PATH.fullmatch(parts.path):
+        raise ValueError(f"{url!r}: a base url has no query, fragment or unusual characters in its path")
+    return url
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")  # a DNS name, IPv4, or an IPv6 literal
+_PATH = re.compile(r"(/[A-Za-z0-9._~-]*)*")
+
+
 class InstanceConfig(Strict):
     """One instance (or `count` identical ones). `model` is a catalog name, or any name with
     `model_arch` declared; `profile` (a fitted profile YAML) replaces the roofline cost
     model and supplies the model, context, KV capacity and default slots, so `gpu` and
     `model` may then be left out."""
 
-    name: str = Field(min_length=1)
-    profile: str | None = None
-    model_arch: ModelArch | None = None
-    gpu: str | None = None
-    model: str | None = None
-    tp: Annotated[int, Field(ge=1), at_most(1024, "more GPUs than any NVLink domain")] = 1
-    count: InstanceCount = 1
-    max_inflight: int | None = Field(None, ge=1)
-    backend: Literal["sim", "openai"] = "sim"
-    url: str | None = None
-    max_num_seqs: Annotated[int, Field(ge=1), at_most(1 << 16, "vLLM's default is 256")] = 256
-    token_budget: Annotated[int, Field(ge=16), at_most(1 << 20, "vLLM's default is 2,048")] = 2048
-    block_size: BlockSize = 16
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    prefix_caching: bool = True
-    # a non-LLM engine (Teola's components) and its cost-profile fields (`flowserve.profiles.ops`)
-    kind: Literal["llm", "embedding", "reranker", "vector_db", "search"] = "llm"
-    op_profile: dict[str, Any] | None = None
+    name: str = Field(min_length=1, description="instance name; with `count` > 1 the instances are NAME-0, NAME-1, …")
+    profile: str | None = Field(None, description="a fitted profile YAML (`flowserve profile`), relative to this file; "
+                                "replaces the roofline cost model")
+    model_arch: ModelArch | None = Field(None, description="architecture of a model outside the catalog")
+    gpu: str | None = Field(None, description="GPU type: A100-80G, A6000, L40, L40S, L4, H100, H200")
+    model: str | None = Field(None, description="a catalog model (llama-3.1-8b, llama-3.1-70b, mistral-7b, …) or "
+                              "any name with `model_arch`; the name clients send as `model`")
+    tp: Annotated[int, Field(ge=1), at_most(1024, "more GPUs than any NVLink domain")] = Field(
+        1, description="tensor-parallel GPUs per instance")
+    count: InstanceCount = Field(1, description="identical instances of this entry")
+    max_inflight: int | None = Field(None, ge=1, description="most calls running on the instance at once (default: "
+                                     "no cap beyond the engine's own admission, which simulated engines report)")
+    backend: Literal["sim", "openai"] = Field("sim", description="`sim`: the simulated engine; `openai`: an "
+                                              "OpenAI-compatible engine at `url` (serving only)")
+    url: str | None = Field(None, description="base URL of an `openai` engine (no /v1), or of a non-LLM service")
+    max_num_seqs: Annotated[int, Field(ge=1), at_most(1 << 16, "vLLM's default is 256")] = Field(
+        256, description="sequences the engine batches at once (vLLM's max_num_seqs)")
+    token_budget: Annotated[int, Field(ge=16), at_most(1 << 20, "vLLM's default is 2,048")] = Field(
+        2048, description="tokens per engine iteration, chunked prefill included (vLLM's max_num_batched_tokens)")
+    block_size: BlockSize = Field(16, description="tokens per KV-cache block")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of GPU memory the engine takes "
+                                          "(weights + KV cache)")
+    prefix_caching: bool = Field(True, description="the engine keeps computed prefixes (radix cache)")
+    kind: Literal["llm", "embedding", "reranker", "vector_db", "search"] = Field(
+        "llm", description="an LLM engine, or a non-LLM component of Teola's apps")
+    op_profile: dict[str, Any] | None = Field(None, description="cost-profile fields of a non-LLM component "
+                                              "(`flowserve.profiles.ops`)")
     _profile: FittedCostModel | None = PrivateAttr(None)
+
+    @field_validator("url")
+    @classmethod
+    def _engine_url(cls, v: str | None) -> str | None:
+        return None if v is None else engine_url(v)
 
     @field_validator("gpu")
     @classmethod
@@ -118,6 +163,8 @@ class InstanceConfig(Strict):
             return self
         if self.op_profile is not None:
             raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
+        if self.url is not None and self.backend == "sim":
+            raise ValueError(f"{where}: url is for backend openai (a simulated engine has none)")
         if self.profile is not None:
             try:
                 self._profile = load_profile(self.profile)
@@ -173,8 +220,12 @@ class InstanceConfig(Strict):
 
 
 class ClusterConfig(Strict):
-    instances: list[InstanceConfig] = Field(min_length=1)
-    api_keys: list[str] = Field(default_factory=list)
+    """A cluster file (`--cluster FILE`), and the top level of a serving YAML (which may add
+    `gateway:`, see `GatewaySettings`)."""
+
+    instances: list[InstanceConfig] = Field(min_length=1, description="the engine instances")
+    api_keys: list[str] = Field(default_factory=list, description="bearer keys the gateway accepts; empty: no "
+                                "authentication")
 
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:
@@ -193,15 +244,20 @@ class ClusterConfig(Strict):
 
 
 def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
-    """A built-in cluster name or a cluster YAML file; `overrides` set engine fields."""
+    """A built-in cluster name or a cluster YAML file (a serving YAML too: its `gateway:`
+    section is left out); `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
         data = {"instances": [
             {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
-            else {"name": s.name, "kind": s.kind} for s in BUILTIN_CLUSTERS[ref]
+            else {"name": s.name, "kind": s.kind, **({} if s.op_profile is None else
+                                                      {"op_profile": dataclasses.asdict(s.op_profile)})}
+            for s in BUILTIN_CLUSTERS[ref]
         ]}
         source = f"cluster {ref!r}"
     elif Path(ref).exists():
-        data, source = _profiles_relative_to(read_yaml(ref), Path(ref).parent), ref
+        # a serving YAML is a cluster file too: its `gateway:` section is the gateway's alone
+        data = {k: v for k, v in read_yaml(ref).items() if k != "gateway"}
+        data, source = _profiles_relative_to(data, Path(ref).parent), ref
     else:
         raise ConfigError(f"cluster {ref!r} is neither a file nor a built-in cluster "
                           f"({', '.join(BUILTIN_CLUSTERS)})")

@@ -6,17 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from flowserve.graph.nodes import CallEstimate, NodeResult
-from flowserve.graph.prompt import Toks
+from flowserve.graph.prompt import Chat, Prompt, Toks, estimate_tokens
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.types.work import Tokens
 
 
 class SingleCall(Workflow):
-    """One LLM call: an OpenAI completion or chat request, already tokenized."""
+    """One LLM call: an OpenAI completion (its token ids) or chat request (its chat, which
+    the gateway rendered and tokenized already: the core finds its tokens without IO)."""
 
     name = "single"
 
-    def __init__(self, stage: str, prompt: Tokens, max_tokens: int, model: str | None,
+    def __init__(self, stage: str, prompt: Tokens | Chat, max_tokens: int, model: str | None,
                  params: Mapping[str, Any] | None = None) -> None:
         self.stage = stage
         self.prompt = prompt
@@ -25,13 +26,17 @@ class SingleCall(Workflow):
         self.params = dict(params or {})
         self._started = False
 
+    @property
+    def _parts(self) -> Prompt:
+        return (self.prompt if isinstance(self.prompt, Chat) else Toks(self.prompt),)
+
     def start(self, g: Graph) -> None:
         self._started = True
-        g.llm("call", (Toks(self.prompt),), max_tokens=self.max_tokens, stage=self.stage, model=self.model,
+        g.llm("call", self._parts, max_tokens=self.max_tokens, stage=self.stage, model=self.model,
               params=self.params)
 
     def expected_remaining(self) -> list[CallEstimate]:
-        return [] if self._started else [CallEstimate(self.stage, len(self.prompt))]
+        return [] if self._started else [CallEstimate(self.stage, estimate_tokens(self._parts))]
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
         r = results["call"]

@@ -1,26 +1,32 @@
-"""Teola's three applications, each written once as a `Workflow` (Teola §6.1).
+"""Teola's three applications (Teola §7), each written once as a `Workflow`.
 
-* `SearchGen` — search-engine-augmented generation: the LLM writes `n_queries` search
-  queries (one a line: a splittable output), each goes to the web-search engine, and
-  the LLM answers from the results;
+* `SearchGen` — search-engine-augmented generation (Teola Fig. 2(a), after SlimPLM): a
+  smaller LLM (the *judge model*, Llama-2-7B in the paper) writes a heuristic draft
+  answer, then judges from it whether a web search is needed and, if so, writes the
+  search queries (one a line: a splittable output; none when no search is needed); each
+  query goes to the search engine (top 4 results); the core LLM answers from the results;
 * `NaiveRAG` — document QA: chunk the document (256 tokens, overlap 30), embed and
   ingest the chunks, embed the question, search the top 3, synthesise tree-summarize
   style (Teola §7.1: "three initial requests, then a request that builds the answer"):
   a draft answer per chunk, then one answer combining the drafts;
-* `AdvancedRAG` — the same indexing, then query expansion into 3 queries, 16 chunks
-  each, rerank to the top 3, refine-mode synthesis (answer from the first chunk, then
-  refine the answer with each next one).
+* `AdvancedRAG` — the same indexing, then query expansion by the core LLM into 3
+  queries, 16 chunks each, rerank to the top 3, refine-mode synthesis (answer from the
+  first chunk, then refine the answer with each next one).
 
 Steps are grouped into *modules* the way a framework (LlamaIndex; Teola's LlamaDist
 baseline) runs them: each module follows the whole previous module (`chain=` edges) —
 indexing (chunk → embed every chunk → ingest) completes before the query side starts,
-query expansion completes before any retrieval, each expanded query's retrieval
-(embed + search, or one web search) is a module after the previous one's, rerank
-waits for every search and refine-mode synthesis for the whole rerank. With no passes
-that is the module-chain baseline; the `prune` pass keeps only the data edges. Texts are `str`
-live; in the simulator the question and document are `Segment`s and the oracle
-models every output. A failed step (a search service down or slow) fails the query
-with its reason.
+the draft and the judgement complete before any search, each expanded query's
+retrieval (embed + search, or one web search) is a module after the previous one's,
+rerank waits for every search and refine-mode synthesis for the whole rerank. With no
+passes that is the module-chain baseline; the `prune` pass keeps only the data edges.
+
+A splittable output may hold fewer parts than planned (two queries where three were
+asked, fewer hits than top-k): the steps that need a missing part do not run, and the
+joins (rerank, the answers) read the parts that exist (`Step.optional`). Texts are `str`
+live; in the simulator the question and document are `Segment`s and the oracle models
+every output. A failed step (a search service down or slow) fails the query with its
+reason.
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ Text = str | Segment
 EXPAND = ("You are a search assistant. Rewrite the user's question into {n} different search queries "
           "that together cover what is needed to answer it. Write exactly one query per line, "
           "with no numbering and no other text.\nQuestion: ")
+DRAFT = ("You are a helpful assistant. Answer the question briefly from what you already know, "
+         "without looking anything up.\nQuestion: ")
+JUDGE = ("You decide whether a web search is needed to answer the question correctly, given a draft "
+         "answer written without searching. If the draft is certainly right, write nothing. Otherwise "
+         "write up to {n} web search queries that would find the missing facts, one per line, with no "
+         "numbering and no other text.\nQuestion: ")
 ANSWER = ("You are a helpful assistant. Answer the question using only the context below. "
           "Cite the passages you use; say so when the context does not contain the answer.\nQuestion: ")
 SUMMARIZE = ("You are a helpful assistant. Combine the candidate answers below, each written from one "
@@ -64,7 +76,7 @@ class _Modules:
 
 
 class _App(Workflow):
-    answer_key = "answer"
+    answer_keys: tuple[str, ...] = ("answer",)  # the last of these that ran holds the answer
     # extra sampling parameters of every LLM step (the live benchmark pins output lengths
     # with `ignore_eos`, so both arms of a comparison decode the same number of tokens)
     llm_params: Mapping[str, Any] = {}
@@ -74,12 +86,15 @@ class _App(Workflow):
             raise WorkflowError(f"{self.name}: step {key!r} failed: {result.error}")
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
-        r = results.get(self.answer_key)
+        ran = [r for r in (results.get(k) for k in self.answer_keys) if r is not None and not r.missing]
+        r = ran[-1] if ran else None
         return {"answer": None if r is None else r.text, "output_tokens": 0 if r is None else r.output_tokens}
 
 
-def _parts(g: Graph, m: _Modules, source: Step, n: int, stage: str) -> list[Step]:
-    return [m.add(g.tool(part_key(source.key, i), PART, stage=stage, chain=m.prev, source=source, index=i, of=n))
+def _parts(g: Graph, m: _Modules, source: Step, n: int, stage: str, first: Text | None = None) -> list[Step]:
+    """Part i of `source`'s output, for i < n; `first`: part 0 when the output has none."""
+    return [m.add(g.tool(part_key(source.key, i), PART, stage=stage, chain=m.prev, source=source, index=i, of=n,
+                         **({"default": first} if i == 0 and first is not None else {})))
             for i in range(n)]
 
 
@@ -96,25 +111,31 @@ def _index(g: Graph, m: _Modules, document: Text, n_chunks: int, size: int, over
 class SearchGen(_App):
     name = "search_gen"
 
-    def __init__(self, question: Text, n_queries: int = 3, results: int = 3, max_tokens: int = 256,
-                 query_tokens: int = 64, model: str | None = None) -> None:
+    def __init__(self, question: Text, n_queries: int = 1, results: int = 4, max_tokens: int = 256,
+                 query_tokens: int = 64, draft_tokens: int = 256, model: str | None = None,
+                 judge_model: str | None = None) -> None:
         self.question, self.n, self.results = question, n_queries, results
-        self.max_tokens, self.query_tokens, self.model = max_tokens, query_tokens, model
+        self.max_tokens, self.query_tokens, self.draft_tokens = max_tokens, query_tokens, draft_tokens
+        self.model, self.judge_model = model, judge_model
 
     def start(self, g: Graph) -> None:
-        m = _Modules()
-        expand = m.add(g.llm("expand", [EXPAND.format(n=self.n), self.question], max_tokens=self.query_tokens * self.n,
-                             splittable=True, model=self.model, params=self.llm_params))
+        m, q, p = _Modules(), self.question, self.llm_params
+        draft = m.add(g.llm("draft", [DRAFT, q, "\nAnswer:"], max_tokens=self.draft_tokens, model=self.judge_model,
+                            params=p))
         m.next()
-        queries = _parts(g, m, expand, self.n, "expand_part")
+        judge = m.add(g.llm("judge", [JUDGE.format(n=self.n), q, "\nDraft answer:\n", draft, "\nSearch queries:"],
+                            max_tokens=self.query_tokens * self.n, splittable=True, chain=m.prev,
+                            model=self.judge_model, params=p))
+        m.next()
+        queries = _parts(g, m, judge, self.n, "judge_part")
         m.next()
         hits = []
-        for i, q in enumerate(queries):  # one retrieval module per expanded query, in turn
-            hits.append(m.add(g.tool(f"search{i}", "web_search", batchable=True, chain=m.prev, query=q,
+        for i, query in enumerate(queries):  # one search module per query, in turn
+            hits.append(m.add(g.tool(f"search{i}", "web_search", batchable=True, chain=m.prev, query=query,
                                      k=self.results)))
             m.next()
-        g.llm("answer", [ANSWER, self.question, "\nSearch results:\n", *hits, "\nAnswer:"],
-              max_tokens=self.max_tokens, chain=m.prev, model=self.model, params=self.llm_params)
+        g.llm("answer", [ANSWER, q, "\nSearch results:\n", *(h.optional for h in hits), "\nAnswer:"],
+              max_tokens=self.max_tokens, chain=m.prev, model=self.model, params=p)
 
 
 class NaiveRAG(_App):
@@ -128,7 +149,7 @@ class NaiveRAG(_App):
         self.index_dim = index_dim
 
     def start(self, g: Graph) -> None:
-        m = _Modules()
+        m, p = _Modules(), self.llm_params
         index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap, self.index_dim)
         m.next()
         qv = m.add(g.tool("embed_query", "embed", batchable=True, chain=m.prev, texts=[self.question]))
@@ -141,12 +162,11 @@ class NaiveRAG(_App):
         drafts = []
         for j, ctx in enumerate(best):  # tree-summarize: one answer per chunk, in turn (LlamaIndex sync)
             drafts.append(m.add(g.llm(f"draft{j}", [ANSWER, self.question, "\nContext:\n", ctx, "\nAnswer:"],
-                                      max_tokens=self.max_tokens, chain=m.prev, model=self.model,
-                                      params=self.llm_params)))
+                                      max_tokens=self.max_tokens, chain=m.prev, model=self.model, params=p)))
             m.next()
-        sources = [x for j, d in enumerate(drafts) for x in (f"\nCandidate answer {j + 1}:\n", d)]
+        sources = [x for j, d in enumerate(drafts) for x in (f"\nCandidate answer {j + 1}:\n", d.optional)]
         g.llm("answer", [SUMMARIZE, self.question, *sources, "\nAnswer:"], max_tokens=self.max_tokens,
-              chain=m.prev, model=self.model, params=self.llm_params)
+              chain=m.prev, model=self.model, params=p)
 
 
 class AdvancedRAG(_App):
@@ -158,19 +178,17 @@ class AdvancedRAG(_App):
         self.question, self.document, self.n_chunks, self.index_dim = question, document, n_chunks, index_dim
         self.n, self.per_query, self.top_k, self.chunk, self.overlap = n_queries, per_query, top_k, chunk, overlap
         self.max_tokens, self.query_tokens, self.model = max_tokens, query_tokens, model
-
-    @property
-    def answer_key(self) -> str:  # type: ignore[override]
-        return f"refine{self.top_k - 1}"
+        self.answer_keys = tuple(f"refine{j}" for j in range(top_k))
 
     def start(self, g: Graph) -> None:
-        m = _Modules()
+        m, p = _Modules(), self.llm_params
         index = _index(g, m, self.document, self.n_chunks, self.chunk, self.overlap, self.index_dim)
         m.next()
         expand = m.add(g.llm("expand", [EXPAND.format(n=self.n), self.question], max_tokens=self.query_tokens * self.n,
-                             splittable=True, chain=m.prev, model=self.model, params=self.llm_params))
+                             splittable=True, chain=m.prev, model=self.model, params=p))
         m.next()
-        queries = _parts(g, m, expand, self.n, "expand_part")
+        # an expansion that wrote no query at all retrieves with the question itself
+        queries = _parts(g, m, expand, self.n, "expand_part", first=self.question)
         m.next()
         hits = []
         for i, q in enumerate(queries):  # one retrieval module (embed, search) per expanded query, in turn
@@ -180,7 +198,7 @@ class AdvancedRAG(_App):
             m.next()
         ranked = m.add(g.tool("rerank", "rerank", batchable=True, chain=m.prev, query=self.question,
                               units=self.n * self.per_query, top=self.top_k,
-                              **{f"docs{i}": h for i, h in enumerate(hits)}))
+                              **{f"docs{i}": h.optional for i, h in enumerate(hits)}))
         m.next()
         best = _parts(g, m, ranked, self.top_k, "rerank_part")
         m.next()
@@ -192,7 +210,7 @@ class AdvancedRAG(_App):
                 prompt = [REFINE, self.question, "\nNew context:\n", ctx, "\nExisting answer:\n", prev,
                           "\nRefined answer:"]
             prev = m.add(g.llm(f"refine{j}", prompt, max_tokens=self.max_tokens, chain=m.prev, model=self.model,
-                               params=self.llm_params))
+                               params=p))
             m.next()
 
 

@@ -6,8 +6,9 @@
 
 Settings (`gateway.workflows.<name>`) fix the app's shape (chunk 256 / overlap 30 /
 top-3, 3 expanded queries of 16 chunks each, ...); `index_dim` sets the vector index's
-dimension (a dimension other than the embedder's fails the query with that reason).
-The retrieval ops run on the gateway's real components (`flowserve.retrieval`).
+dimension (a dimension other than the embedder's fails the query with that reason);
+`judge_model` names the model of search_gen's draft and judge (default: the request's
+model). The retrieval ops run on the gateway's real components (`flowserve.retrieval`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from flowserve.retrieval.embedding import chunk_tokens, load_tokenizer
 
 MAX_DOCUMENT_CHARS = 2_000_000
 
-DEFAULTS: dict[str, dict[str, int | None]] = {
-    "search_gen": {"n_queries": 3, "results": 3, "max_tokens": 256, "query_tokens": 64},
+DEFAULTS: dict[str, dict[str, int | str | None]] = {
+    "search_gen": {"n_queries": 1, "results": 4, "max_tokens": 256, "query_tokens": 64, "draft_tokens": 256,
+                   "judge_model": None},
     "naive_rag": {"top_k": 3, "chunk": 256, "overlap": 30, "max_tokens": 256, "index_dim": None},
     "advanced_rag": {"n_queries": 3, "per_query": 16, "top_k": 3, "chunk": 256, "overlap": 30, "max_tokens": 256,
                      "query_tokens": 64, "index_dim": None},
@@ -39,7 +41,12 @@ def _prepare(name: str) -> Any:
             raise ConfigError(f"gateway.workflows.{name}: unknown field(s) {extra}; known: {sorted(known)}")
         out: dict[str, Any] = dict(known)
         for k, v in settings.items():
-            if v is None and k == "index_dim":
+            if v is None and k in ("index_dim", "judge_model"):
+                continue
+            if k == "judge_model":
+                if not isinstance(v, str) or not v:
+                    raise ConfigError(f"gateway.workflows.{name}.{k}: expected a model name, got {v!r}")
+                out[k] = v
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "overlap" else 1):
                 raise ConfigError(f"gateway.workflows.{name}.{k}: expected a positive integer, got {v!r}")
@@ -76,7 +83,7 @@ def build_search_gen(inputs: Mapping[str, Any], s: Mapping[str, Any], model: str
     if unknown:
         raise RequestError(f"search_gen: unknown input(s) {unknown}; known: ['question']")
     return SearchGen(_text(inputs, "question", "search_gen", 20_000), s["n_queries"], s["results"],
-                     s["max_tokens"], s["query_tokens"], model)
+                     s["max_tokens"], s["query_tokens"], s["draft_tokens"], model, s["judge_model"] or model)
 
 
 def build_naive_rag(inputs: Mapping[str, Any], s: Mapping[str, Any], model: str | None) -> NaiveRAG:
@@ -87,8 +94,9 @@ def build_advanced_rag(inputs: Mapping[str, Any], s: Mapping[str, Any], model: s
     return AdvancedRAG(**_rag_args("advanced_rag", inputs, s), model=model)
 
 
-SEARCH_GEN = WorkflowDef("search_gen", "Teola search-engine-augmented generation: query expansion, web search, "
-                         "answer", build_search_gen, _prepare("search_gen"))
+SEARCH_GEN = WorkflowDef("search_gen", "Teola search-engine-augmented generation: a draft answer, a judge that "
+                         "writes the web searches needed, the answer from their results", build_search_gen,
+                         _prepare("search_gen"))
 NAIVE_RAG = WorkflowDef("naive_rag", "Teola document QA, naive RAG: chunk 256/30, embed, index, top-3, answer",
                         build_naive_rag, _prepare("naive_rag"))
 ADVANCED_RAG = WorkflowDef("advanced_rag", "Teola advanced RAG: index, 3 expanded queries × 16 chunks, rerank to "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +104,15 @@ def llama_fidelity(model: Path, binary: Path, console: Console, say: Callable[[s
 
 @contextlib.contextmanager
 def vllm_server(python: Path, model_dir: Path, port: int, log: Path, cpus: str | None,
-                max_num_seqs: int = 4, max_len: int = 4096, timeout: float = 600.0) -> Iterator[str]:
-    """vLLM's OpenAI server for a local model on 127.0.0.1 (CPU build), stopped on exit."""
+                max_num_seqs: int = 4, max_len: int = 4096, timeout: float = 600.0,
+                extra: Sequence[str] = ()) -> Iterator[str]:
+    """vLLM's OpenAI server for a local model on 127.0.0.1 (CPU build), stopped on exit;
+    `extra`: more server arguments."""
     args = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
             "--served-model-name", "tiny-llama", "--dtype", "float32",
             "--max-model-len", str(max_len), "--max-num-seqs", str(max_num_seqs), "--max-num-batched-tokens",
             "2048", "--enable-prefix-caching", "--enable-prompt-tokens-details", "--host", "127.0.0.1",
-            "--port", str(port)]
+            "--port", str(port), *extra]
     env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1",
                         "VLLM_CPU_OMP_THREADS_BIND": cpus or "auto"}
     url = f"http://127.0.0.1:{port}"

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 import flowserve.sql as fsql
@@ -30,6 +29,8 @@ from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.metrics.tables import write_json
 from flowserve.profiles.fitted import FittedCostModel
+from flowserve.profiles.slot_config import SlotConfig
+from flowserve.sql.tables import read_table
 from flowserve.types.specs import InstanceSpec
 
 SLOTS, CTX_PER_SLOT, MAX_TOKENS = 2, 4096, 4  # per engine; answer tokens per call
@@ -45,12 +46,13 @@ class LiveSetup:
     dispatch: str = "prefix_affinity"
 
 
-def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int) -> Path:
+def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int, slot_config: SlotConfig | None = None) -> Path:
     """A hand-set profile of the tiny model on one CPU thread (orders of magnitude only:
     ~0.1 ms per prefilled token, ~2 ms per decode step); the driver needs one per
-    instance for its admission decisions, and the figures come from the engines."""
+    instance for its admission decisions, the planner its slot rules (`slot_config`),
+    and the figures come from the engines."""
     FittedCostModel(model.name, (1e-3, 2e-3, 1e-4, 1e-8, 1.5e-3, 1e-7), ctx, ctx, slots,
-                    device="llama-server (1 thread)").save(path)
+                    device="llama-server (1 thread)", slot_config=slot_config).save(path)
     return path
 
 
@@ -58,10 +60,11 @@ def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int) -> Path:
 def engines(setup: LiveSetup, tag: str) -> Iterator[list[InstanceSpec]]:
     """Fresh llama-servers (empty caches) and their instance specs; stopped on exit."""
     setup.out.mkdir(parents=True, exist_ok=True)
-    profile = tiny_profile(setup.out / "tiny-profile.yaml", setup.model, SLOTS, SLOTS * CTX_PER_SLOT)
     servers = [LlamaServer(setup.model.gguf, ctx_size=SLOTS * CTX_PER_SLOT, parallel=SLOTS, threads=1, cache_ram=0,
                            alias=setup.model.name, binary=setup.binary, log_path=setup.out / f"{tag}-{i}.log")
                for i in range(setup.engines)]
+    profile = tiny_profile(setup.out / "tiny-profile.yaml", setup.model, SLOTS, SLOTS * CTX_PER_SLOT,
+                           servers[0].slot_config())
     try:
         for s in servers:
             s.start()
@@ -90,12 +93,12 @@ def live_step(setup: LiveSetup, sql: str, tables: dict[str, Any], optimize: str,
     return {"latency_s": wall, "llm_s": rep["latency_s"], "token_hit_rate": rep["token_hit_rate"],
             "calls": rep["calls"], "prompt_tokens": rep.get("prompt_tokens", 0),
             "cached_tokens": rep.get("cached_tokens", 0), "rows": len(res.rows), "solver_s": rep.get("solver_s", 0.0),
-            "row_errors": len(rep.get("errors") or ())}
+            "row_errors": rep.get("rows_failed", 0), "plans": sorted({op["plan"] for op in rep["operators"]})}
 
 
 def head(path: Path, rows: int) -> pa.Table:
     """The first `rows` rows of a CSV, in file order."""
-    return duckdb.sql(f"SELECT * FROM read_csv_auto('{path}') LIMIT {int(rows)}").fetch_arrow_table()
+    return read_table("head", path).slice(0, rows)
 
 
 def run_live(setup: LiveSetup, datasets: dict[str, tuple[dict[str, Any], dict[str, str]]], names: Sequence[str],
@@ -121,8 +124,9 @@ def run_live(setup: LiveSetup, datasets: dict[str, tuple[dict[str, Any], dict[st
     return results
 
 
-def write_results(results: dict[str, Any], setup: LiveSetup, rows: int, json_out: Path) -> None:
-    write_json(json_out, {"setting": {"engines": setup.engines, "slots_per_engine": SLOTS, "threads": 1,
+def write_results(results: dict[str, Any], setup: LiveSetup, rows: int, json_out: Path,
+                  extra: dict[str, Any] | None = None) -> None:
+    write_json(json_out, (extra or {}) | {"setting": {"engines": setup.engines, "slots_per_engine": SLOTS, "threads": 1,
                                       "cache_ram": 0, "model": "tiny random-weight llama (GGUF)",
                                       "dispatch": setup.dispatch, "max_tokens": MAX_TOKENS, "rows": rows},
                           "queries": results})

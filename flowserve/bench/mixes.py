@@ -125,7 +125,7 @@ SINGLE: dict[str, Case] = {
     "chess-trace1": Case("chess-trace1", "hetero-1", _builtin("chess-trace1", 1.0)),
     **{k: Case(k, "preble-a6000", _preble(k)) for k in PREBLE_RATES},
 }
-TEOLA_RATES = {"search_gen": 2.0, "naive_rag": 2.0, "advanced_rag": 2.0}  # the built-in workloads' rates
+TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the built-in workloads' rates
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),

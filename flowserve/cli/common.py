@@ -5,29 +5,54 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
+import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flowserve import __version__
+from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import FlowserveError
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
+CLUSTER_NAMES = ", ".join(BUILTIN_CLUSTERS)
+CLUSTER_HELP = f"cluster or serving YAML (its gateway: section is ignored), or a built-in name: {CLUSTER_NAMES}"
 DISPATCH_NAMES = ", ".join(DISPATCH_POLICIES)
 QUEUE_NAMES = ", ".join(QUEUE_POLICIES)
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+
+
+class WholeSentenceGroup(typer.core.TyperGroup):
+    """Lists each command with its whole first sentence, wrapped (click cuts it at the
+    terminal's width with '...')."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=1000))
+                for name in self.list_commands(ctx) if (cmd := self.get_command(ctx, name)) and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+# Plain help (no rich panels): typer's rich panels print a type placeholder after every
+# flag (`--quick <bool>`) and keep the line breaks of docstrings mid-sentence.
+PLAIN_HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None, "cls": WholeSentenceGroup}
+app = typer.Typer(**PLAIN_HELP, add_completion=False,
                   help="Serve and simulate LLM applications on heterogeneous clusters.\n\n"
                        f"Dispatch policies: {DISPATCH_NAMES}.\n\nQueue policies: {QUEUE_NAMES}.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (print ratios, write JSON).")
+bench_app = typer.Typer(**PLAIN_HELP, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
-engines_app = typer.Typer(no_args_is_help=True, help="Real engines: build llama-server, write the tiny test model.")
+engines_app = typer.Typer(**PLAIN_HELP, help="Real engines: build llama-server, write the tiny test model.")
 app.add_typer(engines_app, name="engines")
-tune_app = typer.Typer(no_args_is_help=True, help="Tune policy parameters by simulation.")
+tune_app = typer.Typer(**PLAIN_HELP, help="Tune policy parameters by simulation.")
 app.add_typer(tune_app, name="tune")
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -59,9 +84,65 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowserveError as e:
-        err_console.print(f"[bold red]error:[/] {' '.join(str(e).split())}", highlight=False, markup=True,
-                          soft_wrap=True)
-        raise typer.Exit(2) from None
+        _one_line(str(e))
+    except OSError as e:  # a file that could not be read or written after all (a race, a full disk)
+        if e.filename is None:
+            raise
+        _one_line(f"{e.filename}: {e.strerror}")
+
+
+def _one_line(message: str) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, markup=True,
+                      soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+def check_output(path: Path, option: str, folder: bool = False) -> None:
+    """The one check of every output path option (`--json`, `--out`, `--cache`, ...):
+    ConfigError, naming the option, for a directory where a file is written (or the
+    reverse), a device or pipe, or a place where nothing can be created."""
+    from flowserve.errors import ConfigError
+
+    where = f"{option} {str(path)!r}"
+    if path.exists():
+        if folder and not path.is_dir():
+            raise ConfigError(f"{where}: not a directory (this option names a folder to write into)")
+        if not folder and path.is_dir():
+            raise ConfigError(f"{where}: is a directory; give a file path")
+        if not folder and not path.is_file():
+            raise ConfigError(f"{where}: not a regular file (a device, pipe or socket); give a file path")
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{where}: not writable")
+        if not folder:
+            return
+    base = path if folder and path.is_dir() else next(p for p in path.absolute().parents if p.exists())
+    if not base.is_dir():
+        raise ConfigError(f"{where}: {str(base)!r} is not a directory")
+    try:  # what the command will do there: create files (and folders) in it
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot write in {str(base)!r} ({e.strerror})") from None
+
+
+def _checked(folder: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None and not ctx.resilient_parsing:
+            with user_errors():
+                check_output(Path(value), max(param.opts, key=len), folder)
+        return value
+    check.output = "folder" if folder else "file"  # type: ignore[attr-defined]  (which check an option has)
+    return check
+
+
+def output_file(*decls: str, **kw: Any) -> Any:
+    """`typer.Option` of a file the command writes, checked before the command runs."""
+    return typer.Option(*decls, callback=_checked(folder=False), **kw)
+
+
+def output_folder(*decls: str, **kw: Any) -> Any:
+    """`typer.Option` of a folder the command writes into, checked before it runs."""
+    return typer.Option(*decls, callback=_checked(folder=True), **kw)
 
 
 def progress_bar() -> Progress:

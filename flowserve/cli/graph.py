@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import app, console, user_errors
+from flowserve.cli.common import PLAIN_HELP, app, console, output_file, user_errors
 
-graph_app = typer.Typer(no_args_is_help=True, help="Workflow graphs of the built-in apps.")
+graph_app = typer.Typer(**PLAIN_HELP, help="Workflow graphs of the built-in apps.")
 app.add_typer(graph_app, name="graph")
 
 
@@ -17,7 +17,7 @@ app.add_typer(graph_app, name="graph")
 def show(
     name: Annotated[str, typer.Argument(help="search_gen, naive_rag or advanced_rag")],
     passes: Annotated[str, typer.Option(help="passes to apply: all, none, or a list")] = "all",
-    png: Annotated[Path | None, typer.Option(help="draw both graphs into this PNG")] = None,
+    png: Annotated[Path | None, output_file(help="draw both graphs into this PNG")] = None,
 ) -> None:
     """Print the app's graph (one query of its built-in workload) before and after the passes."""
     with user_errors():

@@ -13,6 +13,7 @@ from flowserve.cli.common import (
     console,
     engines_app,
     err_console,
+    output_file,
     progress_bar,
     user_errors,
 )
@@ -32,7 +33,7 @@ def engines_build(
 
 @engines_app.command("tiny-model")
 def engines_tiny_model(
-    out: Annotated[Path, typer.Option(help="GGUF file to write (tokenizer.json goes next to it)")] = Path(
+    out: Annotated[Path, output_file(help="GGUF file to write (tokenizer.json goes next to it)")] = Path(
         "out/tiny-llama.gguf"),
     seed: Annotated[int, typer.Option(help="seed of the vocabulary corpus and the weights")] = 0,
     layers: Annotated[int, typer.Option(help="transformer blocks")] = 4,
@@ -51,7 +52,7 @@ def engines_tiny_model(
 def profile(
     url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible engine (no /v1)")],
     model: Annotated[str, typer.Option(help="model name (sent as `model`, written in the profile)")],
-    out: Annotated[Path | None, typer.Option(help="profile YAML to write [default: out/profiles/MODEL.yaml]")] = None,
+    out: Annotated[Path | None, output_file(help="profile YAML to write [default: out/profiles/MODEL.yaml]")] = None,
     engine: Annotated[str, typer.Option(help="auto, llamacpp, vllm, sglang or openai")] = "auto",
     api_key: Annotated[str | None, typer.Option(help="bearer token for the engine")] = None,
     slots: Annotated[int | None, typer.Option(help="concurrent sequences (default: reported by the engine)")] = None,
@@ -61,7 +62,7 @@ def profile(
     token_budget: Annotated[int, typer.Option(help="tokens per engine iteration (llama-server -b)")] = 2048,
     repeats: Annotated[int, typer.Option(help="runs per measured point (median)")] = 3,
     quick: Annotated[bool, typer.Option(help="few points, seconds (smoke tests)")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the measurements as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the measurements as JSON")] = None,
     kv_unified: Annotated[bool, typer.Option(help="llama-server: slots share the KV cells (--kv-unified)")] = True,
     cache_ram: Annotated[int, typer.Option(help="llama-server's --cache-ram in MiB (0: off; the default 8192 "
                                                 "is taken as unbounded)")] = 8192,
@@ -161,7 +162,7 @@ def validate(
     vocab_size: Annotated[int | None, typer.Option(help="engine vocabulary (default: reported)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="section.name=value; sections: workload, dispatch, queue")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the report as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the report as JSON")] = None,
 ) -> None:
     """Replay a workload on a real engine and in the simulator; report the latency error."""
     with user_errors():

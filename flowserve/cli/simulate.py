@@ -11,12 +11,15 @@ from typing import Annotated
 import typer
 
 from flowserve.cli.common import (
+    CLUSTER_HELP,
     DEFAULT_SCALES,
     DISPATCH_NAMES,
     QUEUE_NAMES,
     app,
     console,
     err_console,
+    output_file,
+    output_folder,
     parse_scales,
     progress_bar,
     tune_app,
@@ -27,7 +30,7 @@ from flowserve.errors import ConfigError
 
 @app.command()
 def simulate(
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name (hetero-1, hetero-2, ...)")] = "hetero-1",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     workload: Annotated[str, typer.Option(help="workload YAML, built-in name, or recorded .jsonl trace")] = "text2sql",
     dispatch: Annotated[str, typer.Option(help=f"dispatch policy: {DISPATCH_NAMES}")] = "round_robin",
     queue: Annotated[str, typer.Option(help=f"queue policy: {QUEUE_NAMES}")] = "fcfs",
@@ -37,9 +40,9 @@ def simulate(
     seed: Annotated[int | None, typer.Option(help="workload seed (overrides the workload's)")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="section.name=value; sections: workload, dispatch, queue, engine")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
-    record_trace: Annotated[Path | None, typer.Option(help="write the simulated queries as a JSONL trace")] = None,
-    plot: Annotated[Path | None, typer.Option(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the summary as JSON")] = None,
+    record_trace: Annotated[Path | None, output_file(help="write the simulated queries as a JSONL trace")] = None,
+    plot: Annotated[Path | None, output_file(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
@@ -47,10 +50,14 @@ def simulate(
         from flowserve.config import parse_sets
         from flowserve.metrics.plots import plot_attainment
         from flowserve.metrics.tables import policy_table, write_json
+        from flowserve.schema import read_yaml
         from flowserve.workloads.trace import write_trace
 
         sets = parse_sets(set_)
         scales = parse_scales(slo_scales)
+        if Path(cluster).is_file() and "gateway" in read_yaml(cluster):
+            console.print(f"{cluster}: its gateway: section is for `flowserve serve`; simulating with "
+                          f"--dispatch {dispatch} --queue {queue}", highlight=False)
         with progress_bar() as bar:
             task = bar.add_task(f"{dispatch}+{queue} on {workload}", total=len(scales))
             result = run_simulation(cluster, workload, dispatch, queue, slo_scales=scales, seed=seed, passes=passes,
@@ -77,7 +84,7 @@ def simulate(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="folder for the report, JSON and plot")] = Path("out/demo"),
+    out: Annotated[Path, output_folder(help="folder for the report, JSON and plot")] = Path("out/demo"),
     queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
     every_pair: Annotated[bool, typer.Option(
@@ -97,12 +104,12 @@ def demo(
 @tune_app.command("alpha")
 def tune_alpha(
     trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")] = "hetero-1",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
     beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,
     slo_scale: Annotated[float | None, typer.Option(
         help="deadlines = scale × standalone latency (default: no deadlines)")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the sweep as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the sweep as JSON")] = None,
 ) -> None:
     """Offline α sweep of hexgen_wb on a recorded trace (Hexgen §4.3)."""
     with user_errors():
@@ -126,13 +133,12 @@ def tune_alpha(
 
 @app.command()
 def calibrate(
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the comparison as JSON")] = None,
     queries: Annotated[int, typer.Option(help="synthetic queries per database")] = 2000,
     trace: Annotated[str | None, typer.Option(help="print this agent trace's statistics instead "
                                               "(a file in the published format, or a built-in name)")] = None,
     cluster: Annotated[str | None, typer.Option(help="with --trace of a recorded live run: replay it on "
-                                                "this cluster (YAML or built-in name), compare with the live "
-                                                "run")] = None,
+                                                f"this cluster, compare with the live run ({CLUSTER_HELP})")] = None,
     dispatch: Annotated[str, typer.Option(help="--cluster: dispatch policy of the replay")] = "round_robin",
     queue: Annotated[str, typer.Option(help="--cluster: queue policy of the replay")] = "fcfs",
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flowserve.cli.common import app, bench_app, console, err_console, user_errors
+from flowserve.cli.common import app, bench_app, console, err_console, output_file, user_errors
 
 
 def _progress_line(stats: Any) -> None:
@@ -18,24 +18,46 @@ def _progress_line(stats: Any) -> None:
         sys.stderr.flush()
 
 
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    from flowserve.sql.errors import SQLInputError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, default=str))
+    except OSError as e:
+        raise SQLInputError(f"--json {path}: cannot write: {e.strerror or e}") from None
+
+
 @app.command("sql")
 def sql_command(
     statement: Annotated[str, typer.Argument(help="the statement, or Q1..Q5 for the paper's queries")],
     table: Annotated[list[str] | None, typer.Option("--table", help="name=path.csv|parquet (repeatable)")] = None,
     cluster: Annotated[str | None, typer.Option(
-        help="cluster YAML or built-in name (paper-l4: Llama-3-8B on one L4)")] = None,
+        help="cluster YAML or built-in name (paper-l4: Llama-3-8B on one L4, simulated)")] = None,
     gateway: Annotated[str | None, typer.Option(help="URL of a running gateway (OpenAI API)")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", envvar="FLOWSERVE_API_KEY", help="the gateway's API key (or FLOWSERVE_API_KEY)")] = None,
+    query_class: Annotated[str, typer.Option(
+        "--class", help="batch (no SLO, fills idle capacity) | interactive")] = "batch",
     optimize: Annotated[str, typer.Option(
         help="none | all | list of dedup,reorder,ggr,sort,predicates,warmup")] = "all",
     on_error: Annotated[str, typer.Option(help="null (NULL + llm_error column) | fail")] = "null",
-    cache: Annotated[str | None, typer.Option(help="result cache file (SQLite), reused across statements")] = None,
+    cache: Annotated[str | None, output_file(help="result cache file (SQLite), reused across statements")] = None,
     seed: Annotated[int, typer.Option(help="seed of simulated answers")] = 0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write rows and the report here")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="show the plan; call no engine")] = False,
-    limit: Annotated[int, typer.Option(help="rows to print")] = 20,
+    json_out: Annotated[Path | None, output_file(
+        "--json", help="write rows and the report (or the plan) here")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="show every candidate plan's estimate and the choice; runs no statement, calls no engine")
+    ] = False,
+    limit: Annotated[int, typer.Option(min=0, help="rows to print")] = 20,
 ) -> None:
     """Run a SQL statement whose LLM(), LLM_FILTER(), LLM_NUMBER(), LLM_CHOICE(), LLM_JSON()
-    calls run on a flowserve cluster through the prefix-aware planner."""
+    calls run on a flowserve cluster through the prefix-aware planner.
+
+    The statement runs in an embedded DuckDB with full power over this machine's files
+    (read_csv, COPY ... TO, ATTACH), as your own local run; the Python API, simulated
+    workloads and services run statements sandboxed (only registered tables, nothing written).
+    On a simulated cluster the answers are modelled, not generated."""
     with user_errors():
         import flowserve.sql as fsql
         from flowserve.sql.errors import StatementCancelled
@@ -47,17 +69,19 @@ def sql_command(
         if cluster is None and gateway is None:
             cluster = "paper-l4"
         con = fsql.connect(cluster=cluster, gateway=gateway, optimize=optimize, on_error=on_error,
-                           cache=cache, seed=seed, on_progress=_progress_line)
+                           cache=cache, seed=seed, on_progress=_progress_line, api_key=api_key,
+                           query_class=query_class, external_access=True)  # type: ignore[arg-type]
         try:
             for t in table or ():
                 con.register(*parse_table_arg(t))
             if explain:
+                from flowserve.sql.explain import explain_text
+
                 plan = con.explain(statement)
-                for op in plan:
-                    console.print(op)
+                console.print(explain_text(plan, cluster or "the paper's L4 (the gateway's engines are unknown)"),
+                              highlight=False, markup=False)
                 if json_out:
-                    json_out.parent.mkdir(parents=True, exist_ok=True)
-                    json_out.write_text(json.dumps({"explain": plan}, indent=2))
+                    _write_json(json_out, {"explain": plan})
                 return
             try:
                 res = con.sql(statement)
@@ -68,36 +92,61 @@ def sql_command(
                 sys.stderr.write("\n")
         finally:
             con.close()
-        console.print(" | ".join(res.columns), highlight=False)
-        for row in res.rows[:limit]:
-            console.print(" | ".join("NULL" if v is None else str(v)[:80] for v in row), highlight=False)
-        if len(res.rows) > limit:
-            console.print(f"... {len(res.rows) - limit} more rows")
-        rep = res.report
-        err_console.print(f"{len(res.rows)} rows · {rep.get('calls', 0)} calls · token hit rate "
-                          f"{rep.get('token_hit_rate', 0):.1%} · {rep.get('latency_s', 0):.2f} s on the cluster · "
-                          f"{len(rep['errors'])} row errors", highlight=False)
-        for e in rep["errors"][:5]:
-            err_console.print(f"  {e}", highlight=False)
+        _print_result(res, limit)
         if json_out:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps({"columns": res.columns, "rows": [list(r) for r in res.rows],
-                                            "report": rep}, indent=2, default=str))
+            _write_json(json_out, {"columns": res.columns, "rows": [list(r) for r in res.rows], "report": res.report})
+        rep = res.report
+        if rep["rows_failed"] and rep["rows_failed"] >= rep["rows_planned"]:
+            first = rep["errors"][0]
+            err_console.print(f"[bold red]error:[/] every row failed ({rep['rows_failed']}): {first['reason']}",
+                              highlight=False)
+            raise typer.Exit(1)
+
+
+def _print_result(res: Any, limit: int) -> None:
+    console.print(" | ".join(res.columns), highlight=False, markup=False)
+    for row in res.rows[:limit]:
+        console.print(" | ".join("NULL" if v is None else str(v)[:80] for v in row), highlight=False, markup=False)
+    if len(res.rows) > limit:
+        console.print(f"... {len(res.rows) - limit} more rows")
+    rep = res.report
+    modelled = " · answers MODELLED (simulated cluster)" if rep.get("answers") == "modelled" else ""
+    plans = ", ".join(sorted({op["plan"] for op in rep["operators"]})) or "-"
+    err_console.print(f"{len(res.rows)} rows · {rep.get('calls', 0)} calls · token hit rate "
+                      f"{rep.get('token_hit_rate', 0):.1%} · {rep.get('latency_s', 0):.2f} s on the cluster · "
+                      f"plan {plans} · {rep['rows_failed']} row errors{modelled}", highlight=False, markup=False)
+    for g in rep["errors"][:5]:
+        err_console.print(f"  {g['op']}: {g['reason']} — {g['rows']} rows, e.g. {'; '.join(g['examples'])}",
+                          highlight=False, markup=False)
 
 
 @bench_app.command("llmsql")
 def bench_llmsql(
-    rows: Annotated[int, typer.Option(help="rows of the generated products table")] = 3000,
+    rows: Annotated[int, typer.Option(min=1, help="rows of the generated table (with --tables and --live: "
+                                                  "the first rows of each table)")] = 3000,
     queries: Annotated[str, typer.Option(help="query types")] = "Q1,Q2,Q3,Q4,Q5",
-    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    tables: Annotated[str | None, typer.Option(
+        help="real tables: all, or a list of airports,weather,cars,penguins,subdivisions,languages")] = None,
+    json_out: Annotated[Path | None, output_file("--json")] = None,
     live: Annotated[bool, typer.Option("--live", help="run on real llama-servers (tiny GGUF) instead")] = False,
     engines: Annotated[int, typer.Option(min=1, max=4, help="llama-servers in --live")] = 2,
 ) -> None:
-    """Per query type: no cache / cache + original order / + reorder / + GGR / + dedup / all,
-    end-to-end time and token hit rate, simulated on Llama-3-8B on one L4 (or --live on
-    llama-servers with the tiny GGUF; use a few hundred rows there)."""
+    """Per query type: none / each optimisation alone / all (with --tables, on real public
+    tables), end-to-end time and token hit rate, simulated on Llama-3-8B on one L4 (answers
+    modelled), or --live on llama-servers with the tiny GGUF (use a few hundred rows there)."""
     with user_errors():
         names = [q.strip().upper() for q in queries.split(",") if q.strip()]
+        if tables is not None:
+            from flowserve.bench.llmsql_tables import run_tables_bench, run_tables_live, table_names
+
+            chosen = table_names(tables)
+            if live:
+                run_tables_live(chosen, names, rows, json_out or Path("out/bench-llmsql-tables-live.json"), console,
+                                engines)
+            else:
+                run_tables_bench(chosen, names, json_out or Path("out/bench-llmsql-tables.json"), console,
+                                 lambda m: err_console.print(f"[dim]{m}[/dim]", highlight=False))
+            return
         if live:
             from flowserve.bench.llmsql import run_llmsql_live_bench
 

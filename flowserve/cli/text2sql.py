@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import app, console, user_errors
+from flowserve.cli.common import CLUSTER_HELP, PLAIN_HELP, app, console, output_file, user_errors
 
-text2sql_app = typer.Typer(no_args_is_help=True, help="The Text-to-SQL agent: evaluation.")
+text2sql_app = typer.Typer(**PLAIN_HELP, help="The Text-to-SQL agent: evaluation.")
 app.add_typer(text2sql_app, name="text2sql")
 
 
@@ -28,8 +28,8 @@ def eval_(
     api_key: Annotated[str | None, typer.Option(help="--gateway: bearer key")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="questions in flight at once")] = 4,
     limit: Annotated[int | None, typer.Option(min=1, help="only the first N questions")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the report as JSON")] = None,
-    trace: Annotated[Path | None, typer.Option(help="record the run in the published trace format "
+    json_out: Annotated[Path | None, output_file("--json", help="write the report as JSON")] = None,
+    trace: Annotated[Path | None, output_file(help="record the run in the published trace format "
                                                     "(replay: kind agent_trace; compare: calibrate --trace)")] = None,
 ) -> None:
     """Run the agent on every question; report execution accuracy against the gold SQL,
@@ -73,7 +73,7 @@ def eval_(
 def simulate_(
     db: Annotated[str, typer.Option(help="the database: a SQLite or DuckDB file, `chinook` or `builtin`")],
     questions: Annotated[str, typer.Option(help="JSON lines with a `question` each, or `chinook`")],
-    cluster: Annotated[str, typer.Option(help="cluster YAML or built-in name")],
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)],
     rate: Annotated[float, typer.Option(min=1e-6, max=1e6, help="queries per second (Poisson)")] = 1.0,
     seed: Annotated[int, typer.Option(min=0, help="seed of arrivals and modelled outcomes")] = 0,
     dispatch: Annotated[str, typer.Option(help="dispatch policy")] = "round_robin",
@@ -84,7 +84,7 @@ def simulate_(
     error_prob: Annotated[float, typer.Option(min=0.0, max=1.0, help="P(an SQL execution fails)")] = 0.3,
     lengths_from: Annotated[str | None, typer.Option(help="a recorded live run (eval --trace): its per-stage "
                                                          "output means model the answers")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON")] = None,
+    json_out: Annotated[Path | None, output_file("--json", help="write the result as JSON")] = None,
 ) -> None:
     """Run the agent's own workflow in the simulator: real prompts (schema, questions),
     modelled answer lengths, SQL errors and tool times."""

@@ -16,9 +16,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core._instances import InstanceBook
+from flowserve.core._leaders import PrefillLeaders, PrefillSharing
 from flowserve.core._pool import ReadyPool
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallState, FinishedCall, InstanceState, QueryState
+from flowserve.core.state import (
+    CallState,
+    FinishedCall,
+    InstanceState,
+    QueryState,
+    join_queue,
+    leave_queue,
+)
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
 from flowserve.graph.nodes import LLMNode
@@ -27,69 +36,47 @@ from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tokenize.prompts import PromptTokenizer
 from flowserve.types.commands import CancelCall, Command, SendCall, Tokenize
-from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp, Tokenized
+from flowserve.types.events import (
+    CallFailed,
+    CallFinished,
+    InstanceCapacity,
+    InstanceDown,
+    InstanceUp,
+    PrefillDone,
+    Tokenized,
+)
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore
-    from flowserve.policies.base import DispatchPolicy, QueuePolicy
+    from flowserve.policies.base import DispatchPolicy
     from flowserve.policies.registry import QueueFactory
 
 S = CallStatus
-
-
-def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:
-    inst = InstanceState(spec, prof.cost, queue)
-    inst.kv_capacity = prof.kv_capacity
-    inst.max_context = prof.max_context
-    return inst
-
-
-def join_queue(cs: CallState, inst: InstanceState, tenants: TenantLedger) -> None:
-    """The call waits in the instance's queue; an interactive call whose tenant had none
-    waiting there lifts that tenant's VTC counter (idle time earns no credit)."""
-    if cs.query.query.cls != "batch":
-        tenant = cs.query.query.tenant
-        waiting = inst.waiting_tenants
-        if tenant not in waiting:
-            tenants.lift(tenant, waiting)
-        waiting[tenant] = waiting.get(tenant, 0) + 1
-    inst.queue.push(cs)
-
-
-def leave_queue(cs: CallState, inst: InstanceState, released: bool) -> None:
-    inst.queue.remove(cs, released=released)
-    if cs.query.query.cls != "batch":
-        tenant = cs.query.query.tenant
-        waiting = inst.waiting_tenants
-        left = waiting[tenant] - 1
-        if left:
-            waiting[tenant] = left
-        else:
-            del waiting[tenant]
 
 
 class CallBook:
     def __init__(self, core: SchedulerCore, dispatch: DispatchPolicy, queues: QueueFactory,
                  profile: Callable[[InstanceSpec], InstanceProfile], predictor: OutputPredictor,
                  prefix_index: PrefixIndex | None, tokenizer: PromptTokenizer, max_retries: int,
-                 queries: dict[int, QueryState]) -> None:
+                 queries: dict[int, QueryState], sharing: PrefillSharing | None) -> None:
         self._end_call = core.fail_call
         self.dispatch = dispatch
-        self._queues = queues
-        self._profile = profile
         self.predictor = predictor
         self.prefix_index = prefix_index
         self.tokenizer = tokenizer
         self.max_retries = max_retries
-        self.instances: dict[str, InstanceState] = {}
         self.tracked: dict[int, CallState] = {}  # every live call (not final), by id
         self.tenants = TenantLedger()
-        self.view = ClusterView(self.instances, predictor, queries, prefix_index, self.tenants.shares)
+        self.fleet = InstanceBook(profile, queues, self.tenants)
+        self.instances = self.fleet.by_name
+        self.view = self.fleet.view = ClusterView(self.instances, predictor, queries, prefix_index,
+                                                  self.tenants.shares)
         self.late = dispatch.binding == "late"
         self.pool = ReadyPool(queues.cls.uses_deadline)
-        self._limits: dict[str | None, int | None] = {}  # max context per model
+        # what an instance caches is known only with the router's index: without one, no leaders
+        self.leaders = PrefillLeaders(sharing) if sharing is not None and prefix_index is not None else None
         self._seq = 0
         self.decisions = 0
         # instances whose queue or capacity changed (a dict: release order is deterministic)
@@ -123,7 +110,7 @@ class CallBook:
 
     def _make_call(self, cs: CallState, tokens: Tokens) -> bool:
         node, q = cs.node, cs.query.query
-        limit = self._max_context(node.model)
+        limit = self.fleet.max_context(node.model)
         if limit is not None and len(tokens) + 1 > limit:
             self._fail_call(cs, f"prompt of {len(tokens)} tokens (stage {node.stage!r}) exceeds the "
                                 f"model's context of {limit} tokens")
@@ -134,7 +121,7 @@ class CallBook:
         cs.input_tokens = len(tokens)
         cs.call = LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
                           node.max_tokens, node.model, q.tenant, q.priority, node.params,
-                          cs.query.run.streams_parts(node.key))
+                          cs.query.run.streams_parts(node.key), node.chat)
         return True
 
     def on_tokenized(self, ev: Tokenized) -> None:
@@ -153,15 +140,11 @@ class CallBook:
 
     def _fail_call(self, cs: CallState, reason: str) -> None:
         """The call cannot run: it fails, and so does its query (a program's, alone)."""
+        if cs.status is S.WAITING and self.leaders is not None:
+            self.leaders.forget(cs)
         cs.move(S.FAILED)
         self.drop(cs)
         self._end_call(cs, reason)
-
-    def _max_context(self, model: str | None) -> int | None:
-        if model not in self._limits:
-            known = [i.max_context for i in self.instances.values() if i.serves(model) and i.max_context]
-            self._limits[model] = min(known) if known else None
-        return self._limits[model]
 
     # ------------------------------------------------------------------ binding
 
@@ -170,19 +153,15 @@ class CallBook:
         self.decisions += 1
         return self.dispatch.choose(cs, candidates, self.view)
 
-    def candidates(self, cs: CallState) -> list[InstanceState]:
-        """Every up instance serving the call's model, but those that failed it (unless
-        only those are left)."""
-        serving = [i for i in self.instances.values() if i.up and i.serves(cs.node.model)]
-        return [i for i in serving if i.name not in cs.excluded] or serving
-
     def _dispatch(self, cs: CallState) -> None:
         """Early binding: choose among every up instance serving the call's model."""
-        candidates = self.candidates(cs)
+        candidates = self.fleet.candidates(cs)
         if not candidates:
             self._fail_call(cs, f"no instance is up that serves {cs.node.model or 'any model'}")
             return
-        self._bind(cs, self._choose(cs, candidates))
+        target = self._choose(cs, candidates)
+        if not self._wait_for_leader(cs, target):
+            self._bind(cs, target)
 
     def _bind(self, cs: CallState, inst: InstanceState) -> None:
         call = cs.call
@@ -195,6 +174,8 @@ class CallBook:
         inst.outstanding += cs.t_comp
         inst.dispatched += 1
         join_queue(cs, inst, self.tenants)  # before the index learns of this prompt: queues may match it first
+        if self.leaders is not None:
+            self.leaders.lead(cs, call.input_tokens - self.view.cached_tokens(cs, inst))
         if self.prefix_index is not None:
             self.prefix_index.add(call.prompt, inst.name, now)
         self._dirty[inst] = None
@@ -212,6 +193,8 @@ class CallBook:
                 continue
             candidates = [i for i in roomy if i.serves(cs.node.model) and i.name not in cs.excluded] or roomy[:1]
             target = self._choose(cs, candidates)
+            if self._wait_for_leader(cs, target):
+                continue
             self._bind(cs, target)
             del self._dirty[target]
             self._release(target)
@@ -255,6 +238,37 @@ class CallBook:
                 inst.kv_free -= need
             self.out.append(SendCall(call, inst.name))
 
+    # ------------------------------------------------------------------ shared prefills
+
+    def _wait_for_leader(self, cs: CallState, target: InstanceState) -> bool:
+        """Hold a call the policy would send to compute a long prefix `target` does not
+        cache while another instance's leader is computing it (`_leaders`)."""
+        if self.leaders is None:
+            return False
+        if self.leaders.follow(cs, target.name, self.view.cached_tokens(cs, target)) is None:
+            return False
+        cs.move(S.WAITING)
+        return True
+
+    def _release_followers(self, leader: CallState) -> None:
+        """The leader's prefill is in its engine's cache (or it left the engine): its
+        followers are dispatched anew, the policy now seeing where the prefix is cached."""
+        if self.leaders is None:
+            return
+        for f in self.leaders.done(leader):
+            f.move(S.READY)
+            if self.late:
+                self.pool.push(f)
+            else:
+                self._dispatch(f)
+
+    def on_prefill_done(self, ev: PrefillDone) -> None:
+        cs = self.running_on(ev.call_id, ev.instance)
+        if cs is not None:
+            if cs.status is S.RELEASED:
+                cs.move(S.RUNNING)
+            self._release_followers(cs)
+
     # ------------------------------------------------------------------ in-flight calls
 
     def running_on(self, call_id: int, instance: str) -> CallState | None:
@@ -279,6 +293,7 @@ class CallBook:
         del inst.running[call_id]
         inst.outstanding -= cs.t_comp
         self._dirty[inst] = None
+        self._release_followers(cs)
         return cs, inst
 
     def on_finished(self, cs: CallState, inst: InstanceState, ev: CallFinished) -> None:
@@ -327,10 +342,14 @@ class CallBook:
             self.out.append(CancelCall(cs.id, inst.name))
             self._dirty[inst] = None
             inst.outstanding -= cs.t_comp
+            self._release_followers(cs)
+        elif cs.status is S.WAITING and self.leaders is not None:
+            self.leaders.forget(cs)
         elif cs.status is S.QUEUED:
             assert inst is not None
             leave_queue(cs, inst, released=False)
             inst.outstanding -= cs.t_comp
+            self._release_followers(cs)
         if not cs.status.final:
             cs.move(S.CANCELLED)
         self.pool.discard(cs)
@@ -338,21 +357,9 @@ class CallBook:
 
     # ------------------------------------------------------------------ instances
 
-    def add_instance(self, spec: InstanceSpec) -> InstanceState:
-        inst = new_instance(spec, self._profile(spec), self._queues())
-        queue = inst.queue
-        self.tenants.set_weights(queue.tenant_weights)
-        queue.bind(self.view)
-        self.instances[spec.name] = inst
-        self._limits.clear()
-        return inst
-
     def on_capacity(self, ev: InstanceCapacity) -> None:
-        inst = self.instances.get(ev.instance)
+        inst = self.fleet.capacity(ev)
         if inst is not None:
-            inst.free_seqs = ev.free_seqs
-            inst.headroom = ev.headroom_tokens
-            inst.kv_free = ev.kv_free_tokens
             self._dirty[inst] = None
 
     def on_instance_up(self, ev: InstanceUp) -> None:
@@ -360,7 +367,7 @@ class CallBook:
         if inst is None or inst.spec != ev.spec:
             if inst is not None:
                 self._evacuate(inst)
-            inst = self.add_instance(ev.spec)
+            inst = self.fleet.add(ev.spec)
         inst.up = True
         self._dirty[inst] = None
 
@@ -379,6 +386,8 @@ class CallBook:
             self.out.append(CancelCall(cs.id, inst.name))
             moved.append(cs)
         inst.running.clear()
+        for cs in moved:
+            self._release_followers(cs)
         inst.outstanding = 0.0
         if self.prefix_index is not None:
             self.prefix_index.remove_instance(inst.name)

@@ -4,8 +4,8 @@ A batchable op whose component has instances (`flowserve.graph.primitives.OP_KIN
 is bound to the instance of its kind with the least queued work and waits in its queue;
 when the instance has a free batch slot (`OpProfile.concurrency`) the core releases a
 batch — ops of any queries, in the queue policy's order, up to `max_units` units (an
-op larger than that runs alone) — as one `RunBatch`. The driver answers each op with
-its `OpFinished`; the slot frees when the whole batch finished.
+op larger than that runs alone) and `max_ops` ops — as one `RunBatch`. The driver
+answers each op with its `OpFinished`; the slot frees when the whole batch finished.
 
 Order: `topology` keys each op by (its query's arrival, −depth to the graph's output,
 ready order), Teola Alg. 2; any other queue policy serves ops FCFS (ops have no
@@ -170,11 +170,14 @@ class OpBook:
             order = sorted(inst.queue.values(), key=self._order)
             batch: list[OpState] = []
             units = 0
+            max_ops = inst.profile.max_ops or len(order)
             for st in order:
                 if batch and units + st.units > inst.profile.max_units:
                     continue  # a smaller op further down may still fit
                 batch.append(st)
                 units += st.units
+                if len(batch) == max_ops:
+                    break
             bid = next(self._batches)
             for st in batch:
                 del inst.queue[st.id]

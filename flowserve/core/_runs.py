@@ -29,6 +29,7 @@ from flowserve.types.events import (
     CallProgress,
     OpFinished,
     QueryArrived,
+    QueryCancelled,
     QueryClosed,
     QueryInput,
 )
@@ -72,6 +73,12 @@ class RunBook:
         qs = self.queries.get(ev.query_id)
         if qs is not None:
             self._advance(qs, qs.run.close)
+
+    def cancel_query(self, ev: QueryCancelled) -> None:
+        """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
+        qs = self.queries.get(ev.query_id)
+        if qs is not None:
+            self.fail(qs, ev.reason)
 
     def cancel(self, ev: CallCancelled) -> None:
         qs = self.queries.get(ev.query_id)
@@ -188,7 +195,8 @@ class RunBook:
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
             instance=inst.name,
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
-            first_token=ev.first_token, finished=ev.time, ready=cs.ready), service_s=max(ev.time - started, 0.0))
+            first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra),
+            service_s=max(ev.time - started, 0.0))
 
     def progress(self, ev: CallProgress) -> None:
         cs = self._calls.running_on(ev.call_id, ev.instance)

@@ -16,9 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.core._calls import join_queue, leave_queue, new_instance
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallState, InstanceState, QueryState
+from flowserve.core.state import CallState, InstanceState, QueryState, join_queue, leave_queue, new_instance
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
 from flowserve.profiles.instance import InstanceProfile, instance_profile

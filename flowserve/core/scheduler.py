@@ -8,7 +8,7 @@ drivers — the virtual-time simulator and the live gateway — feed it the same
 
 Drivers use only `handle` and the query API below (`instance_status`, `is_current`,
 `prefix_hit`, `keeps_prefix_index`, `indexed_tokens`, `predicted_wait_s`, `max_context`, `tick_s`,
-`open_queries`, `open_calls`, `call_status`, `calls_of`, `decisions`, `finished_calls`,
+`open_queries`, `open_calls`, `call_status`, `calls_of`, `decisions`, `wants_prefill_done`, `finished_calls`,
 `dispatch_stats`, `decide`); everything else is private.
 
 Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed.
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core._calls import CallBook
+from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
 from flowserve.core._ops import OpBook
 from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
@@ -42,8 +43,10 @@ from flowserve.types.events import (
     InstanceUp,
     JobFinished,
     OpFinished,
+    PrefillDone,
     PrefixEvicted,
     QueryArrived,
+    QueryCancelled,
     QueryClosed,
     QueryInput,
     Tick,
@@ -69,7 +72,10 @@ class SchedulerCore:
         record_calls: bool = False,
         tokenizer: PromptTokenizer | None = None,
         passes: Sequence[GraphPass] = (),
+        prefill_sharing: PrefillSharing | None = DEFAULT_SHARING,
     ) -> None:
+        """prefill_sharing: when a call waits for another's prefill of the long prefix they
+        share (`flowserve.core._leaders`); None: never."""
         self._dispatch = dispatch
         self._predictor = predictor or OutputPredictor()
         self._queries: dict[int, QueryState] = {}
@@ -79,13 +85,13 @@ class SchedulerCore:
             window = dispatch.prefix_window_s
             prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window)
         self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
-                               tokenizer or NoText(), max_retries, self._queries)
+                               tokenizer or NoText(), max_retries, self._queries, prefill_sharing)
         self._view = self._calls.view
         # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
         self._opbook = OpBook(self, queue.cls.order_key)
         for spec in instances:
             if spec.kind == "llm":
-                self._calls.add_instance(spec)
+                self._calls.fleet.add(spec)
             else:
                 self._opbook.add_instance(spec)
         self._runs = runs = RunBook(self._queries, self._calls, self._opbook, self._view, passes, record_calls)
@@ -93,10 +99,12 @@ class SchedulerCore:
         self._handlers: Mapping[type, Callable] = {
             CallFinished: runs.call_finished,
             CallProgress: runs.progress,
+            PrefillDone: calls.on_prefill_done,
             InstanceCapacity: calls.on_capacity,
             QueryArrived: runs.arrive,
             QueryInput: runs.input,
             QueryClosed: runs.close,
+            QueryCancelled: runs.cancel_query,
             CallCancelled: runs.cancel,
             OpFinished: runs.op_finished,
             CallFailed: calls.on_failed,
@@ -171,6 +179,11 @@ class SchedulerCore:
         return min(known) if known else None
 
     @property
+    def wants_prefill_done(self) -> bool:
+        """Drivers report `PrefillDone` (the engine's first token of a call) when set."""
+        return self._calls.leaders is not None
+
+    @property
     def tick_s(self) -> float | None:
         """Drivers send a Tick this often when set (policy clocks run on event time only)."""
         return self._dispatch.tick_s
@@ -203,7 +216,7 @@ class SchedulerCore:
         The policy's own state may advance as on any decision. None: no candidate."""
         cs = self._calls.tracked.get(call_id)
         assert cs is not None and cs.call is not None, f"call {call_id} is not a live tokenized call"
-        candidates = self._calls.candidates(cs)
+        candidates = self._calls.fleet.candidates(cs)
         if not candidates:
             return None
         return self._calls._choose(cs, candidates).name

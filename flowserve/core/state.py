@@ -25,7 +25,9 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Query, ToolOp
 
 if TYPE_CHECKING:
+    from flowserve.core.tenants import TenantLedger
     from flowserve.policies.base import QueuePolicy
+    from flowserve.profiles.instance import InstanceProfile
 
 HISTORY_LEN = 512
 UNLIMITED = 1 << 62
@@ -188,6 +190,37 @@ class InstanceState:
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
+
+
+def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:
+    inst = InstanceState(spec, prof.cost, queue)
+    inst.kv_capacity = prof.kv_capacity
+    inst.max_context = prof.max_context
+    return inst
+
+
+def join_queue(cs: CallState, inst: InstanceState, tenants: TenantLedger) -> None:
+    """The call waits in the instance's queue; an interactive call whose tenant had none
+    waiting there lifts that tenant's VTC counter (idle time earns no credit)."""
+    if cs.query.query.cls != "batch":
+        tenant = cs.query.query.tenant
+        waiting = inst.waiting_tenants
+        if tenant not in waiting:
+            tenants.lift(tenant, waiting)
+        waiting[tenant] = waiting.get(tenant, 0) + 1
+    inst.queue.push(cs)
+
+
+def leave_queue(cs: CallState, inst: InstanceState, released: bool) -> None:
+    inst.queue.remove(cs, released=released)
+    if cs.query.query.cls != "batch":
+        tenant = cs.query.query.tenant
+        waiting = inst.waiting_tenants
+        left = waiting[tenant] - 1
+        if left:
+            waiting[tenant] = left
+        else:
+            del waiting[tenant]
 
 
 class OpState:

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 DEFAULT_PROMPT_WEIGHT = 1.0  # VTC's w_p: cost of a prompt token
 DEFAULT_OUTPUT_WEIGHT = 2.0  # VTC's w_q: cost of an output token (the paper's default ratio)
 
 
-def parse_weights(spec: str) -> dict[str, float]:
-    """'gold:3,free:1' → {'gold': 3.0, 'free': 1.0}; raises ValueError on a bad entry."""
+def parse_weights(spec: str | Mapping[str, Any]) -> dict[str, float]:
+    """'gold:3,free:1' or {'gold': 3, 'free': 1} → {'gold': 3.0, 'free': 1.0}; raises
+    ValueError on a bad entry."""
+    if isinstance(spec, Mapping):
+        return {_tenant(name): _weight(name, w) for name, w in spec.items()}
     out: dict[str, float] = {}
     for part in spec.split(","):
         part = part.strip()
@@ -34,9 +38,7 @@ def parse_weights(spec: str) -> dict[str, float]:
             w = float(value)
         except ValueError:
             raise ValueError(f"tenant weight {part!r}: {value!r} is not a number") from None
-        if not w > 0 or w != w or w == float("inf"):
-            raise ValueError(f"tenant weight {part!r}: the weight must be a positive finite number")
-        out[name] = w
+        out[name] = _weight(part, w)
     return out
 
 
@@ -57,6 +59,16 @@ class TenantShares:
     @property
     def served(self) -> Mapping[str, Mapping[str, int]]:
         return MappingProxyType(self._ledger.served)
+def _tenant(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"tenant weight: the tenant name must be a non-empty string, got {name!r}")
+    return name.strip()
+
+
+def _weight(entry: Any, w: Any) -> float:
+    if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0 or w != w or w == float("inf"):
+        raise ValueError(f"tenant weight {entry!r}: the weight must be a positive finite number, got {w!r}")
+    return float(w)
 
 
 class TenantLedger:

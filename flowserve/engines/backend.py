@@ -8,9 +8,9 @@ circuit breaker and the core owns re-dispatch.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from flowserve.engines.client import EngineError
 from flowserve.types.events import Event
@@ -29,16 +29,19 @@ class CallOutcome:
     finish_reason: str = "length"
     started: float | None = None  # driver clock
     first_token: float | None = None
+    extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
 
 
 class TokenSink:
-    """Where a streaming request's text deltas go (the gateway's SSE response reads them).
+    """Where a streaming request's deltas go (the gateway's SSE response reads them): text,
+    or a whole choice of the engine's chunk when it carries more than text (tool-call
+    deltas, logprobs), relayed unchanged.
 
     `sent` counts deltas already handed out: after the first one a failed call cannot be
     retried transparently, the client has seen part of an answer.
     """
 
-    def __init__(self, put: Callable[[str], None]) -> None:
+    def __init__(self, put: Callable[[str | Mapping[str, Any]], None]) -> None:
         self._put = put
         self.sent = 0
 
@@ -46,6 +49,11 @@ class TokenSink:
         if delta:
             self.sent += 1
             self._put(delta)
+
+    def push_choice(self, choice: Mapping[str, Any]) -> None:
+        """An engine chunk's choice (without `index` and `finish_reason`)."""
+        self.sent += 1
+        self._put(choice)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,124 +36,24 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import httpx
 import orjson
 
-from flowserve.errors import FlowserveError
+from flowserve.engines.answer import (
+    Accumulator,
+    CompletionResult,
+    EngineError,
+    json_or_error,
+    json_or_error_raw,
+    retryable_status,
+)
 
 EngineKind = Literal["openai", "llamacpp", "vllm", "sglang"]
 Prompt = str | Sequence[int]
 ChunkHook = Callable[[Mapping[str, Any]], None]
-
-
-class EngineError(FlowserveError):
-    """A failed engine request; `retryable` says whether trying again (elsewhere) may help."""
-
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
-
-
-def retryable_status(status: int) -> bool:
-    """5xx, 408 (timeout) and 429 (overloaded) may succeed later; other 4xx never will."""
-    return status >= 500 or status in (408, 429)
-
-
-@dataclass(frozen=True)
-class CompletionResult:
-    text: str
-    output_tokens: int
-    prompt_tokens: int | None
-    cached_tokens: int | None  # None: the engine does not report it
-    started: float  # time.monotonic() when the request was sent
-    first_token: float | None  # first streamed content (None for non-streamed requests)
-    finished: float
-    finish_reason: str | None = None
-    model: str | None = None
-    timings: Mapping[str, Any] | None = None  # llama-server's own timings, if any
-
-    @property
-    def latency(self) -> float:
-        return self.finished - self.started
-
-    @property
-    def ttft(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.started
-
-    @property
-    def tpot(self) -> float | None:
-        """Mean time per output token after the first."""
-        if self.first_token is None or self.output_tokens < 2:
-            return None
-        return (self.finished - self.first_token) / (self.output_tokens - 1)
-
-
-class _Accumulator:
-    """Folds streamed chunks (or one whole response) into a CompletionResult."""
-
-    def __init__(self, started: float) -> None:
-        self.started = started
-        self.first_token: float | None = None
-        self.parts: list[str] = []
-        self.chunks_with_content = 0
-        self.usage: Mapping[str, Any] | None = None
-        self.timings: Mapping[str, Any] | None = None
-        self.finish_reason: str | None = None
-        self.model: str | None = None
-
-    def add(self, data: Mapping[str, Any], now: float | None) -> None:
-        if "error" in data:
-            raise _error_from_body(data, None)
-        self.model = data.get("model", self.model)
-        self.usage = data.get("usage") or self.usage
-        self.timings = data.get("timings") or self.timings
-        for choice in data.get("choices") or ():
-            text = choice.get("text")
-            if text is None:
-                msg = choice.get("delta") or choice.get("message") or {}
-                text = msg.get("content")
-            if text is not None:
-                if now is not None and self.first_token is None:
-                    self.first_token = now
-                if text:
-                    self.chunks_with_content += 1
-                self.parts.append(text)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-
-    def result(self, finished: float) -> CompletionResult:
-        usage = self.usage or {}
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens")
-        if cached is None and self.timings and "cache_n" in self.timings:
-            cached = self.timings["cache_n"]
-        output = usage.get("completion_tokens")
-        return CompletionResult(
-            text="".join(self.parts),
-            output_tokens=int(output) if output is not None else self.chunks_with_content,
-            prompt_tokens=usage.get("prompt_tokens"),
-            cached_tokens=None if cached is None else int(cached),
-            started=self.started, first_token=self.first_token, finished=finished,
-            finish_reason=self.finish_reason, model=self.model, timings=self.timings)
-
-
-def _error_from_body(body: Any, status: int | None) -> EngineError:
-    """OpenAI-style {"error": {"message", "code"}} (or anything else) → EngineError."""
-    message, code = str(body)[:300], status
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        err = body["error"]
-        message = str(err.get("message", message))
-        if isinstance(err.get("code"), int):
-            code = code or err["code"]
-    elif isinstance(body, Mapping) and "message" in body:
-        message = str(body["message"])
-    retry = retryable_status(code) if code is not None else True
-    return EngineError(f"engine error {code}: {message}" if code else f"engine error: {message}",
-                       retryable=retry, status=code)
 
 
 class EngineClient:
@@ -253,16 +153,16 @@ class EngineClient:
     async def _send(self, path: str, body: Mapping[str, Any], on_chunk: ChunkHook | None) -> CompletionResult:
         if self._fast:
             return await self._send_fast(path, body, on_chunk)
-        acc = _Accumulator(time.monotonic())
+        acc = Accumulator(time.monotonic())
         if not body.get("stream"):
             resp = await self._http.post(path, json=body)
-            data = _json_or_error(resp)
+            data = json_or_error(resp)
             acc.add(data, None)
             return acc.result(time.monotonic())
         async with self._http.stream("POST", path, json=body) as resp:
             if resp.status_code >= 400:
                 await resp.aread()
-                _json_or_error(resp)
+                json_or_error(resp)
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue  # blank separators, comments, event: lines
@@ -288,10 +188,10 @@ class EngineClient:
             return await self._session().post(path, data=data)
 
     async def _send_fast(self, path: str, body: Mapping[str, Any], on_chunk: ChunkHook | None) -> CompletionResult:
-        acc = _Accumulator(time.monotonic())
+        acc = Accumulator(time.monotonic())
         async with await self._post_fast(path, orjson.dumps(body)) as resp:
             if resp.status >= 400 or not body.get("stream"):
-                acc.add(_json_or_error_raw(resp.status, await resp.read(), f"{self.base_url}{path}"), None)
+                acc.add(json_or_error_raw(resp.status, await resp.read(), f"{self.base_url}{path}"), None)
                 return acc.result(time.monotonic())
             rest = b""
             async for block in resp.content.iter_any():  # whatever arrived: often many events
@@ -331,11 +231,25 @@ class EngineClient:
         data = await self.request_json("POST", "/detokenize", body)
         return str(data.get("content", data.get("prompt", "")))
 
-    async def apply_chat_template(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        """llama-server's `/apply-template`: the prompt text a chat request would run, so a
-        router can tokenize chat requests and send them as token-id completions."""
-        data = await self.request_json("POST", "/apply-template", {"messages": [dict(m) for m in messages]})
+    async def apply_chat_template(self, messages: Sequence[Mapping[str, Any]],
+                                  tools: Sequence[Mapping[str, Any]] = ()) -> str:
+        """llama-server's `/apply-template`: the prompt text a chat request (with these
+        tools) would run, so a router can tokenize chat requests as the engine does."""
+        body: dict[str, Any] = {"messages": [dict(m) for m in messages]}
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+        data = await self.request_json("POST", "/apply-template", body)
         return str(data["prompt"])
+
+    async def tokenize_chat(self, messages: Sequence[Mapping[str, Any]],
+                            tools: Sequence[Mapping[str, Any]] = ()) -> list[int]:
+        """vLLM's `/tokenize` with `messages` (and `tools`): the token ids of a chat as its
+        chat completions would run them (the model's template, generation prompt added)."""
+        body: dict[str, Any] = {"messages": [dict(m) for m in messages], "add_generation_prompt": True,
+                                "add_special_tokens": False, **({"model": self.model} if self.model else {})}
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+        return [int(t) for t in (await self.request_json("POST", "/tokenize", body))["tokens"]]
 
     async def models(self) -> list[str]:
         return [m["id"] for m in (await self.request_json("GET", "/v1/models"))["data"]]
@@ -361,7 +275,7 @@ class EngineClient:
         if self._fast and method == "POST":
             try:
                 async with await self._post_fast(path, orjson.dumps(body)) as resp:
-                    return _json_or_error_raw(resp.status, await resp.read(), f"{self.base_url}{path}")
+                    return json_or_error_raw(resp.status, await resp.read(), f"{self.base_url}{path}")
             except (aiohttp.ClientError, TimeoutError) as e:
                 raise EngineError(f"{self.base_url}{path}: {type(e).__name__}: {e or 'failed'}",
                                   retryable=True) from None
@@ -371,23 +285,7 @@ class EngineClient:
             raise EngineError(f"{self.base_url}{path}: timed out ({type(e).__name__})", retryable=True) from None
         except httpx.TransportError as e:
             raise EngineError(f"{self.base_url}{path}: {type(e).__name__}: {e}", retryable=True) from None
-        return _json_or_error(resp)
-
-
-def _json_or_error_raw(status: int, raw: bytes, url: str) -> Any:
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        data = {"message": raw[:300].decode(errors="replace")}
-        if status < 400:
-            raise EngineError(f"{url}: response is not JSON: {raw[:100]!r}", retryable=False, status=status) from None
-    if status >= 400:
-        raise _error_from_body(data, status)
-    return data
-
-
-def _json_or_error(resp: httpx.Response) -> Any:
-    return _json_or_error_raw(resp.status_code, resp.content, str(resp.request.url))
+        return json_or_error(resp)
 
 
 __all__ = ["CompletionResult", "EngineClient", "EngineError", "EngineKind", "retryable_status"]

@@ -19,7 +19,7 @@ from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequ
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.sequence import Capacity
 from flowserve.sim.slots import make_engine
-from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, PrefixEvicted
+from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, PrefillDone, PrefixEvicted
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
@@ -34,10 +34,12 @@ def placeholder_text(call_id: int, tokens: int) -> str:
 
 class SimBackend:
     def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, time_scale: float,
-                 emit: Emit, clock: Callable[[], float], report_evictions: bool) -> None:
+                 emit: Emit, clock: Callable[[], float], report_evictions: bool,
+                 report_prefill: bool = False) -> None:
         assert time_scale > 0
         self.spec = spec
         self.engine = make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
+        self.engine.report_prefill = report_prefill
         self.scale = time_scale
         self._emit = emit
         self._clock = clock
@@ -99,10 +101,13 @@ class SimBackend:
             self._apply(self.engine.advance(wake))
         return max(v, 0.0)
 
-    def _apply(self, events: list[CallFinished | CallFailed | PrefixEvicted]) -> None:
+    def _apply(self, events: list[CallFinished | CallFailed | PrefixEvicted | PrefillDone]) -> None:
         for ev in events:
             if isinstance(ev, PrefixEvicted):
                 self._emit(PrefixEvicted(self._clock(), ev.instance, ev.tokens, ev.start))
+                continue
+            if isinstance(ev, PrefillDone):
+                self._emit(PrefillDone(self._clock(), ev.call_id, ev.instance))
                 continue
             fut = self._futures.pop(ev.call_id, None)
             if fut is None or fut.done():

@@ -6,7 +6,10 @@ The vocabulary is a byte-level BPE (GPT-2 style) trained with `tokenizers` on a 
 generated from a built-in word list with a seeded RNG, so the same seed gives the same
 bytes. The GGUF declares `tokenizer.ggml.model = gpt2` with the same tokens and merges,
 and the matching `tokenizer.json` is written next to it: llama-server's `/tokenize` and
-`tokenizers` then agree token for token (the live router can use either). Weights are
+`tokenizers` then agree token for token (the live router can use either). The chat
+template (`CHAT_TEMPLATE`: roles as plain text, tools and tool calls as JSON) is in the
+GGUF and in a `tokenizer_config.json` beside it, so chats render alike locally and in
+llama-server. Weights are
 normal(0, 0.02) from numpy, matrices in float16; outputs are random tokens, which is all a
 load test needs. With the default sizes the file is about 1 MB and a 3k-token prefill
 takes a few hundred milliseconds on one CPU thread — long enough for prefix caching to
@@ -28,9 +31,13 @@ import numpy as np
 from flowserve.errors import ConfigError
 
 BOS, EOS = "<|bos|>", "<|eos|>"
-# Plain-text roles (no special tokens), so chat prompts tokenize like any text.
+# Plain-text roles (no special tokens), so chat prompts tokenize like any text; tools,
+# tool calls and tool results are rendered as JSON, so tool chats show them to the model.
 CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if tools %}system: tools: {{ tools | tojson }}\n{% endif %}"
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] or '' }}"
+    "{% if m['tool_calls'] %} calls: {{ m['tool_calls'] | tojson }}{% endif %}"
+    "{% if m['tool_call_id'] %} (result of {{ m['tool_call_id'] }}){% endif %}{{ '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
 _WORD_TEXT = (
@@ -72,6 +79,7 @@ class TinyModel:
     tokenizer_json: Path
     vocab_size: int
     name: str = "tiny-llama"
+    tokenizer_config: Path | None = None  # with the chat template (the GGUF carries it too)
 
 
 def corpus(seed: int, sentences: int = 2000) -> list[str]:
@@ -177,7 +185,16 @@ def write_tiny_llama(path: Path, config: TinyLlamaConfig | None = None, name: st
 
     tokenizer_json = path.with_suffix(".tokenizer.json")
     tok.save(str(tokenizer_json))
-    return TinyModel(path, tokenizer_json, len(tokens), name)
+    config_path = path.with_suffix(".tokenizer_config.json")
+    config_path.write_text(json.dumps(_tokenizer_config(config), indent=2))
+    return TinyModel(path, tokenizer_json, len(tokens), name, config_path)
+
+
+def _tokenizer_config(config: TinyLlamaConfig) -> dict[str, object]:
+    """Hugging Face's tokenizer settings, with the chat template."""
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS,
+            "add_bos_token": False, "add_eos_token": False, "model_max_length": config.context_length,
+            "chat_template": CHAT_TEMPLATE}
 
 
 # GGUF tensor name → Hugging Face Llama name ({i}: the block)
@@ -219,8 +236,5 @@ def write_tiny_hf(folder: Path, config: TinyLlamaConfig | None = None, name: str
         {"bos_token_id": hf_config["bos_token_id"], "eos_token_id": hf_config["eos_token_id"]}))
     tokenizer_json = folder / "tokenizer.json"
     tok.save(str(tokenizer_json))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS,
-        "add_bos_token": False, "add_eos_token": False, "model_max_length": config.context_length,
-        "chat_template": CHAT_TEMPLATE}, indent=2))
-    return TinyModel(folder / "model.safetensors", tokenizer_json, n_vocab, name)
+    (folder / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(config), indent=2))
+    return TinyModel(folder / "model.safetensors", tokenizer_json, n_vocab, name, folder / "tokenizer_config.json")

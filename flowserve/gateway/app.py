@@ -3,7 +3,8 @@ through the live driver (so through the configured dispatch and queue policies).
 
 Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
-GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics (Prometheus),
+GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics
+(Prometheus), GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
 Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class`, and a program's
 `x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -30,8 +31,10 @@ from flowserve.apps.user import user_workflow
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.driver import BackendFactory, LiveDriver
 from flowserve.gateway.llm import LLMRoutes
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     APIError,
     decode_json,
@@ -40,6 +43,7 @@ from flowserve.gateway.openai_api import (
 from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import read_headers
 from flowserve.schema import validate
 
@@ -130,7 +134,8 @@ class Gateway:
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
                            code="workflow_not_found")
-        body = decode_json(await request.body()) if await request.body() else {}
+        raw = await request.body()
+        body = await off_loop(len(raw) > LARGE_BODY_BYTES, decode_json, raw) if raw else {}
         if not isinstance(body, dict):
             raise APIError(400, "the request body must be a JSON object")
         inputs = body.get("input", {})
@@ -151,7 +156,12 @@ class Gateway:
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",
                                  "url": f"/v1/queries/{h.id}"}, status_code=202)
-        result = await h.done
+        watch = ClientWatch(request.receive, self.driver.cancel)
+        watch.track(h.id)
+        try:
+            result = await h.done
+        finally:
+            watch.stop()
         out = query_body(result)
         if result.status != "completed":
             err = failure_error(result.reason or "failed")
@@ -186,8 +196,8 @@ class Gateway:
         spec = specs[0]
         if spec.backend == "openai" and not spec.url:
             raise APIError(400, "url: backend openai needs a url", param="url")
-        await self.driver.add_instance(spec)
-        return JSONResponse({"added": spec.name, "instances": self.driver.instances()}, status_code=201)
+        up = await self.driver.add_instance(spec)
+        return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
         try:
@@ -282,6 +292,17 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(gw.driver.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    board, page = StatusBoard(gw.driver), status_page()
+
+    @app.get("/status")
+    async def status_html() -> Response:
+        return HTMLResponse(page)
+
+    @app.get("/status.json")
+    async def status_json(request: Request) -> Response:
+        gw.check_key(request, admin_keys)
+        return JSONResponse(board.snapshot())
 
     @app.get("/admin/instances")
     async def list_instances(request: Request) -> Response:

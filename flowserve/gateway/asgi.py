@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from types import SimpleNamespace
 from typing import Any
 
+from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.llm import LLMRoutes, Reply, error_reply
 from flowserve.gateway.openai_api import APIError
 
@@ -23,7 +24,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
-MAX_BODY = 64 * 1024 * 1024  # a request body above this is refused (413)
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
@@ -36,19 +36,27 @@ class GatewayASGI:
         self.state = SimpleNamespace(gateway=routes.gw)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if kind is None or scope["method"] != "POST":
+        if scope["type"] != "http":
             return await self._guarded(self.inner, scope, receive, send)
+        limit = self.routes.gw.config.gateway.max_body_bytes
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:  # refused before a byte of it is read
+            return await send_reply(error_reply(too_large(limit)), send)
+        kind = ROUTES.get(scope.get("path", ""))
+        if kind is None or scope["method"] != "POST":
+            return await self._guarded(self.inner, scope, limited(receive, limit), send)
         started = [False]
 
         async def tracked(msg: MutableMapping[str, Any]) -> None:
             started[0] = True
             await send(msg)
 
+        watch = None
         try:
-            raw = await read_body(receive)
+            raw = await read_body(receive, limit)
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            reply = await self.routes.handle(headers, raw, kind)
+            watch = ClientWatch(receive, self.routes.driver.cancel)
+            reply = await self.routes.handle(headers, raw, kind, watch.track)
         except APIError as e:
             reply = error_reply(e)
         except Exception:
@@ -59,6 +67,9 @@ class GatewayASGI:
             if not started[0]:
                 raise
             log.debug("stream ended early", exc_info=True)
+        finally:
+            if watch is not None:
+                watch.stop()
 
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
@@ -85,20 +96,43 @@ def internal_error(scope: Scope) -> Reply:
     return reply
 
 
-async def read_body(receive: Receive) -> bytes:
+def too_large(limit: int) -> APIError:
+    return APIError(413, f"the request body exceeds {limit} bytes (gateway.max_body_bytes)",
+                    code="request_too_large")
+
+
+def _content_length(scope: Scope) -> int | None:
+    for k, v in scope.get("headers", ()):
+        if k == b"content-length":
+            return int(v) if v.isdigit() else None  # the server refused malformed ones already
+    return None
+
+
+def limited(receive: Receive, limit: int) -> Receive:
+    """`receive` that raises a 413 once more than `limit` body bytes arrived (a chunked
+    body declares no length)."""
+    size = 0
+
+    async def counted() -> MutableMapping[str, Any]:
+        nonlocal size
+        msg = await receive()
+        size += len(msg.get("body", b""))
+        if size > limit:
+            raise too_large(limit)
+        return msg
+    return counted
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    receive = limited(receive, limit)
     msg = await receive()
     body = msg.get("body", b"")
     if not msg.get("more_body"):
         return body
     parts = [body]
-    size = len(body)
     while msg.get("more_body"):
         msg = await receive()
-        chunk = msg.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise APIError(413, f"the request body exceeds {MAX_BODY} bytes", code="request_too_large")
-        parts.append(chunk)
+        parts.append(msg.get("body", b""))
     return b"".join(parts)
 
 

@@ -29,5 +29,6 @@ def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
     s = driver.settings
     if spec.backend == "sim":
         return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,
-                          driver.clock, report_evictions=driver.core.keeps_prefix_index)
+                          driver.clock, report_evictions=driver.core.keeps_prefix_index,
+                          report_prefill=driver.core.wants_prefill_done)
     return OpenAIBackend(spec, s)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowserve.gateway")
 DEFAULT_CACHE_TOKENS = 16_384
+FIRST_PROBE_MARGIN_S = 5.0  # beyond the connect timeout: the engine's /props and /health answers
 
 
 @dataclass(eq=False)
@@ -194,7 +195,7 @@ class CallRunner:
                 self._put(CallFinished(self._clock(), call.id, name, out.output_tokens, out.cached_tokens,
                                        out.started, out.first_token, text=out.text,
                                        finish_reason=out.finish_reason,
-                                       prompt_tokens=out.prompt_tokens or call.input_tokens))
+                                       prompt_tokens=out.prompt_tokens or call.input_tokens, extra=out.extra))
                 return
         finally:
             if self._running.get(call.id) is entry:
@@ -205,6 +206,23 @@ class CallRunner:
         log.warning("instance %s is down: %s", name, reason)
         self._put(InstanceDown(self._clock(), name, reason))
         self._spawn(self._probe(name))
+
+    async def first_probe(self, name: str) -> InstanceDown | None:
+        """An engine joins the routing (and tokenizes) only once it answered: None if it
+        does; else its circuit opens, half-open probes continue, and the InstanceDown
+        for the core is returned."""
+        try:
+            async with asyncio.timeout(self.settings.connect_timeout_s + FIRST_PROBE_MARGIN_S):
+                if await self.backends[name].probe():
+                    return None
+        except Exception as e:  # unreachable, slow, or a backend bug: not in the routing yet
+            log.debug("first probe of %s failed", name, exc_info=e)
+        now = self._clock()
+        self.breakers[name].trip(now)
+        self._metrics.trips.labels(name).inc()
+        log.warning("instance %s does not answer; it joins the routing when it does", name)
+        self._spawn(self._probe(name))
+        return InstanceDown(now, name, "the engine has not answered yet")
 
     async def _probe(self, name: str) -> None:
         """Half-open probes after the cooldown until the engine answers again."""

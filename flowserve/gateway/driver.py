@@ -1,21 +1,21 @@
 """The live driver: asyncio IO around the very `SchedulerCore` the simulator drives.
 
-One task owns the core. Everything that happens — a query arriving, an engine answering
-or failing, a tool finishing, a tokenization, a job ending, a tick — is put on one
-`asyncio.Queue`; the task takes the items one at a time, stamps them with the driver's
-clock (`time.monotonic()`), hands them to `core.handle` and executes the commands it
-returns:
+One task owns the core. Everything that happens — a query arriving or cancelled, an
+engine answering or failing, a tool finishing, a tokenization, a job ending, a tick — is
+put on one `asyncio.Queue`; the task takes the items one at a time, stamps them with the
+driver's clock (`time.monotonic()`), hands them to `core.handle` and executes the
+commands it returns:
 
 * SendCall / CancelCall → the call runner (`flowserve.gateway.calls`: engine tasks,
   retries, circuit breakers; it never chooses an instance);
-* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished;
-* Tokenize → the engines' tokenizers (`flowserve.gateway.tokens`) → Tokenized;
+* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished; Tokenize → the engines'
+  tokenizers (`flowserve.gateway.routing_tokens`) → Tokenized;
 * QueryDone / QueryFailed → resolve the client's future (every accepted query gets one);
 * PolicyChanged → log + metrics; RunJob → a worker by job name → JobFinished.
 
 Admission (`flowserve.gateway.admission`) is decided when an arrival is taken off the
 queue, on the core's own state, so it never races with it. The driver reads the core
-only through its query API.
+only through its query API; instances come and go through `flowserve.gateway.instances`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from flowserve.engines.backend import Backend, TokenSink
 from flowserve.gateway.admission import Admission
 from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
-from flowserve.gateway.instance_list import InstanceListing
+from flowserve.gateway.instances import LiveInstances
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult
 from flowserve.gateway.query_book import QueryBook
-from flowserve.gateway.record import QueryRecorder
+from flowserve.gateway.query_feed import QueryFeed
 from flowserve.gateway.routing_tokens import GatewayTokens
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tools import ToolRunner
@@ -70,10 +70,9 @@ from flowserve.types.events import (
     CallFailed,
     CallFinished,
     Event,
-    InstanceDown,
-    InstanceUp,
     OpFinished,
     QueryArrived,
+    QueryCancelled,
     Tick,
 )
 from flowserve.types.specs import InstanceSpec
@@ -93,7 +92,7 @@ class _Control:
 _STOP = object()
 
 
-class LiveDriver(InstanceListing):
+class LiveDriver:
     def __init__(self, instances: Sequence[InstanceSpec], settings: GatewaySettings,
                  backend_factory: BackendFactory | None = None,
                  output_priors: dict[tuple[str, str], float] | None = None,
@@ -109,7 +108,7 @@ class LiveDriver(InstanceListing):
         factory = backend_factory or default_backend
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),
                                     lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
-                                    lambda name: self.runner.circuit_state(name), s.tokenizers, segments)
+                                    self.circuit_state, s.tokenizers, segments, s.chat_templates)
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
@@ -119,16 +118,18 @@ class LiveDriver(InstanceListing):
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
         self.retrieval = RetrievalTools(s.retrieval)
-        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, executors=self.retrieval.executors())
+        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, self.retrieval.executors(), s.sql_workers,
+                                s.sql_memory_mb << 20)
         self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
-        self._op_specs = {i.name: i for i in instances if i.kind != "llm"}  # non-LLM engines (their URLs)
+        self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
         self._ids = itertools.count(1)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.book = QueryBook(self.metrics, QueryRecorder(s.record, clock(), s.time_scale) if s.record else None)
+        self.book = QueryBook(self.metrics, s.record, clock(), s.time_scale)
+        self.inputs = QueryFeed(self._control, self._feed, self.book.open)  # programs' calls
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
@@ -149,6 +150,8 @@ class LiveDriver(InstanceListing):
         tick = self.core.tick_s
         if tick:
             self._tick_timer = asyncio.get_running_loop().call_later(tick, self._tick, tick)
+        for down in await self.live.unanswered(self._initial):  # before the first query
+            self._put(down)
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Stop taking queries (503) and let the open ones finish, up to the timeout; the
@@ -183,6 +186,7 @@ class LiveDriver(InstanceListing):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.runner.aclose()
         await self.retrieval.aclose()
+        self.tools.close()
         self.book.close()
         self.jobs.shutdown()
         self._loop_task = None
@@ -212,46 +216,40 @@ class LiveDriver(InstanceListing):
         return await h.done
 
     async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
-        """Wait until `predicate()` holds, re-checking after every item the driver
-        processes (for tests, benchmarks and admin tools; raises TimeoutError)."""
+        """Wait until `predicate()` holds, re-checked after each item the driver takes (raises TimeoutError)."""
         assert self._progress is not None, "the driver is not started"
         async with asyncio.timeout(timeout_s):
             while not predicate():
                 self._progress.clear()
                 await self._progress.wait()
 
+    def cancel(self, query_id: int, reason: str) -> None:
+        """Nobody waits for the query any more: the core fails it with `reason` (`QueryCancelled`)."""
+        if query_id in self.book.open:
+            self._put(QueryCancelled(self.clock(), query_id, reason))
+
     def query(self, query_id: int) -> QueryHandle | None:
         return self.book.get(query_id)
-
-    async def deliver(self, query_id: int, event: Callable[[float], Event]) -> bool:
-        """Feed `event(now)` about an open query (a program's input or close, a cancelled
-        call); False, and nothing fed, when the query has ended."""
-        def apply(now: float) -> bool:
-            if query_id in self.book.open:
-                self._feed(event(now))
-                return True
-            return False
-        return bool(await self._control(apply))
 
     @property
     def open_queries(self) -> int:
         return len(self.book.open)
 
-    async def add_instance(self, spec: InstanceSpec) -> None:
-        """Add (or replace) an instance at run time: InstanceUp to the core."""
-        if spec.kind != "llm":
-            self._op_specs[spec.name] = spec
-        await self._control(lambda now: self._feed(InstanceUp(now, self.runner.add(spec) if spec.kind == "llm"
-                                                              else spec)))
+    async def add_instance(self, spec: InstanceSpec) -> bool:
+        """Add (or replace) an instance; whether its engine answered (`LiveInstances.add`)."""
+        return await self.live.add(spec)
 
     async def remove_instance(self, name: str) -> None:
-        """Take an instance out at run time (KeyError if unknown): InstanceDown; the core
-        moves its calls."""
-        def apply(now: float) -> None:
-            self.runner.check_removable(name)
-            self._feed(InstanceDown(now, name, "removed by the administrator"))
-            self.runner.remove(name)
-        await self._control(apply)
+        await self.live.remove(name)
+
+    def instances(self) -> list[dict[str, Any]]:
+        return self.live.rows()
+
+    def models(self) -> list[str]:
+        return sorted({s.spec.model for s in self.live.status() if s.up})
+
+    def serves(self, model: str) -> bool:
+        return any(s.spec.model.lower() == model.lower() for s in self.live.status())
 
     def max_context(self, model: str | None) -> int | None:
         return self.core.max_context(model)
@@ -261,9 +259,6 @@ class LiveDriver(InstanceListing):
 
     async def tokenize(self, text: str, model: str | None) -> list[int]:
         return await self.tokens.text(text, model)
-
-    async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
-        return await self.tokens.render_chat(messages, model)
 
     # ------------------------------------------------------------------ the loop
 
@@ -347,7 +342,7 @@ class LiveDriver(InstanceListing):
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
         elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op on its executor
-            spec = self._op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
+            spec = self.live.op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
             for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
                 self.book.ops[op.id] = op.query_id
                 self._spawn(self._op_task(op, spec))

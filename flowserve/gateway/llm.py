@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,28 +18,29 @@ from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FlowserveError
 from flowserve.gateway import tenancy
+from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     SSE_DONE,
     APIError,
-    ChatRequest,
     ChunkEncoder,
-    CompletionRequest,
     chat_body,
     completion_body,
     decode_json,
     failure_error,
-    parse,
     sse,
     usage,
 )
+from flowserve.gateway.openai_requests import ChatRequest, CompletionRequest, parse
 from flowserve.gateway.program_headers import ProgramHeaders, read_program_headers
 from flowserve.gateway.query import CallHandle, QueryHandle
-from flowserve.graph.prompt import Toks
+from flowserve.gateway.tenancy import read_headers
+from flowserve.graph.prompt import Chat, Toks
 from flowserve.types.work import Tokens
 
 if TYPE_CHECKING:
     from flowserve.gateway.app import Gateway
 
+OnQuery = Callable[[int | Callable[[], None]], None]  # a query id, or how to cancel a program's call
 MAX_TOKEN_ID = 2**31 - 1  # engines' vocabularies are int32
 _END = object()
 Headers = list[tuple[bytes, bytes]]
@@ -64,28 +65,36 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
+def _parsed(model: type[ChatRequest | CompletionRequest], raw: bytes) -> ChatRequest | CompletionRequest:
+    return parse(model, decode_json(raw))
+
+
+def _ids_in_range(ids: list[int]) -> bool:
+    return all(0 <= t <= MAX_TOKEN_ID for t in ids)
+
+
 class LLMRoutes:
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
         self.driver = gw.driver
 
-    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str) -> Reply:
+    async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str,
+                     on_query: OnQuery | None = None) -> Reply:
+        """`on_query` learns the id of the query the request started, or for a program's
+        call how to cancel that call alone (what to do when the client leaves)."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
-        hdr = tenancy.read_headers(headers)
+        hdr = read_headers(headers)
         ph = read_program_headers(headers)
-        req = parse(ChatRequest if kind == "chat" else CompletionRequest, decode_json(raw))
-        if req.n != 1:
-            raise APIError(400, "n: only n = 1 is supported", param="n")
+        req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
+                             else CompletionRequest, raw)
         model = gw.model_of(req.model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or gw.config.gateway.default_max_tokens)
-        try:
-            if kind == "chat":
-                text = await self.driver.render_chat([m.plain() for m in req.messages], model)
-                ids = await self.driver.tokenize(text or "", model)
-            else:
-                ids = await self._prompt_ids(req.prompt, model)
+        chat = req.chat() if kind == "chat" else None
+        try:  # a chat is rendered as its engine will render it; the core routes by those tokens
+            ids = await (self.driver.tokens.chat(chat, model) if chat is not None
+                         else self._prompt_ids(req.prompt, model))
         except FlowserveError as e:
             raise APIError(503, f"cannot tokenize the prompt: {e}", "server_error", "service_unavailable") from None
         if not ids:
@@ -93,7 +102,8 @@ class LLMRoutes:
         gw.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        h, qid = await self._start(kind, headers, hdr, ph, tuple(ids), max_tokens, model, req.params(), sink)
+        h, qid = await self._start(kind, headers, hdr, ph, chat if chat is not None else tuple(ids), max_tokens,
+                                   model, req.params(), sink, on_query)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         if queue is not None:
             h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
@@ -114,20 +124,26 @@ class LLMRoutes:
         call = result.calls[-1]
         use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
         make = chat_body if kind == "chat" else completion_body
-        return json_reply(make(rid, model, call.text, call.finish_reason, use),
+        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
 
     async def _start(self, kind: str, headers: Mapping[str, str], hdr: tenancy.Headers, ph: ProgramHeaders | None,
-                     ids: Tokens, max_tokens: int, model: str, params: Mapping[str, Any],
-                     sink: TokenSink | None) -> tuple[QueryHandle | CallHandle, tuple[bytes, bytes]]:
+                     prompt: Tokens | Chat, max_tokens: int, model: str, params: Mapping[str, Any],
+                     sink: TokenSink | None, on_query: OnQuery | None
+                     ) -> tuple[QueryHandle | CallHandle, tuple[bytes, bytes]]:
         """A one-call query, or the next call of a program; the header that names it."""
         if ph is not None:
-            ch = await self.gw.programs.call(ph, hdr, headers, ph.stage or kind, (Toks(ids),), max_tokens, model,
-                                             params, sink)
+            parts = (prompt if isinstance(prompt, Chat) else Toks(prompt),)
+            ch = await self.gw.programs.call(ph, hdr, headers, ph.stage or kind, parts, max_tokens, model, params,
+                                             sink)
+            if on_query is not None:
+                on_query(lambda: self.gw.programs.cancel(ch))
             return ch, (b"x-flowserve-program", ph.program.encode())
-        h = self.driver.new_query(kind, SingleCall(kind, ids, max_tokens, model, params), model, hdr.tenant,
+        h = self.driver.new_query(kind, SingleCall(kind, prompt, max_tokens, model, params), model, hdr.tenant,
                                   hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
         await self.gw.submit(h)
+        if on_query is not None:
+            on_query(h.id)
         return h, (b"x-flowserve-query-id", str(h.id).encode())
 
     def _abandon(self, h: QueryHandle | CallHandle) -> None:
@@ -143,7 +159,7 @@ class LLMRoutes:
                 raise APIError(400, "prompt: batched prompts are not supported; send one prompt per request",
                                param="prompt")
             return await self._prompt_ids(prompt[0], model)
-        if any(t < 0 or t > MAX_TOKEN_ID for t in prompt):
+        if not await off_loop(len(prompt) > LARGE_BODY_BYTES // 8, _ids_in_range, prompt):
             raise APIError(400, f"prompt: token ids must lie in [0, {MAX_TOKEN_ID}]", param="prompt")
         return list(prompt)
 
@@ -168,7 +184,7 @@ class LLMRoutes:
                 if item is _END:
                     ended = True
                     break
-                parts.append(enc.delta(item))
+                parts.append(enc.delta(item) if isinstance(item, str) else enc.choice(item))
                 if queue.empty():
                     break
                 item = queue.get_nowait()

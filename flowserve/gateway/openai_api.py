@@ -1,4 +1,5 @@
-"""The OpenAI wire format: request models, response and stream-chunk bodies, errors."""
+"""The OpenAI wire format: errors, response bodies and stream chunks (requests:
+`flowserve.gateway.openai_requests`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,6 @@ from typing import Any
 
 import orjson
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
-
-# sampling parameters passed through to the engine
-PASS_THROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k",
-                "min_p", "repeat_penalty", "logit_bias", "ignore_eos")
 
 
 class APIError(Exception):
@@ -34,74 +30,6 @@ class APIError(Exception):
 
     def encoded(self) -> bytes:
         return orjson.dumps(self.body())
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1)
-    stream: bool = False
-    n: int = Field(1, ge=1)
-    stream_options: dict[str, Any] | None = None
-
-    def params(self) -> dict[str, Any]:
-        extra = self.model_extra or {}
-        return {k: extra[k] for k in PASS_THROUGH if extra.get(k) is not None}
-
-    def include_usage(self) -> bool:
-        return bool((self.stream_options or {}).get("include_usage"))
-
-
-class CompletionRequest(_Request):
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = Field(None, ge=1)
-
-
-class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    type: StrictStr = "text"
-    text: StrictStr | None = None
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    role: StrictStr = Field(min_length=1)
-    content: StrictStr | list[ContentPart] | None = None
-
-    def text(self) -> str:
-        """The content as text (OpenAI allows a string or a list of text parts)."""
-        c = self.content
-        if c is None or isinstance(c, str):
-            return c or ""
-        for p in c:
-            if p.type != "text" or p.text is None:
-                raise APIError(400, f"messages: content parts of type {p.type!r} are not supported; "
-                                    "send text parts ({\"type\": \"text\", \"text\": ...})", param="messages")
-        return "".join(p.text or "" for p in c)
-
-    def plain(self) -> dict[str, Any]:
-        """The message for a chat template: role and text content (and any other fields)."""
-        return {**(self.model_extra or {}), "role": self.role, "content": self.text()}
-
-
-class ChatRequest(_Request):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-
-
-def parse(model: type[BaseModel], body: Any) -> Any:
-    if not isinstance(body, dict):
-        raise APIError(400, "the request body must be a JSON object")
-    try:
-        return model.model_validate(body)
-    except ValidationError as e:
-        err = max(e.errors(), key=lambda x: len(x["loc"]))  # a union's deepest miss says most
-        param = ".".join(str(x) for x in err["loc"]) or None
-        msg = "required field is missing" if err["type"] == "missing" else err["msg"]
-        raise APIError(400, f"{param}: {msg}" if param else msg, param=param) from None
 
 
 MAX_DEPTH = 32  # JSON nesting a request may use; OpenAI bodies need 5
@@ -138,15 +66,22 @@ def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def completion_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any]) -> dict[str, Any]:
+def completion_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any],
+                    extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`extra`: the engine's choice beyond its text (`logprobs`), relayed as it is."""
+    choice = {"index": 0, "text": text, "logprobs": None, **(extra or {}), "finish_reason": finish}
     return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": use}
+            "choices": [choice], "usage": use}
 
 
-def chat_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any]) -> dict[str, Any]:
+def chat_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any],
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`extra`: the engine's choice beyond its text — its `message` (with `tool_calls`)
+    and `logprobs` — relayed as it is."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, **(extra or {}),
+              "finish_reason": finish}
     return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": finish}], "usage": use}
+            "choices": [choice], "usage": use}
 
 
 def chunk(kind: str, rid: str, model: str, created: int, delta: str | None, finish: str | None,
@@ -184,6 +119,16 @@ class ChunkEncoder:
             self.first = False
             return sse(chunk(self.kind, self.rid, self.model, self.created, text, None, True))
         return self._head + orjson.dumps(text) + self._tail
+
+    def choice(self, fields: Mapping[str, Any]) -> bytes:
+        """An engine's choice relayed whole (tool-call deltas, logprobs)."""
+        body = chunk(self.kind, self.rid, self.model, self.created, None, None)
+        choice = {"index": 0, **fields, "finish_reason": None}
+        if self.first and isinstance(choice.get("delta"), Mapping):
+            choice["delta"] = {"role": "assistant", **choice["delta"]}
+        self.first = False
+        body["choices"] = [choice]
+        return sse(body)
 
     def final(self, finish: str | None, use: dict[str, Any] | None) -> bytes:
         body = chunk(self.kind, self.rid, self.model, self.created, None, finish, self.first)

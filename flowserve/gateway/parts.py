@@ -7,7 +7,7 @@ is completed from the finished output by the graph runtime."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowserve.engines.backend import TokenSink
@@ -33,6 +33,18 @@ class PartSink(TokenSink):
         if self._client is not None:
             self._client.push(delta)
             self.sent = max(self.sent, self._client.sent)
+        self._read(delta)
+
+    def push_choice(self, choice: Mapping[str, Any]) -> None:
+        if self._client is not None:
+            self._client.push_choice(choice)
+            self.sent = max(self.sent, self._client.sent)
+        delta = choice.get("delta")
+        text = delta.get("content") if isinstance(delta, Mapping) else choice.get("text")
+        if isinstance(text, str) and text:
+            self._read(text)
+
+    def _read(self, delta: str) -> None:
         self._deltas += 1
         *complete, self._line = (self._line + delta).split("\n")
         for line in complete:

@@ -105,7 +105,7 @@ class ProgramBook:
         prog.last = ch.sent
         ch.done.add_done_callback(lambda _f: self._call_ended(prog, key))
         data = ProgramCall(key, prompt, max_tokens, stage, ph.thread or MAIN_THREAD, model, params)
-        if not await self.driver.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
+        if not await self.driver.inputs.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
             handle.steps.pop(key, None)
             prog.inflight.discard(key)
             raise self._ended_error(prog)
@@ -119,7 +119,7 @@ class ProgramBook:
 
     def _deliver(self, query_id: int, event: Callable[[float], Any]) -> None:
         """Feed an event without waiting (callbacks, the sweeper); an ended query takes none."""
-        task = asyncio.ensure_future(self.driver.deliver(query_id, event))
+        task = asyncio.ensure_future(self.driver.inputs.deliver(query_id, event))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _program(self, program_id: str, hdr: Headers) -> OpenProgram:

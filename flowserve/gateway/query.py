@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class CallReport:
     first_token: float | None
     finished: float
     ready: float | None = None  # when the call became ready (finished − ready: its latency)
+    extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class QueryResult:
 def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
     """The LLM calls among a query's node results, in the order they finished."""
     calls = [CallReport(key, r.stage, r.instance, r.prompt_tokens, r.cached_tokens, r.output_tokens, r.text or "",
-                        r.finish_reason or "length", r.first_token, r.finished or 0.0, r.ready)
+                        r.finish_reason or "length", r.first_token, r.finished or 0.0, r.ready, r.extra)
              for key, r in results.items() if r.instance is not None]
     return tuple(sorted(calls, key=lambda c: c.finished))
 

@@ -17,9 +17,12 @@ FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 
 
 class QueryBook:
-    def __init__(self, metrics: GatewayMetrics, recorder: QueryRecorder | None = None) -> None:
+    def __init__(self, metrics: GatewayMetrics, record: str | None = None, origin: float = 0.0,
+                 scale: float = 1.0) -> None:
+        """record: a folder to record finished programs and workflow queries in
+        (`QueryRecorder`, from the driver's clock at `origin`, `scale` engine seconds per second)."""
         self.metrics = metrics
-        self.recorder = recorder
+        self.recorder = QueryRecorder(record, origin, scale) if record else None
         self.open: dict[int, QueryHandle] = {}
         self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self.calls: dict[int, QueryHandle] = {}  # call id → its query

@@ -4,26 +4,32 @@
   parts; segments of replayed workloads (`TokenMaterializer`, or the simulator's markers
   when only simulated engines serve the model); text when the model's tokenizer is local
   (`gateway.tokenizers: {model: tokenizer.json}`, or the word tokenizer of simulated
-  engines).
+  engines); chats when the model's chat template is local too
+  (`gateway.chat_templates: {model: tokenizer_config.json}`), or were just rendered.
 * Otherwise asynchronously, for the core's `Tokenize` commands and the gateway's own
-  requests: the up engines' `/tokenize` (healthy circuits first; one engine down does not
-  fail requests).
+  requests: the up engines' `/tokenize`, and for chats the engines' own rendering
+  (llama-server's `/apply-template`, vLLM's `/tokenize` with `messages`; healthy circuits
+  first; one engine down does not fail requests).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
+from flowserve.gateway.offload import LARGE_TEXT_CHARS, off_loop
 from flowserve.graph.plan import Materializer
-from flowserve.graph.prompt import Lit, Prompt, Segment, Toks
-from flowserve.tokenize.chat import ChatTokenizer
+from flowserve.graph.prompt import Chat, Lit, Prompt, Segment, Toks
+from flowserve.tokenize.chat import ChatTokenizer, chat_messages, chat_parts
 from flowserve.tokenize.segments import TokenMaterializer
+from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.tokenize.text import LocalTokenizer
 from flowserve.tokenize.words import WordTokenizer
 from flowserve.types.commands import Tokenize
@@ -35,14 +41,16 @@ class GatewayTokens:
     def __init__(self, status: Callable[[], list[InstanceStatus]],
                  engine_tokenizer: Callable[[str], ChatTokenizer | None],
                  circuit: Callable[[str], str], local: Mapping[str, str],
-                 segments: TokenMaterializer | None = None) -> None:
+                 segments: TokenMaterializer | None = None, templates: Mapping[str, str] | None = None) -> None:
         """status: the core's instances; engine_tokenizer: an instance's engine tokenizer
         (None for simulated engines); local: model → tokenizer.json; segments: how replayed
-        segments become real token ids (None: only simulated engines may receive them)."""
+        segments become real token ids (None: only simulated engines may receive them);
+        templates: model → tokenizer_config.json (or .jinja) with its chat template."""
         self._status = status
         self._engine_tokenizer = engine_tokenizer
         self._circuit = circuit
         self._local = {m.lower(): LocalTokenizer(Path(p)) for m, p in local.items()}
+        self._templates = {m.lower(): ChatTemplate.from_file(Path(p)) for m, p in (templates or {}).items()}
         self._words = WordTokenizer()
         self._markers = Materializer()
         self.segments = segments
@@ -88,42 +96,85 @@ class GatewayTokens:
                 if text is None:
                     return None
                 out.extend(text(p.text))
+            elif isinstance(p, Chat):
+                ids = self._chat_sync(p, model)
+                if ids is None:
+                    return None
+                out.extend(ids)
         return tuple(out)
+
+    def _chat_sync(self, chat: Chat, model: str | None) -> Tokens | None:
+        """A chat's ids without IO: just rendered (the gateway's own requests), rendered
+        by the local template and tokenizer, or the neutral layout of simulated engines."""
+        cached = self._recent.cached(chat_key(chat, model))
+        if cached is not None:
+            return tuple(cached)
+        serving = self._serving(model)
+        if serving and all(s.spec.backend == "sim" for s in serving):
+            return self.encode(chat_parts(chat), model)
+        template, text = self._template(model), self._local_text(model)
+        if template is None or text is None:
+            return None
+        try:
+            return tuple(text(self._render(template, chat)))
+        except EngineError:
+            return None  # the driver's `Tokenized` carries the reason
+
+    def _template(self, model: str | None) -> ChatTemplate | None:
+        return self._templates.get(model.lower()) if model is not None else None
+
+    @staticmethod
+    def _render(template: ChatTemplate, chat: Chat) -> str:
+        try:
+            return template.render(chat_messages(chat), chat.tools)
+        except (TemplateError, ValueError) as e:
+            raise EngineError(str(e), retryable=False) from None
 
     # ------------------------------------------------------------------ through the engines
 
     def tokenizers(self, model: str | None) -> list[ChatTokenizer]:
-        """Who can tokenize for `model`: the up instances' engines (healthy circuits
-        first), else the word tokenizer of simulated engines."""
-        found = []
-        for s in self._serving(model):
-            tok = self._engine_tokenizer(s.name)
-            if tok is not None:
-                found.append((self._circuit(s.name) != "closed", tok))
-        found.sort(key=lambda x: x[0])
-        return [tok for _, tok in found] or [self._words]
+        """Who can tokenize for `model`: the engines of the up instances whose circuit is
+        closed (one that never answered is down), else the word tokenizer of simulated
+        engines."""
+        found = [tok for s in self._serving(model) if self._circuit(s.name) == "closed"
+                 and (tok := self._engine_tokenizer(s.name)) is not None]
+        return found or [self._words]
 
     async def _ask(self, model: str | None, fn: Callable[[ChatTokenizer], Any]) -> Any:
-        """The first tokenizer that answers: one engine down must not fail requests."""
-        error: Exception | None = None
+        """The first tokenizer that answers: one engine failing (down, or answering
+        errors) must not fail requests another engine can tokenize."""
+        errors: list[EngineError] = []
         for tok in self.tokenizers(model):
             try:
                 return await fn(tok)
             except EngineError as e:
-                if not e.retryable:
-                    raise
-                error = e
-        assert error is not None
-        raise error
+                errors.append(e)
+        raise errors[0]
 
     async def text(self, text: str, model: str | None) -> list[int]:
         local = self._local_text(model)
         if local is not None:
-            return local(text)
+            return await off_loop(len(text) > LARGE_TEXT_CHARS, local, text)
         return await self._recent.get((model, text), lambda: self._ask(model, lambda tok: tok.encode(text)))
 
-    async def render_chat(self, messages: Sequence[dict[str, Any]], model: str | None) -> str:
-        return await self._ask(model, lambda tok: tok.render_chat(messages))
+    async def chat(self, chat: Chat, model: str | None) -> list[int]:
+        """A chat's token ids as the engine will run them (raises EngineError): the
+        model's local template, else the engines' own rendering; recent ones are kept."""
+        serving = self._serving(model)
+        if serving and all(s.spec.backend == "sim" for s in serving):
+            return list(await self.prompt(chat_parts(chat), model))
+        key = chat_key(chat, model)
+        template = self._template(model)
+        if template is not None:
+            return await self._recent.get(key, lambda: self.text(self._render(template, chat), model))
+
+        async def ask() -> list[int]:
+            try:
+                chat_messages(chat)  # text only: a clear error before any engine is asked
+            except ValueError as e:
+                raise EngineError(str(e), retryable=False) from None
+            return await self._ask(model, lambda tok: tok.encode_chat(chat))
+        return await self._recent.get(key, ask)
 
     async def prompt(self, prompt: Prompt, model: str | None) -> Tokens:
         """Any prompt, asking the engines where needed (raises EngineError)."""
@@ -139,6 +190,8 @@ class GatewayTokens:
                     raise EngineError("a modelled prompt segment reached a real engine without a replay "
                                       "vocabulary (TokenMaterializer)", retryable=False)
                 out.extend(seg(p))
+            elif isinstance(p, Chat):
+                out.extend(await self.chat(p, model))
         return tuple(out)
 
     async def tokenized(self, cmd: Tokenize, clock: Callable[[], float]) -> Tokenized:
@@ -147,6 +200,12 @@ class GatewayTokens:
             return Tokenized(clock(), cmd.call_id, await self.prompt(cmd.prompt, cmd.model))
         except EngineError as e:
             return Tokenized(clock(), cmd.call_id, error=str(e))
+
+
+def chat_key(chat: Chat, model: str | None) -> Hashable:
+    """What identifies a chat's rendering: the model, the turns and the tools."""
+    turns = [(t.role, t.content, orjson.dumps(t.fields, option=orjson.OPT_SORT_KEYS)) for t in chat.turns]
+    return model, "chat", tuple(turns), orjson.dumps(chat.tools, option=orjson.OPT_SORT_KEYS)
 
 
 class RecentTokenizations:
@@ -158,6 +217,12 @@ class RecentTokenizations:
         self.size = size
         self._done: OrderedDict[Hashable, list[int]] = OrderedDict()
         self._pending: dict[Hashable, asyncio.Future[list[int]]] = {}
+
+    def cached(self, key: Hashable) -> list[int] | None:
+        ids = self._done.get(key)
+        if ids is not None:
+            self._done.move_to_end(key)
+        return ids
 
     async def get(self, key: Hashable, ask: Callable[[], Awaitable[list[int]]]) -> list[int]:
         ids = self._done.get(key)

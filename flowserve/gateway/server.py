@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import logging
 import multiprocessing
 import os
 import signal
@@ -21,6 +23,7 @@ from typing import Any
 
 import uvicorn
 
+from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.settings import ServeConfig
 
@@ -62,14 +65,15 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
     spreads connections). Each is a whole gateway — its own scheduler core and prefix
     index over all instances — so HTTP, JSON and SSE work scales with cores while each
     process routes the requests it took (see README: gateway performance)."""
+    sock = bind(host, port)  # before anything else: a port in use is one line, not a traceback
     if workers <= 1:
-        app = create_app(config)
-        GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, host=host, port=port,
-                                     log_level=log_level)).run()
+        server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
+                                              log_level=log_level))
+        announce(sock)
+        server.run(sockets=[sock])
         return
-    sock = listening_socket(host, port)
     ctx = multiprocessing.get_context("fork")  # children inherit the bound socket
-    procs = [ctx.Process(target=_worker, args=(config, sock, log_level), name=f"flowserve-gateway-{i}")
+    procs = [ctx.Process(target=_worker, args=(config, sock, log_level, i == 0), name=f"flowserve-gateway-{i}")
              for i in range(workers)]
     for p in procs:
         p.start()
@@ -90,16 +94,46 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
 def listening_socket(host: str, port: int) -> socket.socket:
     # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
     # (else each response waits ~40 ms for the client's delayed ACK)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
     sock.set_inheritable(True)
     return sock
 
 
-def _worker(config: ServeConfig, sock: socket.socket, log_level: str) -> None:
-    app = create_app(config)
-    GatewayServer(uvicorn_config(app, config.gateway.drain_timeout_s, log_level=log_level)).run(sockets=[sock])
+def bind(host: str, port: int) -> socket.socket:
+    """`flowserve serve`'s listening socket; ConfigError for a port out of range, a port
+    in use, or an address this machine cannot listen on."""
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port: expected 1 to 65535, got {port}")
+    try:
+        return listening_socket(host, port)
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host!r}: not an address of this machine ({e.strerror})") from None
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {port}: {host}:{port} is already in use (another server listens there)") \
+                from None
+        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror})") from None
+
+
+def announce(sock: socket.socket) -> None:
+    """The address the gateway really listens on (uvicorn names none for a given socket)."""
+    host, port = sock.getsockname()[:2]
+    logging.getLogger("uvicorn.error").info("flowserve gateway listening on http://%s:%d (Ctrl-C drains and "
+                                            "stops)", f"[{host}]" if ":" in host else host, port)
+
+
+def _worker(config: ServeConfig, sock: socket.socket, log_level: str, first: bool) -> None:
+    server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s, log_level=log_level))
+    if first:
+        announce(sock)
+    server.run(sockets=[sock])
 
 
 class BackgroundServer:

@@ -26,54 +26,86 @@ from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
+from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.types.specs import InstanceSpec
 
 
 class ProgramSettings(Strict):
     """Programs: OpenAI calls that carry `x-flowserve-program` (docs/serving.md, Programs)."""
 
-    idle_s: float = Field(60.0, gt=0)  # a program with no call for this long ends (its summary is kept)
-    max_calls: int = Field(10_000, ge=1)  # calls per program
-    max_duration_s: float = Field(3600.0, gt=0)  # from its first call; later calls are refused
-    max_open_per_tenant: int = Field(1000, ge=1)
-    kept: int = Field(10_000, ge=0)  # ended programs remembered (GET, and a clear error for late calls)
+    idle_s: float = Field(60.0, gt=0, description="a program with no call for this long ends (its summary is kept)")
+    max_calls: int = Field(10_000, ge=1, description="calls per program; beyond, 429")
+    max_duration_s: float = Field(3600.0, gt=0, description="seconds from a program's first call after which it "
+                                  "ends; a later call gets 409")
+    max_open_per_tenant: int = Field(1000, ge=1, description="open programs per tenant; beyond, 429")
+    kept: int = Field(10_000, ge=0, description="ended programs remembered (GET /v1/programs/ID, and a clear 409 "
+                      "for a late call)")
 
 
 class GatewaySettings(Strict):
-    dispatch: str = "round_robin"
-    queue: str = "fcfs"
-    dispatch_params: dict[str, Any] = Field(default_factory=dict)
-    queue_params: dict[str, Any] = Field(default_factory=dict)
-    passes: str = "none"  # graph passes on every workflow batch ("none", "all" or a list)
-    # simulated engines: simulated seconds per real second (10: ten times faster than the GPU)
-    time_scale: float = Field(1.0, gt=0)
-    # failures
-    request_timeout_s: float = Field(300.0, gt=0)  # one engine request, first byte to last
-    connect_timeout_s: float = Field(5.0, gt=0)
-    retries: int = Field(2, ge=0)  # same-instance retries of a retryable error
-    retry_backoff_s: float = Field(0.05, ge=0)
-    retry_backoff_cap_s: float = Field(1.0, ge=0)
-    redispatch_limit: int = Field(3, ge=0)  # the core's re-dispatches to other instances
-    breaker_failures: int = Field(3, ge=1)
-    breaker_cooldown_s: float = Field(1.0, gt=0)
-    breaker_max_cooldown_s: float = Field(30.0, gt=0)
-    # admission control
-    max_queue_s: float | None = Field(None, ge=0)
-    max_queries: int = Field(10_000, ge=1)
-    drain_timeout_s: float = Field(30.0, ge=0)
-    sql_time_limit_s: float = Field(5.0, gt=0, le=3600)  # one statement of the `sql` tool (the SQL sandbox)
-    # work
-    jobs: Literal["thread", "process"] = "process"
-    default_max_tokens: int = Field(256, ge=1)
-    cache_tokens: dict[str, int] = Field(default_factory=dict)  # per instance: eviction estimate size
-    cache_sequences: dict[str, int] = Field(default_factory=dict)  # per instance: slot caches (default: profile slots)
-    engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(default_factory=dict)
-    tokenizers: dict[str, str] = Field(default_factory=dict)  # model → tokenizer.json (else engine /tokenize)
-    workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    programs: ProgramSettings = Field(default_factory=ProgramSettings)
-    record: str | None = None  # folder: one JSON line per finished program and workflow query (agent-trace format)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)  # the retrieval ops' components
-    admin_keys: list[str] | None = None  # None: the api_keys
+    """The `gateway:` section of a serving YAML (`flowserve serve --config`); every field is
+    optional."""
+
+    dispatch: str = Field("round_robin", description="dispatch policy (see the policy catalogue)")
+    queue: str = Field("fcfs", description="queue policy of every instance (see the policy catalogue)")
+    dispatch_params: dict[str, Any] = Field(default_factory=dict, description="the dispatch policy's parameters, "
+                                            "e.g. `{binding: late}`")
+    queue_params: dict[str, Any] = Field(default_factory=dict, description="the queue policy's parameters, e.g. "
+                                         "`{tenant_weights: {gold: 3, free: 1}}`")
+    passes: str = Field("none", description="graph passes on every workflow batch: none, all, or a comma-separated "
+                        "list")
+    time_scale: float = Field(1.0, gt=0, description="simulated engines: simulated seconds per real second "
+                              "(10: ten times faster than the modelled GPU)")
+    request_timeout_s: float = Field(300.0, gt=0, description="one engine request, first byte to last")
+    connect_timeout_s: float = Field(5.0, gt=0, description="opening a connection to an engine")
+    retries: int = Field(2, ge=0, description="same-instance retries of a retryable engine error (connection, "
+                         "timeout, 5xx, 408, 429)")
+    retry_backoff_s: float = Field(0.05, ge=0, description="first retry's back-off, doubled per retry")
+    retry_backoff_cap_s: float = Field(1.0, ge=0, description="longest back-off between retries")
+    redispatch_limit: int = Field(3, ge=0, description="times the core re-dispatches a failed call to another "
+                                  "instance")
+    breaker_failures: int = Field(3, ge=1, description="consecutive transport failures that open an instance's "
+                                  "circuit")
+    breaker_cooldown_s: float = Field(1.0, gt=0, description="wait before the first half-open probe; doubles per "
+                                      "failed probe")
+    breaker_max_cooldown_s: float = Field(30.0, gt=0, description="longest wait between half-open probes")
+    max_queue_s: float | None = Field(None, ge=0, description="admission control: refuse (429) a query whose "
+                                      "predicted queueing delay on the best instance exceeds this; null: off")
+    max_queries: int = Field(10_000, ge=1, description="open queries at most; beyond, 429")
+    drain_timeout_s: float = Field(30.0, ge=0, description="graceful shutdown: how long open queries may finish")
+    max_body_bytes: int = Field(16 << 20, ge=1024, le=1 << 30, description="a request body above this is refused "
+                                "(413) before it is read; 16 MiB holds a 1M-token prompt as text or as token ids")
+    sql_time_limit_s: float = Field(5.0, gt=0, le=3600, description="one statement of the `sql` tool (the SQL "
+                                    "sandbox)")
+    sql_workers: int = Field(2, ge=1, le=64, description="warm worker processes that run the `sql` tool's "
+                             "statements")
+    sql_memory_mb: int = Field(1024, ge=64, le=1 << 20, description="address space one `sql` statement may add "
+                               "(RLIMIT_AS, MiB)")
+    jobs: Literal["thread", "process"] = Field("process", description="where background jobs (RunJob, e.g. the "
+                                               "α sweep) run")
+    default_max_tokens: int = Field(256, ge=1, description="max_tokens of a request that gives none")
+    cache_tokens: dict[str, int] = Field(default_factory=dict, description="per instance: tokens of the driver's "
+                                         "cache estimate (default: the KV capacity)")
+    cache_sequences: dict[str, int] = Field(default_factory=dict, description="per instance: slot caches of the "
+                                            "estimate (default: the profile's slots)")
+    engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(
+        default_factory=dict, description="per instance: the engine's kind (default: detected)")
+    tokenizers: dict[str, str] = Field(default_factory=dict, description="per model: a tokenizer.json to tokenize "
+                                       "locally (default: the engine's /tokenize)")
+    chat_templates: dict[str, str] = Field(default_factory=dict, description="per model: a tokenizer_config.json "
+                                           "(or .jinja) whose chat template renders chats locally (else the engines "
+                                           "render them)")
+    workflows: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per registered workflow: its "
+                                                 "settings, e.g. `text2sql: {databases: {bank: builtin}}`; or a "
+                                                 "user's own: `NAME: {app: package.module:Class, ...kwargs}`")
+    programs: ProgramSettings = Field(default_factory=ProgramSettings, description="programs: OpenAI calls that "
+                                      "carry x-flowserve-program (limits, idle timeout)")
+    record: str | None = Field(None, description="a folder: every finished program and workflow query as one JSON "
+                               "line of the agent-trace format (`flowserve simulate` replays it)")
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="the components that run "
+                                         "the retrieval ops")
+    admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints (default: the "
+                                         "`api_keys`)")
 
     @model_validator(mode="after")
     def _policies_exist(self) -> GatewaySettings:
@@ -127,6 +159,11 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
     for model, path in gateway.tokenizers.items():
         if not Path(path).is_file():
             raise ConfigError(f"{source}: gateway.tokenizers: {model}: no file {path!r}")
+    for model, path in gateway.chat_templates.items():
+        try:
+            ChatTemplate.from_file(Path(path))
+        except TemplateError as e:
+            raise ConfigError(f"{source}: gateway.chat_templates: {model}: {e}") from None
     return ServeConfig(specs, tuple(cluster.api_keys), gateway)
 
 

@@ -1,11 +1,10 @@
 """Tool executors: what the live driver runs for a `RunOp` (the core only names the op).
 
 * `sql` — one read-only statement on a SQLite or DuckDB file in the SQL sandbox
-  (`flowserve.sqlexec`), in a worker thread, with time and size limits; the database's
-  error message (or what the sandbox refused) comes back as the op's error;
+  (`flowserve.sqlexec`), in one of the runner's warm worker processes under OS memory
+  and CPU limits, killed at its time limit; the database's error message (or what the
+  sandbox refused, or which limit killed it) comes back as the op's error;
 * a workflow's own ops (`register`: the Text-to-SQL agent's retrievers);
-* `part` — item `index` of a splittable output (a line of an LLM's text, an item of a
-  list) when it was not streamed;
 * the retrieval ops (`flowserve.retrieval.executors`: chunk, embed, vector ingest and
   search, rerank, web search, aggregate) on the real offline components, given the
   instance the core bound a batch to;
@@ -22,10 +21,10 @@ from typing import Any
 
 from flowserve.errors import ConfigError
 from flowserve.graph.oracle import ToolOutcome
-from flowserve.graph.primitives import PART, split_parts
+from flowserve.graph.primitives import PART
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.executors import Executor
-from flowserve.sqlexec import SandboxLimits, SQLError, run_query
+from flowserve.sqlexec import SandboxLimits, SQLError, WorkerPool, run_query
 from flowserve.types.events import OpFinished
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import ToolOp
@@ -37,11 +36,14 @@ class ToolError(Exception):
     """The tool ran and reports an error (the workflow decides what to do with it)."""
 
 
-def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """Execute one read-only statement in the SQL sandbox (`flowserve.sqlexec`); raises
-    ToolError with the database's message or what the sandbox refused."""
+def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS, pool: WorkerPool | None = None,
+            memory_bytes: int = SandboxLimits.worker_memory_bytes) -> dict[str, Any]:
+    """Execute one read-only statement in the SQL sandbox (`flowserve.sqlexec`), in a
+    worker of `pool` (else in this process: trusted SQL only); raises ToolError with the
+    database's message or what the sandbox refused."""
+    limits = SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows, worker_memory_bytes=memory_bytes)
     try:
-        return run_query(path, sql, SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows))
+        return pool.run(path, sql, limits) if pool is not None else run_query(path, sql, limits)
     except SQLError as e:
         raise ToolError(str(e)) from None
 
@@ -49,21 +51,14 @@ def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS) 
 log = logging.getLogger("flowserve.gateway")
 
 
-def part_of(source: Any, index: int) -> Any:
-    """Item `index` of a splittable output: a line of text, an item of a list."""
-    items = split_parts(source) if isinstance(source, str) else source
-    if not isinstance(items, list | tuple):
-        raise ToolError(f"part: cannot split a {type(source).__name__}")
-    if not 0 <= index < len(items):
-        raise ToolError(f"part: the output has {len(items)} part(s); part {index} is missing")
-    return items[index]
-
-
 class ToolRunner:
     def __init__(self, time_scale: float = 1.0, sql_time_limit_s: float = 5.0,
-                 executors: Mapping[str, Executor] | None = None) -> None:
+                 executors: Mapping[str, Executor] | None = None, sql_workers: int = 2,
+                 sql_memory_bytes: int = SandboxLimits.worker_memory_bytes) -> None:
         self._scale = time_scale
         self._sql_limit = sql_time_limit_s
+        self._sql_memory = sql_memory_bytes
+        self.sql_pool = WorkerPool(sql_workers)  # its processes start with the first statement
         self._executors = dict(executors or {})
         self._workflow_ops: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
 
@@ -74,6 +69,9 @@ class ToolRunner:
         if clash:
             raise ConfigError(f"tool op(s) {clash} registered twice")
         self._workflow_ops.update(executors)
+
+    def close(self) -> None:
+        self.sql_pool.close()
 
     async def run(self, op: ToolOp, replayed: ToolOutcome | None = None, instance: InstanceSpec | None = None) -> Any:
         """The op's result; raises ToolError for an error the workflow should see."""
@@ -86,9 +84,8 @@ class ToolRunner:
         if op.op == "sql":
             if not isinstance(args.get("sql"), str) or not isinstance(args.get("database"), str):
                 raise ToolError("tool 'sql' needs string arguments 'database' and 'sql'")
-            return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit)
-        if op.op == PART:
-            return part_of(args.get("source"), int(args.get("index", 0)))
+            return await asyncio.to_thread(run_sql, args["database"], args["sql"], self._sql_limit, MAX_ROWS,
+                                           self.sql_pool, self._sql_memory)
         executor = self._executors.get(op.op)
         if executor is not None:
             return await executor(op, instance)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.graph.prompt import Out, Prompt, Segment, output_segment_id, refs, value_parts
+from flowserve.graph.prompt import Chat, Out, Prompt, Segment, output_segment_id, refs, required, value_parts
 
 EMPTY: Mapping[str, Any] = {}
 
@@ -34,6 +34,16 @@ class LLMNode:
     def refs(self) -> tuple[str, ...]:
         return refs(self.prompt)
 
+    @property
+    def chat(self) -> Chat | None:
+        """The chat this call renders, when its prompt is one."""
+        return self.prompt[0] if len(self.prompt) == 1 and isinstance(self.prompt[0], Chat) else None
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The steps it reads that it cannot run without (see `Out.optional`)."""
+        return required(self.prompt)
+
 
 @dataclass(frozen=True, slots=True)
 class OpNode:
@@ -49,6 +59,10 @@ class OpNode:
     def refs(self) -> tuple[str, ...]:
         return tuple(v.step for v in self.args.values() if isinstance(v, Out))
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return tuple(v.step for v in self.args.values() if isinstance(v, Out) and not v.optional)
+
 
 Node = LLMNode | OpNode
 
@@ -58,7 +72,8 @@ class NodeResult:
     """What a finished node produced; the runtime keeps it in the query's object store.
 
     LLM calls: the answer (text live, None simulated), its token counts and where it ran;
-    tool ops: their value or error.
+    tool ops: their value or error. `missing`: the step has no output and did not run
+    (a part beyond those its source produced, or a step that needed such a part).
     """
 
     output_tokens: int = 0
@@ -73,6 +88,9 @@ class NodeResult:
     first_token: float | None = None
     finished: float | None = None
     ready: float | None = None  # when the call became ready to run (its latency's start)
+    # LLM calls: the engine's answer beyond its text, as plain JSON (`tool_calls`, `logprobs`)
+    extra: Mapping[str, Any] | None = None
+    missing: bool = False
 
     def parts(self, query_id: int, key: str) -> Prompt:
         """How this result reads inside a later prompt (`Out(key)`)."""

@@ -8,7 +8,9 @@
   keeps the original key (readers see one value, as before);
 * `split_prefill` — an LLM call whose prompt begins with ready parts (instruction,
   question) and then reads an unfinished step gets a partial prefill of those parts
-  (max_tokens 1): it warms the prefix cache while upstream context is produced;
+  (max_tokens 1): it warms the prefix cache while upstream context is produced; a call
+  reading several steps, the earlier ones ready before the last (a refine call's chunk
+  before the previous refine's answer), gets a staged prefill up to its last input;
 * `pipeline_decode` — the `part` steps of a splittable LLM output are completed from
   the call's progress (each part as soon as the engine produced it), not at its end.
 
@@ -19,7 +21,7 @@ never do IO. Each is tested on a small graph (tests/graph/test_optimize.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flowserve.graph.nodes import LLMNode, Node, OpNode
@@ -87,7 +89,8 @@ def decompose_stages(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:
                 args.update(start=j * size, last=j == len(sizes) - 1)
                 deps = c.deps
                 if prev is not None:
-                    args = {k: (Out(micro_key(prev, j)) if isinstance(v, Out) and v.step == prev else v)
+                    args = {k: (dataclasses.replace(v, step=micro_key(prev, j)) if isinstance(v, Out) and v.step == prev
+                                else v)
                             for k, v in args.items()}
                     deps = tuple(micro_key(prev, j) if d == prev else d for d in deps)
                 args.update(units=s, micro=j)
@@ -104,25 +107,60 @@ def decompose_stages(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:
 
 def split_prefill(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:
     """Partial prefill of the ready prompt prefix of calls that wait on upstream output;
-    calls sharing the same ready prefix share one prefill."""
+    calls sharing the same ready prefix share one prefill. A call that waits on several
+    outputs gets a second, staged prefill — of its prompt up to its last input — when its
+    earlier inputs come before that one (they are upstream of it, or parts of an upstream
+    output): a refine call's instruction, question and chunk are prefilled while the
+    previous refine still writes the answer it extends."""
     made: dict[tuple, str] = {}
     out: list[Node] = []
     extra: list[Node] = []
+    graph: dict[str, Node] = {**ctx.nodes, **{n.key: n for n in nodes}}
     for n in nodes:
         if not isinstance(n, LLMNode) or n.kind != "llm":
             out.append(n)
             continue
-        cut = next((i for i, p in enumerate(n.prompt) if isinstance(p, Out) and p.step not in ctx.results), None)
-        prefix = n.prompt[:cut] if cut else ()
-        if not prefix or any(isinstance(p, Out) for p in prefix) or estimate_tokens(prefix) < MIN_PREFILL_TOKENS:
+        waits = [i for i, p in enumerate(n.prompt) if isinstance(p, Out) and p.step not in ctx.results]
+        if not waits:
             out.append(n)
             continue
-        key = made.get((n.model, prefix))
-        if key is None:
-            key = made[(n.model, prefix)] = f"{n.key}.prefill"
-            extra.append(LLMNode(key, f"{n.stage}.prefill", prefix, 1, (), n.model, kind="prefill"))
-        out.append(dataclasses.replace(n, deps=(*n.deps, key)))
+        deps = list(n.deps)
+        prefix = n.prompt[:waits[0]]
+        if prefix and not any(isinstance(p, Out) for p in prefix) and estimate_tokens(prefix) >= MIN_PREFILL_TOKENS:
+            first = made.get((n.model, prefix))
+            if first is None:
+                first = made[(n.model, prefix)] = f"{n.key}.prefill"
+                extra.append(LLMNode(first, f"{n.stage}.prefill", prefix, 1, (), n.model, kind="prefill"))
+            deps.append(first)
+        last = n.prompt[waits[-1]]
+        early = [n.prompt[i].step for i in waits[:-1]]  # type: ignore[union-attr]
+        if early and all(_comes_before(e, last.step, graph) for e in early):  # type: ignore[union-attr]
+            staged = f"{n.key}.prefill2"
+            extra.append(LLMNode(staged, f"{n.stage}.prefill", n.prompt[:waits[-1]], 1, (*early, *deps[len(n.deps):]),
+                                 n.model, kind="prefill"))
+            deps.append(staged)
+        out.append(dataclasses.replace(n, deps=tuple(deps)) if len(deps) > len(n.deps) else n)
     return extra + out
+
+
+def _upstream(key: str, graph: Mapping[str, Node]) -> set[str]:
+    """Every step `key` depends on, directly or not."""
+    seen: set[str] = set()
+    todo = list(graph[key].deps) if key in graph else []
+    while todo:
+        k = todo.pop()
+        if k not in seen:
+            seen.add(k)
+            todo.extend(graph[k].deps if k in graph else ())
+    return seen
+
+
+def _comes_before(step: str, later: str, graph: Mapping[str, Node]) -> bool:
+    """`step`'s output is ready by the time `later` starts: `step` is upstream of it, or a
+    part (instant) of an output upstream of it."""
+    up = _upstream(later, graph)
+    n = graph.get(step)
+    return step in up or (isinstance(n, OpNode) and n.op == PART and bool(n.refs) and n.refs[0] in up)
 
 
 def pipeline_decode(nodes: Sequence[Node], ctx: PassContext) -> list[Node]:

@@ -8,8 +8,13 @@ text in the gateway and on modelled token lengths in the simulator:
   replayed prompts; equal ids are equal tokens, so sharing structure is explicit);
 * `Out(step)` — the output of another step of the same query; the runtime replaces it
   with that step's result once the step finished (its text live, a segment of its
-  output length in the simulator);
-* `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt).
+  output length in the simulator). A step that reads a *missing* output (a part beyond
+  those its source produced) through a plain `Out` is skipped, and so is every step
+  that reads it in turn; an `Out(step, optional=True)` (`step.optional`) reads a missing
+  output as nothing, so a join runs on the parts that exist;
+* `Toks(ids)` — token ids already known (an OpenAI request's tokenized prompt);
+* `Chat(turns, tools)` — chat messages (each turn's content is parts again) and tool
+  schemas, which the model's chat template renders; a chat is a prompt's only part.
 
 Drivers tokenize the resolved parts: the gateway with the model's tokenizer, the
 simulator with a deterministic word hash and segment markers (`flowserve.tokenize.prompts`).
@@ -19,8 +24,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from flowserve.types.work import Tokens
@@ -46,6 +51,7 @@ class Segment:
 @dataclass(frozen=True, slots=True)
 class Out:
     step: str
+    optional: bool = False  # a missing output reads as nothing instead of skipping the reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +59,31 @@ class Toks:
     ids: Tokens
 
 
-Part = Lit | Segment | Out | Toks
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One chat message: its role, its content as parts (None: an assistant turn that
+    only calls tools), and its other OpenAI fields as plain JSON (tool_calls,
+    tool_call_id, name)."""
+
+    role: str
+    content: Prompt | None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """Chat messages and the tools offered (OpenAI function-tool schemas, plain JSON).
+    Drivers render it with the model's chat template; the simulator with a neutral one."""
+
+    turns: tuple[Turn, ...]
+    tools: tuple[Mapping[str, Any], ...] = ()
+
+
+Part = Lit | Segment | Out | Toks | Chat
 Prompt = tuple[Part, ...]
 
 
-_PART_TYPES = (Lit, Segment, Out, Toks)
+_PART_TYPES = (Lit, Segment, Out, Toks, Chat)
 
 
 def as_prompt(*items: Any) -> Prompt:
@@ -80,9 +106,57 @@ def as_prompt(*items: Any) -> Prompt:
     return tuple(out)
 
 
+def as_chat(messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, Any]] = ()) -> Chat:
+    """A chat from OpenAI-style messages whose `content` may be text, parts or step
+    handles (None: no content); every other message field is kept as is."""
+    turns = []
+    for m in messages:
+        fields = dict(m)
+        role, content = fields.pop("role", None), fields.pop("content", None)
+        if not isinstance(role, str) or not role:
+            raise TypeError(f"a chat message needs a role (a non-empty string), got {role!r}")
+        parts = None if content is None else as_prompt(content)
+        if parts is not None and any(isinstance(q, Chat) for q in parts):
+            raise TypeError("a chat message's content cannot hold another chat")
+        turns.append(Turn(role, parts, fields))
+    return Chat(tuple(turns), tuple(dict(t) for t in tools))
+
+
+def resolve(parts: Prompt, output: Callable[[str], Prompt]) -> Prompt:
+    """The prompt with each `Out(step)` replaced by `output(step)`, inside chat turns too."""
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, Out):
+            out.extend(output(p.step))
+        elif isinstance(p, Chat):
+            turns = tuple(t if t.content is None else Turn(t.role, resolve(t.content, output), t.fields)
+                          for t in p.turns)
+            out.append(Chat(turns, p.tools))
+        else:
+            out.append(p)
+    return tuple(out)
+
+
 def refs(parts: Prompt) -> tuple[str, ...]:
-    """The steps whose outputs the prompt reads."""
-    return tuple(p.step for p in parts if isinstance(p, Out))
+    """The steps whose outputs the prompt reads (also inside chat turns)."""
+    out: list[str] = []
+    for p in parts:
+        if isinstance(p, Out):
+            out.append(p.step)
+        elif isinstance(p, Chat):
+            out.extend(refs(tuple(q for t in p.turns for q in t.content or ())))
+    return tuple(out)
+
+
+def required(parts: Prompt) -> tuple[str, ...]:
+    """The steps whose outputs the prompt cannot do without (plain `Out`s, also inside chat turns)."""
+    out: list[str] = []
+    for p in parts:
+        if isinstance(p, Out) and not p.optional:
+            out.append(p.step)
+        elif isinstance(p, Chat):
+            out.extend(required(tuple(q for t in p.turns for q in t.content or ())))
+    return tuple(out)
 
 
 def estimate_tokens(parts: Prompt) -> int:
@@ -96,6 +170,8 @@ def estimate_tokens(parts: Prompt) -> int:
             n += len(p.ids)
         elif isinstance(p, Lit):
             n += len(p.text) // 4 + 1
+        elif isinstance(p, Chat):
+            n += sum(estimate_tokens(t.content or ()) + 4 for t in p.turns) + len(json.dumps(p.tools)) // 4
     return n
 
 

@@ -5,6 +5,13 @@ checks the batch (unknown dependencies, duplicate keys, cycles: a bad expansion 
 its query instead of hanging it) and issues a node when all its dependencies finished.
 It keeps the query's object store (every finished node's `NodeResult`) and resolves
 `Out(step)` references in prompts and tool arguments when it issues a node.
+
+`part` nodes (item i of a splittable output) never go to a driver: the runtime takes
+them from their source's output, as the source streams them (decode pipelining) or
+when it finishes. A source may produce fewer parts than the workflow planned (an LLM
+that writes two queries where three were asked, a search with fewer hits than top-k):
+the parts beyond are *missing*, and so is every step that needs one (`Out.optional`),
+so the fan-out shrinks to what exists — identically in the simulator and the gateway.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass, PassContext
 from flowserve.graph.primitives import PART, split_parts
-from flowserve.graph.prompt import Out, Part
+from flowserve.graph.prompt import Out, Part, Segment, resolve
 from flowserve.graph.topology import depths
 from flowserve.graph.workflow import Graph, Workflow
 
@@ -71,7 +78,9 @@ class QueryRun:
         self.query_id = query_id
         self.passes = tuple(passes)
         self.batch_sizes = dict(batch_sizes or {})
-        self._streams: dict[str, dict[int, str]] = {}  # splittable step → part index → part node
+        self._parts: dict[str, dict[int, str]] = {}  # unfinished source → part index → its pending part node
+        self._early: dict[str, dict[int, NodeResult]] = {}  # parts reported before the source ended, unstreamed
+        self._reported: set[str] = set()  # sources that report their parts (simulated marks)
         self._depths: tuple[int, dict[str, int]] = (-1, {})
         self.nodes: dict[str, Node] = {}
         self.results: dict[str, NodeResult] = {}
@@ -101,20 +110,31 @@ class QueryRun:
         return self._add(self._graph.take())
 
     def complete(self, key: str, result: NodeResult) -> list[Node]:
-        """Record a finished node; returns the nodes that are ready to issue now. Parts of
-        its output not streamed yet are completed from the whole output."""
+        """Record a finished node; returns the nodes that are ready to issue now. Its
+        parts not handed on yet are taken from the whole output (or found missing)."""
         ready = self._record(key, result)
-        for index, part in sorted(self._streams.pop(key, {}).items()):
+        early = self._early.pop(key, {})
+        reported = key in self._reported
+        self._reported.discard(key)
+        for index, part in sorted(self._parts.pop(key, {}).items()):
             self.issued.add(part)
-            ready += self._record(part, _part_of(result, index, self.nodes[part].args.get("of", 1)))  # type: ignore[union-attr]
+            ready += self._record(part, early.get(index) or _take_part(self.nodes[part], result, reported))
         return ready
 
     def progress(self, key: str, index: int, result: NodeResult) -> list[Node]:
-        """Part `index` of a running splittable step's output is complete (decode
-        pipelining): finish its streamed part node now."""
-        part = self._streams.get(key, {}).pop(index, None)
-        if part is None or key in self.results:
+        """Part `index` of a running step's output is complete: a streamed part (decode
+        pipelining) finishes now; another is kept until the step ends."""
+        parts = self._parts.get(key)
+        if parts is None or key in self.results:
             return []
+        self._reported.add(key)
+        part = parts.get(index)
+        if part is None:
+            return []
+        if not self.nodes[part].args.get("stream"):  # type: ignore[union-attr]
+            self._early.setdefault(key, {})[index] = result
+            return []
+        del parts[index]
         self.issued.add(part)
         return self._record(part, result)
 
@@ -132,7 +152,7 @@ class QueryRun:
             self._missing[u] -= 1
             if self._missing[u] == 0:
                 del self._missing[u]
-                ready.append(self._ready(self.nodes[u]))
+                ready += self._ready(self.nodes[u])
         self.workflow.on_done(self._graph, key, result)
         return ready + self._add(self._graph.take())
 
@@ -144,14 +164,15 @@ class QueryRun:
             for p in self.passes:
                 new = p(new, ctx)
         ordered = topological_order(new, set(self.nodes))
-        ready = []
+        ready: list[Node] = []
         for n in ordered:
             self.nodes[n.key] = n
             if isinstance(n, LLMNode) and n.kind == "llm":
                 self._stage_calls[n.stage] = self._stage_calls.get(n.stage, 0) + 1
-            source = _streamed_source(n)
-            if source is not None and source not in self.results:
-                self._streams.setdefault(source, {})[int(n.args.get("index", 0))] = n.key  # type: ignore[union-attr]
+            source = _part_source(n)
+            if source is not None and source not in self.results and \
+                    all(d in self.results for d in n.deps if d != source):
+                self._parts.setdefault(source, {})[int(n.args.get("index", 0))] = n.key  # type: ignore[union-attr]
                 continue
             missing = [d for d in n.deps if d not in self.results]
             if missing:
@@ -159,25 +180,28 @@ class QueryRun:
                 for d in missing:
                     self._users.setdefault(d, []).append(n.key)
             else:
-                ready.append(self._ready(n))
+                ready += self._ready(n)
         return ready
 
-    def _ready(self, n: Node) -> Node:
+    def _ready(self, n: Node) -> list[Node]:
         """Issue a node: its `Out` references become the producers' outputs (the graph
-        keeps the issued, resolved node)."""
+        keeps the issued, resolved node). A node that needs a missing output is missing
+        too, and a part is taken from its source here: neither goes to a driver."""
         self.issued.add(n.key)
+        if any(self.results[d].missing for d in n.needs):
+            return self._record(n.key, NodeResult(stage=n.stage, missing=True))
+        if isinstance(n, OpNode) and n.op == PART:  # of a step's output, or of a literal value
+            whole = self.results[n.refs[0]] if n.refs else NodeResult(value=n.args.get("source"))
+            return self._record(n.key, _take_part(n, whole, False))
         if not n.refs:
-            return n
+            return [n]
         if isinstance(n, LLMNode):
-            parts: list[Part] = []
-            for p in n.prompt:
-                parts.extend(self._output(p.step) if isinstance(p, Out) else (p,))
-            n = dataclasses.replace(n, prompt=tuple(parts))
+            n = dataclasses.replace(n, prompt=resolve(n.prompt, self._output))
         else:
             args = {k: (self._value(v.step) if isinstance(v, Out) else v) for k, v in n.args.items()}
             n = dataclasses.replace(n, args=args)
         self.nodes[n.key] = n
-        return n
+        return [n]
 
     def _output(self, step: str) -> tuple[Part, ...]:
         return self.results[step].parts(self.query_id, step)
@@ -188,12 +212,12 @@ class QueryRun:
 
     def streams_parts(self, key: str) -> bool:
         """Whether step `key` hands its output on part by part (decode pipelining)."""
-        return bool(self._streams.get(key))
+        return any(self.nodes[p].args.get("stream") for p in self._parts.get(key, {}).values())  # type: ignore[union-attr]
 
     @property
     def streams(self) -> bool:
-        """Whether some running step hands its output on part by part."""
-        return bool(self._streams)
+        """Whether some running step's parts are awaited (its progress reports matter)."""
+        return bool(self._parts)
 
     @property
     def finished(self) -> bool:
@@ -210,18 +234,47 @@ class QueryRun:
         return len(self.nodes) - len(self.results)
 
 
-def _streamed_source(n: Node) -> str | None:
-    if isinstance(n, OpNode) and n.op == PART and n.args.get("stream") and n.refs:
+def _part_source(n: Node) -> str | None:
+    if isinstance(n, OpNode) and n.op == PART and n.refs:
         return n.refs[0]
     return None
 
 
-def _part_of(whole: NodeResult, index: int, of: int) -> NodeResult:
-    """Part `index` of a finished output: its line live, an even share of its tokens
-    simulated."""
+MISSING = NodeResult(missing=True)
+
+
+def _take_part(n: Node, whole: NodeResult, reported: bool) -> NodeResult:
+    """A part node's result: its item of the source's output, else its `default`."""
+    assert isinstance(n, OpNode)
+    got = _part_of(whole, int(n.args.get("index", 0)), n.args.get("of", 1), reported)
+    default = n.args.get("default")
+    if not got.missing or default is None or whole.error is not None:
+        return got
+    if isinstance(default, Segment):
+        return NodeResult(value=(default,), output_tokens=default.length, finished=whole.finished)
+    return NodeResult(text=str(default), finished=whole.finished)
+
+
+def _part_of(whole: NodeResult, index: int, of: int, reported: bool) -> NodeResult:
+    """Part `index` of a finished output: its line or item (live text, a tool's list, a
+    modelled list of segments); else an even share of its modelled tokens — unless the
+    source reported its parts as it went (simulated marks): an unreported one does not
+    exist. Parts beyond the output's own are missing."""
+    if whole.missing:
+        return MISSING
     if whole.error is not None:
         return NodeResult(error=whole.error, finished=whole.finished)
-    if whole.text is not None:
-        items = split_parts(whole.text)
-        return NodeResult(text=items[index] if index < len(items) else "", finished=whole.finished)
+    source = whole.text if whole.text is not None else whole.value
+    if isinstance(source, str | list | tuple):
+        items = split_parts(source) if isinstance(source, str) else source
+        if index >= len(items):
+            return MISSING
+        item = items[index]
+        if isinstance(item, str):
+            return NodeResult(text=item, finished=whole.finished)
+        if isinstance(item, Segment):
+            return NodeResult(value=(item,), output_tokens=item.length, finished=whole.finished)
+        return NodeResult(value=item, finished=whole.finished)
+    if reported or whole.output_tokens <= 0:
+        return MISSING
     return NodeResult(output_tokens=max(1, whole.output_tokens // max(of, 1)), finished=whole.finished)

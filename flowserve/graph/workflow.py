@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
-from flowserve.graph.prompt import Out, as_prompt, refs
+from flowserve.graph.prompt import Chat, Out, as_chat, as_prompt, refs
 
 
 class Workflow:
@@ -93,6 +93,11 @@ class Step:
     def __post_init__(self) -> None:
         self.out = Out(self.key)
 
+    @property
+    def optional(self) -> Out:
+        """Its output for a reader that also runs when the output is missing (a join)."""
+        return Out(self.key, optional=True)
+
     def __rshift__(self, other: Step | Iterable[Step]) -> Step | Iterable[Step]:
         for s in [other] if isinstance(other, Step) else other:
             self.graph.depend(s.key, self.key)
@@ -111,12 +116,28 @@ class Graph:
         self._results = results
         self._drafts: dict[str, _Draft] = {}
 
-    def llm(self, key: str, prompt: Any, *, max_tokens: int, stage: str | None = None,
+    def llm(self, key: str, prompt: Any = None, *, max_tokens: int, stage: str | None = None,
             after: Iterable[Step | str] = (), model: str | None = None,
             params: Mapping[str, Any] | None = None, splittable: bool = False,
-            chain: Iterable[Step | str] = ()) -> Step:
-        parts = as_prompt(prompt)
-        if not parts:
+            chain: Iterable[Step | str] = (), messages: Sequence[Mapping[str, Any]] | None = None,
+            tools: Sequence[Mapping[str, Any]] = (), response_format: Mapping[str, Any] | None = None) -> Step:
+        """An LLM step: a `prompt` (parts), or chat `messages` (OpenAI-style; content may
+        be text, parts or step handles) with `tools` offered. `response_format` (OpenAI's:
+        `json_object`, `json_schema`) constrains the answer on engines that support it; the
+        simulator models only lengths. Sampling parameters go in `params`."""
+        if (prompt is None) == (messages is None):
+            raise WorkflowError(f"step {key!r}: give either a prompt or chat messages")
+        if tools and messages is None:
+            raise WorkflowError(f"step {key!r}: tools are offered in chats: give messages")
+        try:
+            parts = as_prompt(prompt) if messages is None else (as_chat(messages, tools),)
+        except TypeError as e:
+            raise WorkflowError(f"step {key!r}: {e}") from None
+        if any(isinstance(p, Chat) for p in parts) and len(parts) > 1:
+            raise WorkflowError(f"step {key!r}: a chat is a prompt of its own; give it as messages")
+        if response_format is not None:
+            params = {**(params or {}), "response_format": dict(response_format)}
+        if not parts or (messages is not None and not messages):
             raise WorkflowError(f"step {key!r}: empty prompt")
         if max_tokens < 1:
             raise WorkflowError(f"step {key!r}: max_tokens must be ≥ 1, got {max_tokens}")

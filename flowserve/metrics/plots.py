@@ -11,15 +11,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-LINE_STYLES = ("-", "--", "-.", ":")
+# five dash patterns: a panel holds one dispatch policy with each queue policy
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def series_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A distinct (colour, line style, marker) per series: tab20 gives 20 colours and the
-    line style changes with each round of colours, so no two of up to 80 series look alike."""
+    """A (colour, line style, marker) per series: colours run through tab10/tab20 over the
+    whole figure, line styles through each panel's series (so no two lines of a panel share
+    a dash pattern), markers through the figure (so series that share a colour in different
+    panels still differ in the legend)."""
     cmap = plt.get_cmap("tab20" if len(labels) > 10 else "tab10")
-    return {label: {"color": cmap(i % cmap.N), "ls": LINE_STYLES[(i // cmap.N) % len(LINE_STYLES)],
+    order = {label: j for members in panel_groups(labels).values() for j, label in enumerate(members)}
+    return {label: {"color": cmap(i % cmap.N), "ls": LINE_STYLES[order[label] % len(LINE_STYLES)],
                     "marker": MARKERS[i % len(MARKERS)]} for i, label in enumerate(labels)}
 
 
@@ -47,6 +51,7 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
     bands = -(-n // cols)  # panels wrap onto further rows, so the figure stays readable
     fig, axes = plt.subplots(rows * bands, cols, figsize=(max(6.4, 3.6 * cols), 3.8 * rows * bands),
                              squeeze=False, sharey="row")
+    first_cdf = axes[1][0] if latencies else None  # every latency panel shares its x-axis, to compare them
     for extra in range(n, bands * cols):
         for r in range(rows):
             axes[(bands - 1) * rows + r][extra % cols].set_visible(False)
@@ -67,6 +72,8 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
         ax.set_title(f"dispatch: {group}" if group else title, fontsize=9)
         if latencies:
             cdf = axes[top + 1][col]
+            if cdf is not first_cdf:
+                cdf.sharex(first_cdf)
             for label in labels:
                 xs = sorted(latencies.get(label, ()))
                 style = {k: v for k, v in styles[label].items() if k != "marker"}

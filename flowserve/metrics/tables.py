@@ -25,8 +25,28 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def policy_table(summaries: Mapping[str, Mapping[str, Any]], baseline: str | None = None) -> str:
-    """One row per policy; ratios against `baseline` where given."""
+POLICY_TABLE_LEGEND = (
+    "min SLO ×: the smallest SLO scale (deadline = scale × the query's latency alone on the fastest instance) "
+    "at which 95% (99%) of the queries meet their deadline, lower is better; throughput: queries per second, "
+    "higher is better; mean, p99: query latency in seconds, lower is better; hit rate: share of prompt tokens "
+    "served from the prefix cache, higher is better; failed: queries that failed, lower is better; gains: "
+    "how many times better than the baseline, above 1 is better; ★: the lowest min SLO × (95%).")
+
+
+def rank_policies(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Best first: the lowest min SLO scale at 95%, then at 99%, then the lowest mean
+    latency; a scale never reached ranks after every reached one."""
+    def key(label: str) -> tuple[float, float, float]:
+        s = summaries[label]
+        m95, m99 = s["min_slo_scale"]["0.95"], s["min_slo_scale"]["0.99"]
+        return (math.inf if m95 is None else m95, math.inf if m99 is None else m99, s["latency_s"]["mean"])
+    return sorted(summaries, key=key)
+
+
+def policy_table(summaries: Mapping[str, Mapping[str, Any]], baseline: str | None = None,
+                 best: str | None = None) -> str:
+    """One row per policy, in the given order; ratios against `baseline` where given; the
+    `best` policy's row marked ★."""
     base = summaries.get(baseline) if baseline else None
     headers = ["policy", "min SLO ×(95%)", "min SLO ×(99%)", "throughput q/s", "mean s",
                "p99 s", "hit rate", "failed"]
@@ -35,7 +55,7 @@ def policy_table(summaries: Mapping[str, Mapping[str, Any]], baseline: str | Non
     rows = []
     for label, s in summaries.items():
         m95, m99 = s["min_slo_scale"]["0.95"], s["min_slo_scale"]["0.99"]
-        row = [label, m95, m99, s["throughput_qps"], s["latency_s"]["mean"],
+        row = [f"{label} ★" if label == best else label, m95, m99, s["throughput_qps"], s["latency_s"]["mean"],
                s["latency_s"]["p99"], s["token_hit_rate"], s["failed"]]
         if base:
             row += [ratio(base["min_slo_scale"]["0.95"], m95),

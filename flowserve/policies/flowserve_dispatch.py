@@ -41,8 +41,8 @@ weighted tokens, that tenant's most urgent call goes first. Batch calls FCFS, re
 only when no interactive call waits at the instance and fewer than `batch_share` of its
 sequence slots run batch work — so batch fills idle capacity and yields to interactive.
 
-Defaults were chosen once for every workload of `bench compare` (README, *Beyond the
-papers*), not per workload.
+Defaults were chosen once for every workload of `bench compare` (docs/policies.md), not
+per workload.
 """
 
 from __future__ import annotations

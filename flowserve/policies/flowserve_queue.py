@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.tenants import parse_weights
@@ -41,7 +41,8 @@ class FlowserveQueue(UrgencyQueue):
     name = "flowserve"
     uses_deadline = True
 
-    def __init__(self, batch_share: float = 0.1, tenant_weights: str = "", fair_slack: float = 4096.0,
+    def __init__(self, batch_share: float = 0.1, tenant_weights: str | Mapping[str, float] = "",
+                 fair_slack: float = 4096.0,
                  batch_occupancy: float = 0.5) -> None:
         super().__init__()
         if not 0.0 < batch_share <= 1.0:

@@ -60,6 +60,8 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if value is None:
             return None
+        if isinstance(value, Mapping) and any(typing.get_origin(a) in (dict, Mapping) for a in args):
+            return value  # the constructor reads the mapping (e.g. tenant_weights: {gold: 3})
         target = args[0] if len(args) == 1 else str
     if typing.get_origin(target) is typing.Literal:
         allowed = typing.get_args(target)
@@ -77,6 +79,8 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
                 raise ValueError(value)
             return bool(value)
         if target in (int, float, str):
+            if isinstance(value, Mapping | list):
+                raise TypeError(value)
             return target(value)
     except (TypeError, ValueError):
         raise ConfigError(

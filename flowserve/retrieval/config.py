@@ -24,13 +24,18 @@ from flowserve.schema import Strict
 
 
 class RetrievalSettings(Strict):
-    embedder: Literal["wordllama"] = "wordllama"
-    dim: Literal[64, 128, 256, 512, 1024] = 256
-    search_url: str | None = None
-    search_key: str | None = None
-    search_key_env: str | None = None
-    search_count: int = Field(3, ge=1, le=20)
-    search_timeout_s: float = Field(5.0, gt=0)
+    """`gateway.retrieval`: the real components behind the retrieval ops."""
+
+    embedder: Literal["wordllama"] = Field("wordllama", description="the embedding model (WordLlama, shipped "
+                                           "with its package)")
+    dim: Literal[64, 128, 256, 512, 1024] = Field(256, description="embedding dimension")
+    search_url: str | None = Field(None, description="web search service (default: the `url:` of the "
+                                   "`kind: search` instance)")
+    search_key: str | None = Field(None, description="the search service's API key")
+    search_key_env: str | None = Field(None, description="an environment variable holding the search key "
+                                       "(instead of `search_key`)")
+    search_count: int = Field(3, ge=1, le=20, description="results per web search")
+    search_timeout_s: float = Field(5.0, gt=0, description="one web search request")
 
     def key(self) -> str | None:
         if self.search_key_env is None:

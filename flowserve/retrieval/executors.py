@@ -127,7 +127,9 @@ class RetrievalTools:
         query = op.args.get("query")
         if not isinstance(query, str):
             raise RetrievalError("rerank: 'query' must be text")
-        docs = [t for k in sorted(op.args) if k.startswith("docs") for t in _texts(op.args[k], "rerank")]
+        # a `docs*` argument is None when its search did not run (an expansion with fewer queries)
+        docs = [t for k in sorted(op.args) if k.startswith("docs") and op.args[k] is not None
+                for t in _texts(op.args[k], "rerank")]
         e = await self.embedder()
 
         def score() -> list[str]:

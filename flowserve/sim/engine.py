@@ -26,7 +26,8 @@ from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.marks import OutputMarks
 from flowserve.sim.sequence import DECODE, DONE, PREFILL, WAITING, Capacity, Seq
-from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefixEvicted
+from flowserve.sim.stretch import attended_tokens, prefill_portions
+from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefillDone, PrefixEvicted
 from flowserve.types.specs import EngineParams
 from flowserve.types.work import LLMCall
 
@@ -41,6 +42,7 @@ class SimEngine:
         self.capacity_tokens = kv_capacity - kv_capacity % params.block_size
         self.tree = RadixTree() if params.prefix_caching else None
         self.report_evictions = report_evictions
+        self.report_prefill = False  # PrefillDone when the core shares prefills (its driver sets it)
         self.waiting: deque[Seq] = deque()
         self.prefilling: list[Seq] = []  # admission order
         self.decoding: dict[int, Seq] = {}
@@ -58,7 +60,7 @@ class SimEngine:
         self.version = 0  # bumps whenever the wake-up time changes
         self.busy_time = 0.0
         self.stats = {"prefilled": 0, "cached": 0, "preemptions": 0, "evicted": 0}
-        self._events: list[CallFinished | CallFailed | PrefixEvicted | CallProgress] = []
+        self._events: list[CallFinished | CallFailed | PrefixEvicted | CallProgress | PrefillDone] = []
         self.marks = OutputMarks(name)  # parts of outputs released at their last token
         self._now = 0.0
         # Per-request latency outside the engine's iterations (a fitted profile's
@@ -174,24 +176,7 @@ class SimEngine:
             self.k = 0
             self.version += 1
             return
-        budget = self.p.token_budget - n_dec
-        portions: list[tuple[Seq, int]] = []
-        k = 1 << 62
-        if self.prefilling and budget > 0:
-            head = self.prefilling[0]
-            if head.prefill_left > budget:
-                # k full chunks; a remainder is a mixed iteration of the next stretch
-                portions = [(head, budget)]
-                k = head.prefill_left // budget
-            else:
-                left = budget
-                for s in self.prefilling:
-                    if left <= 0:
-                        break
-                    take = min(left, s.prefill_left)
-                    portions.append((s, take))
-                    left -= take
-                k = 1
+        portions, k = prefill_portions(self.prefilling, self.p.token_budget - n_dec)
         if n_dec:
             k = min(k, self._finish_heap[0][0] - self.dec_iter, self.marks.next_due(self.dec_iter))
             # decode growth needs n_dec tokens per iteration: free cache for the stretch
@@ -203,11 +188,7 @@ class SimEngine:
         k = max(1, k)
         # iteration time at the stretch's mid-point
         prefill_tokens = sum(n for _, n in portions)
-        attended = 0.0
-        for s, n in portions:
-            done = s.prompt_len + s.pending - s.prefill_left  # tokens before this chunk
-            offset = done + (n * (k - 1) / 2 if len(portions) == 1 else 0)
-            attended += n * offset + n * (n + 1) / 2
+        attended = attended_tokens(portions, k)
         ctx = self.dec_ctx + n_dec * (k - 1) / 2
         dt = self.cost.iteration_time(prefill_tokens, attended, n_dec, ctx)
         assert dt > 0
@@ -257,6 +238,8 @@ class SimEngine:
             s.first_token = now
             s.kv += 1
             self.private += 1
+            if self.report_prefill:
+                self._events.append(PrefillDone(now, s.call.id, self.name))
         else:  # recomputed: decoding resumes where it was preempted
             s.gen_base = s.pending
             s.pending = 0
@@ -405,7 +388,7 @@ class SimEngine:
         self.stats["preemptions"] += 1
         self.waiting.appendleft(s)
 
-    def _drain(self) -> list[CallFinished | CallFailed | PrefixEvicted | CallProgress]:
+    def _drain(self) -> list[CallFinished | CallFailed | PrefixEvicted | CallProgress | PrefillDone]:
         events, self._events = self._events, []
         return events
 

@@ -69,8 +69,9 @@ def standalone_times(workload: Workload, cluster: Sequence[InstanceSpec],
             out.append(min(standalone_latency(q.plan, c) for c in costs))
         elif q.plan.standalone_s is not None:
             out.append(q.plan.standalone_s)
-        else:
-            out.append(min(app_alone(q, [spec, *others], workload, cost_models) for spec in kinds))
+        else:  # on one instance of a kind; an app of several models on one instance of each
+            layouts = [[spec] for spec in kinds] + ([kinds] if len({s.model for s in kinds}) > 1 else [])
+            out.append(min(app_alone(q, [*layout, *others], workload, cost_models) for layout in layouts))
     return out
 
 
@@ -126,6 +127,8 @@ def simulate(
                          passes=make_passes(policy.passes))
     engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
                            report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    for engine in engines:
+        engine.report_prefill = core.wants_prefill_done
     op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:

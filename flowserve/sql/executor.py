@@ -4,6 +4,7 @@ internal UDFs read (row order is DuckDB's; the memo maps argument values to answ
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,13 +12,15 @@ from typing import Any
 
 from flowserve.sql.backend import Answer, Backend
 from flowserve.sql.cache import ResultCache, cache_key
+from flowserve.sql.engine_model import engine_shape
 from flowserve.sql.errors import OutputError, StatementFailed
 from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.ggr import DEFAULT_GGR, GGRConfig
 from flowserve.sql.options import Optimizations
 from flowserve.sql.planner import LLMOp, PlannedOp, plan_op
+from flowserve.sql.report import ErrorLog
 
-Key = tuple[int, tuple[Any, ...]]
+Key = tuple[int, bytes]  # (operator, digest of the argument values): 10⁶ rows keep no copies of their text
 PARAMS = {"temperature": 0.0}
 
 
@@ -28,7 +31,7 @@ class Stats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     cache_hits: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: ErrorLog = field(default_factory=ErrorLog)
     solver_s: float = 0.0
     dedup_saved: int = 0
     operators: list[dict[str, Any]] = field(default_factory=list)
@@ -54,6 +57,10 @@ class Executor:
         self.ops: dict[int, LLMOp] = {}
         self.stats = Stats()
         self.planned: list[PlannedOp] = []
+        # WHERE operators whose prefetch saw every row that passes the other conjuncts: a row
+        # outside it fails another conjunct, so its value cannot change the result (DuckDB
+        # may still evaluate the conjuncts in any order): NULL, no call
+        self.closed: set[int] = set()
         self._lock = threading.RLock()
 
     def _progress(self, calls: int, prompt: int, cached: int) -> None:
@@ -68,8 +75,8 @@ class Executor:
         """Plan and run one operator over `rows` (argument tuples); fills the memo."""
         with self._lock:
             op = self.ops[op_id]
-            todo = [tuple(r) for r in rows if (op_id, tuple(r)) not in self.memo]
-            planned = plan_op(op, todo, self.opts, self.ggr_cfg)
+            todo = [tuple(r) for r in rows if row_key(op_id, r) not in self.memo]
+            planned = plan_op(op, todo, self.opts, self.ggr_cfg, engine_shape(getattr(self.backend, "cluster", None)))
             self.planned.append(planned)
             self.stats.solver_s += planned.solver_s
             self.stats.dedup_saved += planned.dedup_saved
@@ -109,17 +116,17 @@ class Executor:
             for i, r in enumerate(todo):
                 k = planned.row_request[i]
                 v = (None, planned.row_error[i]) if k is None else values[k]
-                self.memo[(op_id, r)] = v
+                self.memo[row_key(op_id, r)] = v
                 if v[1] is not None:
-                    self.stats.errors.append(f"{op.fn}: {v[1]} (row {_short(r)})")
+                    self.stats.errors.add(op.fn, v[1], _short(r))
                     if self.on_error == "fail":
                         raise StatementFailed(f"{op.fn}(): a row failed: {v[1]} "
                                               f"(on_error=fail; use on_error=null to get NULL and llm_error)")
-            self.stats.rows += len(todo)
+            self.stats.rows += len(rows)
             self.stats.operators.append({
                 "op": op.fn, "stage": stage, "rows": len(rows), "calls": len(send),
                 "cache_hits": len(planned.requests) - len(send), "dedup_saved": planned.dedup_saved,
-                "solver_s": planned.solver_s,
+                "solver_s": planned.solver_s, "plan": planned.chosen,
                 "column_orders": [[list(o), n] for o, n in planned.orders.most_common(5)]})
             if self.on_progress is not None:
                 self.on_progress(self.stats)
@@ -128,10 +135,24 @@ class Executor:
     def lookup(self, op_id: int, rows: Sequence[Sequence[Any]], error: bool = False) -> list[Any]:
         """Values (or error texts) of rows; rows not in the memo run as one batch first."""
         with self._lock:
-            missing = list(dict.fromkeys(tuple(r) for r in rows if (op_id, tuple(r)) not in self.memo))
+            keys = [row_key(op_id, r) for r in rows]
+            if op_id in self.closed:
+                return [self.memo.get(k, (None, None))[1 if error else 0] for k in keys]
+            missing = list({k: tuple(r) for k, r in zip(keys, rows, strict=True) if k not in self.memo}.values())
             if missing:
                 self.run_op(op_id, missing, f"op{op_id}")
-            return [self.memo[(op_id, tuple(r))][1 if error else 0] for r in rows]
+            return [self.memo[k][1 if error else 0] for k in keys]
+
+    def value(self, op_id: int, row: Sequence[Any]) -> tuple[Any, str | None]:
+        """A row's (value, error) once its operator ran."""
+        return self.memo[row_key(op_id, row)]
+
+
+def row_key(op_id: int, row: Sequence[str | None]) -> Key:
+    h = hashlib.blake2b(digest_size=16)
+    for v in row:
+        h.update(b"\xff" if v is None else f"{len(v)}:".encode() + str(v).encode("utf-8", "surrogatepass"))
+    return (op_id, h.digest())
 
 
 def _short(row: Sequence[Any]) -> str:

@@ -19,12 +19,15 @@ from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import QueryClass
 
 
 class LiveClusterBackend:
     def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None,
-                 prefix_caching: bool = True) -> None:
+                 prefix_caching: bool = True, query_class: QueryClass = "batch") -> None:
         self.model = cluster[0].model if cluster else None
+        self.cluster = tuple(cluster)
+        self.query_class = query_class
         # off: every call asks the engine not to reuse cached KV (llama-server's `cache_prompt`)
         self.params: dict[str, Any] = {"temperature": 0.0} | ({} if prefix_caching else {"cache_prompt": False})
         self._loop = asyncio.new_event_loop()
@@ -62,7 +65,7 @@ class LiveClusterBackend:
         after = [r.after for r in requests] if len(requests) > 1 else None
         wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model,
                       params=self.params, after=after)
-        res = await self.driver.run("llm_sql", wf, model=self.model)
+        res = await self.driver.run("llm_sql", wf, model=self.model, cls=self.query_class)
         if res.status != "completed":
             if len(requests) == 1:
                 return [Answer(None, res.reason or "the call failed")]

@@ -30,6 +30,8 @@ def parse_optimize(spec: str | Optimizations | None) -> Optimizations:
     """`none`, `all` or a comma list of names (dedup, reorder, ggr, sort, predicates, warmup)."""
     if isinstance(spec, Optimizations):
         return spec
+    if spec is not None and not isinstance(spec, str):
+        raise SQLInputError(f"optimize must be none, all or a comma list of names, got {type(spec).__name__}")
     text = (spec or "none").strip().lower()
     if text == "all":
         return ALL

@@ -41,6 +41,11 @@ class Statement:
     ops: dict[int, LLMOp] = field(default_factory=dict)
     prefetch: list[Prefetch] = field(default_factory=list)
     error_column: bool = False
+    kind: str = "select"  # the statement's kind (select, union, copy, ...): explain runs queries only
+
+    @property
+    def is_query(self) -> bool:
+        return self.kind in ("select", "union", "intersect", "except", "subquery")
 
 
 def _literal(node: exp.Expression, what: str, fn: str) -> str:
@@ -61,9 +66,14 @@ def _op(call: exp.Anonymous, max_tokens: int | None, model: str | None) -> tuple
         spec = choice_spec(first) if kind == "choice" else json_spec(first)
     if not args:
         raise SQLInputError(f"{fn}(): missing the prompt template")
-    template = parse_template(_literal(args.pop(0), "prompt template", fn), len(args))
+    template = parse_template(_literal(args.pop(0), "instruction", fn), len(args), [_arg_name(a) for a in args])
     mt = max_tokens or DEFAULT_MAX_TOKENS[kind]
     return LLMOp(fn, template, spec, mt, model), args
+
+
+def _arg_name(arg: exp.Expression) -> str:
+    """A field's name in the paper's call form: the column's name, else the expression."""
+    return arg.name if isinstance(arg, exp.Column) else arg.sql(dialect="duckdb")[:60]
 
 
 def _arg_list(args: list[exp.Expression]) -> exp.Expression:
@@ -79,13 +89,19 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
             error_column: bool = True) -> Statement:
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise SQLInputError(f"SQL syntax error: {str(e).splitlines()[0]}") from None
+    except sqlglot.errors.SqlglotError as e:
+        raise SQLInputError(f"SQL syntax error: {(str(e).splitlines() or ['?'])[0][:300]}") from None
+    except RecursionError:
+        raise SQLInputError("SQL syntax error: the statement nests too deeply") from None
+    if tree is None:
+        raise SQLInputError("the statement is empty")
     calls = [c for c in tree.find_all(exp.Anonymous) if c.name.upper() in FUNCS]
     if not calls:
-        return Statement(sql)
-    calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
+        return Statement(sql, kind=tree.key)
     top = tree if isinstance(tree, exp.Select) else None
+    if top is not None:
+        _name_llm_columns(top)
+    calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
     ops: dict[int, LLMOp] = {}
     located: list[tuple[int, exp.Expression, str]] = []  # (op id, rewritten call, clause)
     err_calls: list[exp.Expression] = []
@@ -103,7 +119,7 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
             err_calls.append(exp.Anonymous(this=ERROR_UDF, expressions=[exp.Literal.number(i), _arg_list(args)]))
         call.replace(udf)
         located.append((i, udf, clause))
-    st = Statement(tree.sql(dialect="duckdb"), ops)
+    st = Statement(tree.sql(dialect="duckdb"), ops, kind=tree.key)
     if top is None:
         return st
     st.prefetch = _prefetch(top, located, predicates)
@@ -116,6 +132,15 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
         st.sql = tree.sql(dialect="duckdb")
         st.error_column = True
     return st
+
+
+def _name_llm_columns(top: exp.Select) -> None:
+    """A result column with an LLM call and no alias is named after the expression the
+    user wrote, not the internal function it is rewritten into."""
+    top.set("expressions", [
+        exp.alias_(e, e.sql(dialect="duckdb"), quoted=True, copy=False)
+        if not isinstance(e, exp.Alias) and any(c.name.upper() in FUNCS for c in e.find_all(exp.Anonymous)) else e
+        for e in top.expressions])
 
 
 def _prefetch(top: exp.Select, located: list[tuple[int, exp.Expression, str]], predicates: bool) -> list[Prefetch]:

@@ -5,6 +5,7 @@ undo it; only SELECT-like statements run; a timer interrupts a query past its ti
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.sqlexec.encode import collect
@@ -13,7 +14,8 @@ from flowserve.sqlexec.limits import SandboxLimits, SQLError, SQLRefused
 ALLOWED_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
 
 
-def run_duckdb(path: str, sql: str, limits: SandboxLimits) -> dict[str, Any]:
+def run_duckdb(path: str, sql: str, limits: SandboxLimits,
+               on_open: Callable[[], None] | None = None) -> dict[str, Any]:
     import duckdb  # a heavy import, only when a DuckDB database is used
 
     config = {"enable_external_access": False, "memory_limit": limits.memory_limit,
@@ -24,6 +26,8 @@ def run_duckdb(path: str, sql: str, limits: SandboxLimits) -> dict[str, Any]:
         raise SQLError(f"cannot open database: {e}") from None
     timer = threading.Timer(limits.time_limit_s, con.interrupt)
     try:
+        if on_open is not None:
+            on_open()
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as e:

@@ -3,6 +3,7 @@ statement on it in the sandbox."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,11 +30,17 @@ def database_kind(path: str | Path) -> Kind:
     raise SQLError(f"{str(path)!r} is neither a SQLite nor a DuckDB database")
 
 
-def run_query(path: str | Path, sql: str, limits: SandboxLimits = DEFAULT_LIMITS,
-              kind: Kind | None = None) -> dict[str, Any]:
-    """Execute one read-only statement: `{columns, rows, truncated}` (JSON-safe), or
-    SQLError (SQLRefused when the sandbox refused it) with the reason."""
+def check_sql(sql: object) -> None:
     if not isinstance(sql, str) or not sql.strip():
         raise SQLError("no SQL to run")
+
+
+def run_query(path: str | Path, sql: str, limits: SandboxLimits = DEFAULT_LIMITS,
+              kind: Kind | None = None, on_open: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Execute one read-only statement: `{columns, rows, truncated}` (JSON-safe), or
+    SQLError (SQLRefused when the sandbox refused it) with the reason. In this process:
+    for trusted SQL only; untrusted SQL goes through a `WorkerPool`. `on_open` runs once
+    the database is open, before the statement (a worker sets its OS limits there)."""
+    check_sql(sql)
     kind = kind or database_kind(path)
-    return (run_sqlite if kind == "sqlite" else run_duckdb)(str(path), sql, limits)
+    return (run_sqlite if kind == "sqlite" else run_duckdb)(str(path), sql, limits, on_open)

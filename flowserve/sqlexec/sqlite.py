@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.sqlexec.encode import collect
@@ -56,7 +57,8 @@ class _Guard:
         return sqlite3.SQLITE_DENY
 
 
-def run_sqlite(path: str, sql: str, limits: SandboxLimits) -> dict[str, Any]:
+def run_sqlite(path: str, sql: str, limits: SandboxLimits,
+               on_open: Callable[[], None] | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + limits.time_limit_s
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
@@ -68,6 +70,8 @@ def run_sqlite(path: str, sql: str, limits: SandboxLimits) -> dict[str, Any]:
         con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
         con.set_authorizer(guard)
         con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        if on_open is not None:
+            on_open()
         cur = con.execute(sql)
         columns = [d[0] for d in cur.description or ()]
         if not columns:  # a statement without a result (only pragmas get this far)

@@ -1,30 +1,66 @@
-"""Chat messages → prompt text for engines without a chat template of their own."""
+"""Chats (`flowserve.graph.prompt.Chat`) as what engines and the simulator read.
+
+* `chat_messages`: the OpenAI messages an engine (or a chat template) receives — every
+  turn's content must be text by then (the live runtime resolved step outputs to text).
+* `chat_parts`: a neutral `<|role|>` layout as prompt parts, for the simulator and the
+  gateway's simulated engines, which have no chat template: step outputs stay segments,
+  so a simulated chat shares prefixes exactly as its turns do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
 from typing import Any, Protocol
+
+from flowserve.graph.prompt import Chat, Lit, Part, Prompt
 
 
 class ChatTokenizer(Protocol):
-    """What the router asks of an engine: its token ids for a text and its rendering of a chat."""
+    """What the router asks of an engine: its token ids for a text and for a chat, as
+    the engine itself would render and tokenize them."""
 
     async def encode(self, text: str) -> list[int]: ...
 
-    async def render_chat(self, messages: Sequence[dict[str, Any]]) -> str: ...
+    async def encode_chat(self, chat: Chat) -> list[int]: ...
 
 
-def render_chat_plain(messages: Sequence[dict[str, Any]]) -> str:
-    """A neutral chat layout for engines without a template: one `<|role|>` block each."""
-    parts = [f"<|{m.get('role', 'user')}|>\n{message_text(m)}\n" for m in messages]
-    return "".join(parts) + "<|assistant|>\n"
+def chat_messages(chat: Chat) -> list[dict[str, Any]]:
+    """The chat's OpenAI messages (raises ValueError for content that is not text)."""
+    out = []
+    for t in chat.turns:
+        content = None
+        if t.content is not None:
+            texts = [p.text for p in t.content if isinstance(p, Lit)]
+            if len(texts) < len(t.content):
+                raise ValueError(f"a {t.role!r} turn holds a modelled segment or token ids, not text: "
+                                 f"only simulated engines can run it")
+            content = "".join(texts)
+        out.append({"role": t.role, "content": content, **t.fields})
+    return out
 
 
-def message_text(m: dict[str, Any]) -> str:
-    """A message's content as text (OpenAI allows a string or a list of text parts)."""
-    content = m.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+def chat_parts(chat: Chat) -> Prompt:
+    """The chat in a neutral layout (`<|role|>` blocks; tools and tool calls as JSON)."""
+    parts: list[Part] = []
+    if chat.tools:
+        parts.append(Lit(f"<|tools|>\n{json.dumps(list(chat.tools), ensure_ascii=False)}\n"))
+    for t in chat.turns:
+        parts.append(Lit(f"<|{t.role}|>\n"))
+        parts.extend(t.content or ())
+        extra = {k: v for k, v in t.fields.items() if k in ("tool_calls", "tool_call_id")}
+        parts.append(Lit(f"{json.dumps(extra, ensure_ascii=False)}\n" if extra else "\n"))
+    parts.append(Lit("<|assistant|>\n"))
+    return _merged(parts)
+
+
+def _merged(parts: list[Part]) -> Prompt:
+    """Adjacent text parts joined (tokenizers see the text as one run), empty ones dropped."""
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, Lit) and not p.text:
+            continue
+        if isinstance(p, Lit) and out and isinstance(out[-1], Lit):
+            out[-1] = Lit(out[-1].text + p.text)
+        else:
+            out.append(p)
+    return tuple(out)

@@ -6,6 +6,7 @@ locally). For a prompt the tokenizer declines (returns None), the core asks the 
 with a `Tokenize` command and waits for `Tokenized`.
 
 `SimTokenizer`, the simulator's: text as hashed word pieces (`flowserve.tokenize.words`),
+chats in a neutral layout (`flowserve.tokenize.chat.chat_parts`),
 segments as `Materializer` markers (a negative id, then filler zeros; see
 `flowserve.graph.plan`), which decode back to segments exactly, token ids as they are.
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from flowserve.graph.plan import Materializer
-from flowserve.graph.prompt import Lit, Out, Prompt, Segment, Toks
+from flowserve.graph.prompt import Chat, Lit, Out, Prompt, Segment, Toks
+from flowserve.tokenize.chat import chat_parts
 from flowserve.tokenize.words import word_ids
 from flowserve.types.work import Tokens
 
@@ -68,6 +70,8 @@ class SimTokenizer:
                 out.extend(p.ids)
             elif isinstance(p, Lit):
                 out.extend(word_ids(p.text))
+            elif isinstance(p, Chat):  # no chat template here: the neutral layout
+                out.extend(self.encode(chat_parts(p), model))
             else:
                 assert not isinstance(p, Out), "the runtime resolves Out parts before tokenization"
         return tuple(out)

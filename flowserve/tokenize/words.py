@@ -7,20 +7,37 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
-from typing import Any
 
-from flowserve.tokenize.chat import render_chat_plain
+from flowserve.graph.prompt import Chat, Lit
+from flowserve.tokenize.chat import chat_parts
 
 _PIECE = re.compile(r"\s*[\w]+|\s*[^\w\s]|\s+")
+# where whitespace follows a non-space character a piece always begins: the text can be
+# cut there without changing its pieces
+_CUT = re.compile(r"(?<=\S)\s")
 VOCAB = 32000
 RESERVED = 256
+CHUNK_CHARS = 1 << 16
 
 
-def word_ids(text: str, vocab_size: int = VOCAB, reserved: int = RESERVED) -> list[int]:
-    """Deterministic word-level ids (crc32, not Python's salted hash)."""
+def word_ids(text: str, vocab_size: int = VOCAB, reserved: int = RESERVED, chunk: int = CHUNK_CHARS) -> list[int]:
+    """Deterministic word-level ids (crc32, not Python's salted hash). A long text is
+    matched in chunks, so a thread tokenizing it lets the others run between them (one
+    regex call over megabytes would hold the GIL throughout)."""
     span = vocab_size - reserved
-    return [reserved + zlib.crc32(p.encode()) % span for p in _PIECE.findall(text)]
+    return [reserved + zlib.crc32(p.encode()) % span for part in _chunks(text, chunk) for p in _PIECE.findall(part)]
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    out, start = [], 0
+    while len(text) - start > size:
+        cut = _CUT.search(text, start + size)
+        if cut is None:
+            break
+        out.append(text[start:cut.start()])
+        start = cut.start()
+    out.append(text[start:])
+    return out
 
 
 class WordTokenizer:
@@ -38,5 +55,6 @@ class WordTokenizer:
     async def encode(self, text: str) -> list[int]:
         return self.encode_sync(text)
 
-    async def render_chat(self, messages: Sequence[dict[str, Any]]) -> str:
-        return render_chat_plain(messages)
+    async def encode_chat(self, chat: Chat) -> list[int]:
+        """The neutral layout (`chat_parts`) of a chat of text turns."""
+        return [t for p in chat_parts(chat) if isinstance(p, Lit) for t in self.encode_sync(p.text)]

@@ -8,7 +8,8 @@ their tokens match, block by block (like an engine's block hashes).
 
 from __future__ import annotations
 
-from flowserve.graph.prompt import MAX_SEGMENT, Lit, Prompt, Segment, Toks
+from flowserve.graph.prompt import MAX_SEGMENT, Chat, Lit, Prompt, Segment, Toks
+from flowserve.tokenize.chat import chat_parts
 from flowserve.tokenize.words import word_ids
 from flowserve.types.work import Tokens
 
@@ -20,7 +21,7 @@ def prompt_segments(prompt: Prompt, blocks: BlockIds) -> tuple[Segment, ...]:
     """A (resolved) prompt as segments; runs of ids or text are chained into blocks."""
     segs: list[Segment] = []
     run: list[int] = []
-    for p in prompt:
+    for p in (q for part in prompt for q in (chat_parts(part) if isinstance(part, Chat) else (part,))):
         if isinstance(p, Segment):
             if run:
                 segs.extend(blocks.chain(tuple(run), segs[-1].id if segs else 0))

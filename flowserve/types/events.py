@@ -6,6 +6,7 @@ the simulator, monotonic time in the live gateway); the core never reads a clock
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,17 @@ class CallFinished:
     text: str | None = None  # the answer (live engines)
     finish_reason: str | None = None
     prompt_tokens: int = 0  # as the engine counted them (0: unknown)
+    extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillDone:
+    """The engine finished the call's prefill (its first token exists): its prompt is in
+    the engine's prefix cache now."""
+
+    time: float
+    call_id: int
+    instance: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +131,16 @@ class Tokenized:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryCancelled:
+    """Nobody waits for the query any more (its client went away): the core fails it
+    with `reason`, cancelling its running calls and dropping its queued ones."""
+
+    time: float
+    query_id: int
+    reason: str = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
 class QueryInput:
     """Input for an open query — a program's next call — that its workflow turns into
     steps (`Workflow.on_input`; only open-ended workflows take input)."""
@@ -159,8 +181,10 @@ class JobFinished:
 
 Event = (
     QueryArrived
+    | QueryCancelled
     | CallFinished
     | CallProgress
+    | PrefillDone
     | CallFailed
     | OpFinished
     | InstanceUp

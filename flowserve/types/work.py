@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from flowserve.graph.prompt import Chat
     from flowserve.graph.workflow import Workflow
 
 Tokens = tuple[int, ...]
 QueryClass = Literal["interactive", "batch"]
 QUERY_CLASSES: tuple[QueryClass, ...] = ("interactive", "batch")
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,9 @@ class LLMCall:
     # decode pipelining: the driver reports each complete part (line) of the output as a
     # CallProgress while the call still runs
     streams_parts: bool = False
+    # the chat its tokens render (messages, tools): a driver may send it to the engine as
+    # a chat request, so the engine applies its own template, grammar and tool parser
+    chat: Chat | None = None
 
     @property
     def input_tokens(self) -> int:

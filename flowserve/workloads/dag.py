@@ -28,14 +28,16 @@ from flowserve.workloads.base import QuerySpec, SegmentIds, Workload
 
 
 class DagNodeConfig(Strict):
-    name: str = Field(min_length=1)
-    stage: str | None = None
-    deps: list[str] = Field(default_factory=list)
-    input: PromptTokens = 0
-    output: OutputTokens = 1
-    shared: PromptTokens = 0
-    op: str | None = None
-    duration_s: OpSeconds = 0.0
+    """One step of a `dag` workload's graph: an LLM call, or a tool op with `op`."""
+
+    name: str = Field(min_length=1, description="the step's key, unique in the graph")
+    stage: str | None = Field(None, description="stage name for statistics and the predictor (default: `name`)")
+    deps: list[str] = Field(default_factory=list, description="steps that must finish first")
+    input: PromptTokens = Field(0, description="mean prompt tokens of an LLM step (log-normal with `sd_log`)")
+    output: OutputTokens = Field(1, description="mean output tokens (log-normal with `sd_log`)")
+    shared: PromptTokens = Field(0, description="leading prompt tokens every query shares (a common prefix)")
+    op: str | None = Field(None, description="a tool op's name: the step is a tool op, not an LLM call")
+    duration_s: OpSeconds = Field(0.0, description="a tool op's duration")
 
     @model_validator(mode="after")
     def _llm_or_op(self) -> DagNodeConfig:
@@ -47,15 +49,19 @@ class DagNodeConfig(Strict):
 
 
 class DagConfig(Strict):
-    kind: Literal["dag"]
-    rate: float = Field(gt=0)
-    queries: Queries
-    seed: Seed = 0
-    arrival: Literal["poisson", "gamma"] = "poisson"
-    cv: float | None = Field(None, ge=0.01, le=100)  # gamma shape 1/cv² under/overflows outside
-    workflow: str = "dag"
-    sd_log: SdLog = 0.25
-    nodes: list[DagNodeConfig] = Field(min_length=1)
+    """Any workflow graph given as steps and dependencies."""
+
+    kind: Literal["dag"] = Field(description="`dag`")
+    rate: float = Field(gt=0, description="queries per second")
+    queries: Queries = Field(description="queries to generate")
+    seed: Seed = Field(0, description="seed of arrivals and output lengths")
+    arrival: Literal["poisson", "gamma"] = Field("poisson", description="arrival process")
+    # gamma shape 1/cv² under/overflows outside [0.01, 100]
+    cv: float | None = Field(None, ge=0.01, le=100, description="coefficient of variation of the gaps between "
+                             "arrivals (gamma arrivals only)")
+    workflow: str = Field("dag", description="the workflow's name in reports")
+    sd_log: SdLog = Field(0.25, description="log-normal spread (σ of the log) of prompt and output lengths")
+    nodes: list[DagNodeConfig] = Field(min_length=1, description="the graph's steps")
 
     @model_validator(mode="after")
     def _acyclic(self) -> DagConfig:

@@ -41,7 +41,7 @@ def op_specs(search_url: str | None, embed_batch: bool = False) -> list[Instance
 
 
 def answers(call: LLMCall) -> str:
-    if call.node == "expand":
+    if call.node in ("expand", "judge"):
         return "where is mount etna\nwhat makes bread rise\nhow do satellites stay in orbit"
     return f"answer from {call.node}"
 
@@ -87,7 +87,10 @@ def test_advanced_rag_expands_searches_reranks_and_refines(embedder: Embedder) -
     r, llm = run(_run(ADVANCED_RAG, {"question": "What makes bread dough rise?", "document": DOCUMENT},
                       {"chunk": 24, "overlap": 4, "per_query": 2, "top_k": 2}, embedder, passes="all"))
     assert r.status == "completed", r.reason
-    assert [c.node for c in llm.calls if not c.node.endswith(".prefill")] == ["expand", "refine0", "refine1"]
+    assert [c.node for c in llm.calls if ".prefill" not in c.node] == ["expand", "refine0", "refine1"]
+    staged, second = (next(c for c in llm.calls if c.node == k) for k in ("refine1.prefill2", "refine1"))
+    # the chunk was prefilled before refine0's answer existed: refine1's prompt extends it
+    assert staged.max_tokens == 1 and second.prompt[:len(staged.prompt)] == staged.prompt
     first = next(c for c in llm.calls if c.node == "refine0")
     assert contains(first.prompt, word_ids(" yeast"))  # the reranked best chunk answers the question
     second = next(c for c in llm.calls if c.node == "refine1")
@@ -97,11 +100,13 @@ def test_advanced_rag_expands_searches_reranks_and_refines(embedder: Embedder) -
 
 def test_search_gen_answers_from_the_search_service(embedder: Embedder,
                                                     search_service: SearchServiceProcess) -> None:
-    r, llm = run(_run(SEARCH_GEN, {"question": "Tell me about Etna, bread and satellites"}, {"results": 1},
-                      embedder, search_url=search_service.url, passes="all"))
+    r, llm = run(_run(SEARCH_GEN, {"question": "Tell me about Etna, bread and satellites"},
+                      {"results": 1, "n_queries": 3}, embedder, search_url=search_service.url, passes="all"))
     assert r.status == "completed", r.reason
-    answer = next(c for c in llm.calls if c.node == "answer")
-    for word in (" Etna", " yeast", " geostationary"):  # one hit per expanded query
+    assert [c.node for c in llm.calls if not c.node.endswith(".prefill")] == ["draft", "judge", "answer"]
+    judge, answer = (next(c for c in llm.calls if c.node == k) for k in ("judge", "answer"))
+    assert contains(judge.prompt, word_ids(" from draft"))  # the judge reads the draft
+    for word in (" Etna", " yeast", " geostationary"):  # one hit per query the judge wrote
         assert contains(answer.prompt, word_ids(word)), word
 
 
@@ -115,7 +120,7 @@ def test_an_index_of_the_wrong_dimension_fails_the_query_with_the_reason(embedde
 def test_a_search_service_that_is_down_fails_the_query_with_the_reason(embedder: Embedder) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     r, llm = run(_run(SEARCH_GEN, {"question": "volcanoes"}, {}, embedder, search_url=url))
-    assert r.status == "failed" and [c.node for c in llm.calls] == ["expand"]
+    assert r.status == "failed" and [c.node for c in llm.calls] == ["draft", "judge"]
     assert re.search(rf"step 'search\d' failed: search service {re.escape(url)} is unreachable", r.reason)
 
 

@@ -22,6 +22,7 @@ from flowserve.workloads.agent_trace import read_agent_trace
 def test_answers_are_read_in_each_stage_format() -> None:
     assert parse_keywords("['AC/DC', \"albums\", 'AC/DC']") == ["AC/DC", "albums"]
     assert parse_keywords("- Brazil\n- customers") == ["Brazil", "customers"]
+    assert parse_keywords('{"keywords": ["AC/DC", "albums, 1979", 3]}') == ["AC/DC", "albums, 1979"]
     assert P.parse_tables("Tables: album, Artist, Foo", ["Album", "Artist", "Track"]) == ("Album", "Artist")
     assert P.parse_tables("NONE", ["Album"]) == ()
     assert P.extract_sql("```sql\nSELECT 1\n```") == "SELECT 1"

@@ -96,6 +96,14 @@ def test_demo_runs_small(tmp_path):
     progress = [line for line in r.output.splitlines() if line.startswith("[") and f"/{n}] " in line]
     assert [line.split("]")[0] for line in progress] == [f"[{i}/{n}" for i in range(1, n + 1)]
     assert "round_robin+fcfs: 1 simulation in" in progress[0]
+    # the table explains itself: a titled report, best first, the winner marked, a legend
+    md = (tmp_path / "demo.md").read_text()
+    assert md.startswith("# Text-to-SQL")
+    assert "lower is better" in md and "higher is better" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "+" in line]
+    assert rows[0].startswith(f"| {data['best']} ★ |")
+    assert [r.split(" | ")[0].strip("| ★") for r in rows] == data["ranking"]
+    assert sum("★" in r for r in rows) == 1
 
 
 def test_calibrate_and_bench_core(tmp_path):

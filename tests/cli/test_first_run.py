@@ -55,10 +55,12 @@ def test_every_policy_pair_looks_different_and_they_group_by_dispatch():
     labels = [f"{d}+{q}" for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
     assert len(labels) >= 15
     styles = series_styles(labels)
-    looks = {(mcolors.to_hex(s["color"]), s["ls"]) for s in styles.values()}
+    looks = {(mcolors.to_hex(s["color"]), s["ls"], s["marker"]) for s in styles.values()}
     assert len(looks) == len(labels)
     assert len({mcolors.to_hex(s["color"]) for s in styles.values()}) == min(len(labels), 20)
     groups = panel_groups(labels)
     assert list(groups) == list(DISPATCH_POLICIES)
     assert all(len(v) == len(QUEUE_POLICIES) for v in groups.values())
+    for members in groups.values():  # within a panel no two lines share a dash pattern
+        assert len({str(styles[label]["ls"]) for label in members}) == len(members)
     assert panel_groups(labels[:2]) == {"": labels[:2]}

@@ -40,6 +40,13 @@ def test_parse_weights() -> None:
             parse_weights(bad)
 
 
+def test_parse_weights_takes_the_mapping_the_docs_show() -> None:
+    assert parse_weights({"gold": 3, "free": 1.5}) == {"gold": 3.0, "free": 1.5}
+    for bad in ({"gold": 0}, {"gold": -1}, {"gold": True}, {"gold": "3"}, {"": 1}, {3: 1}, {"gold": float("nan")}):
+        with pytest.raises(ValueError, match="tenant weight"):
+            parse_weights(bad)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
 def test_parse_weights_fuzz(text: str) -> None:

@@ -97,8 +97,27 @@ json_values = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=4)
 parts = st.lists(st.dictionaries(st.sampled_from(["type", "text", "image_url"]), json_values, max_size=3)
                  | json_values, max_size=3)
 roles = st.sampled_from(["user", "system", "assistant", ""]) | json_values
-message = st.fixed_dictionaries({}, optional={"role": roles, "content": texts | parts | json_values,
-                                              "name": json_values})
+names = st.sampled_from(["get_weather", "f", "", "bad name!", "x" * 65]) | json_values
+schemas = (st.just({"type": "object", "properties": {"city": {"type": "string"}}}) | st.just({"type": "objekt"})
+           | st.just({"type": 3}) | st.just({"enum": []}) | json_values)
+function = st.fixed_dictionaries({}, optional={"name": names, "description": json_values, "parameters": schemas,
+                                               "strict": st.booleans() | json_values})
+tools = st.lists(st.fixed_dictionaries({"type": st.sampled_from(["function", "custom"]) | json_values,
+                                        "function": function | json_values}), max_size=2) | json_values
+tool_calls = st.lists(st.fixed_dictionaries({"id": texts | json_values, "type": st.just("function") | json_values,
+                                             "function": st.fixed_dictionaries({"name": names, "arguments": texts})
+                                             | json_values}), max_size=2) | json_values
+message = st.fixed_dictionaries({}, optional={"role": roles | st.sampled_from(["tool", "developer", "function"]),
+                                              "content": texts | parts | json_values, "name": json_values,
+                                              "tool_calls": tool_calls, "tool_call_id": texts | json_values})
+response_formats = (st.sampled_from([{"type": "text"}, {"type": "json_object"}, {"type": "xml"}])
+                    | st.fixed_dictionaries({"type": st.just("json_schema"), "json_schema": st.fixed_dictionaries(
+                        {"name": names}, optional={"schema": schemas, "strict": json_values})}) | json_values)
+chat_only = {"tools": tools, "response_format": response_formats, "parallel_tool_calls": st.booleans() | json_values,
+             "tool_choice": st.sampled_from(["auto", "none", "required", "sometimes"])
+             | st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries({"name": names})})
+             | json_values,
+             "logprobs": st.booleans() | json_values, "top_logprobs": st.integers(-1, 25) | json_values}
 models = st.sampled_from([MODEL] * 6 + ["nope", ""]) | json_values
 common = {"max_tokens": st.integers(-3, 10) | st.integers(10**5, 10**12) | json_values,
           "stream": st.booleans() | json_values, "n": st.integers(0, 3) | json_values,
@@ -108,7 +127,8 @@ prompts = (texts | st.lists(st.integers(-5, 2**40), max_size=8) | st.lists(texts
            | st.lists(st.lists(st.integers(0, 100), max_size=4), max_size=2) | json_values)
 completion = st.fixed_dictionaries({"model": models, "prompt": prompts}, optional=common)
 chat = st.fixed_dictionaries({"model": models, "messages": st.lists(message, min_size=1, max_size=3) | json_values},
-                             optional={**common, "max_completion_tokens": st.integers(-1, 8) | json_values})
+                             optional={**common, **chat_only,
+                                       "max_completion_tokens": st.integers(-1, 8) | json_values})
 
 
 def encode(value: Any, how: int) -> bytes:

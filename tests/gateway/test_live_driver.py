@@ -104,10 +104,10 @@ def test_failing_instance_trips_its_circuit_and_the_core_redispatches() -> None:
     async def body() -> None:
         a, b = ScriptedBackend(ext_spec("a")), ScriptedBackend(ext_spec("b"))
         a.always_fail = EngineError("connection refused", retryable=True)
-        a.healthy = False
         d = scripted_driver({"a": a, "b": b}, retries=1, retry_backoff_s=0.0, breaker_failures=2,
                             breaker_cooldown_s=0.01, breaker_max_cooldown_s=0.02)
-        await d.start()
+        await d.start()  # a answers the first probe, then fails its calls
+        a.healthy = False
         try:
             results = await asyncio.gather(*[d.run("completion", single(range(10 + i))) for i in range(4)])
             assert [r.status for r in results] == ["completed"] * 4
@@ -149,9 +149,8 @@ def test_every_instance_failing_ends_the_query_failed_not_lost() -> None:
         a, b = ScriptedBackend(ext_spec("a")), ScriptedBackend(ext_spec("b"))
         for x in (a, b):
             x.always_fail = EngineError("engine error 500: boom", retryable=True, status=500)
-            x.healthy = False
         d = scripted_driver({"a": a, "b": b}, retries=0, breaker_failures=100, redispatch_limit=3)
-        await d.start()
+        await d.start()  # both answer the first probe, then fail every call
         try:
             r = await d.run("completion", single(range(10)))
         finally:

@@ -14,8 +14,9 @@ from flowserve.errors import ConfigError
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.settings import serve_config
 from flowserve.gateway.tools import ToolError, run_sql
+from flowserve.graph.prompt import Lit, as_chat
 from flowserve.profiles.cost_model import cost_model_for
-from flowserve.tokenize.chat import render_chat_plain
+from flowserve.tokenize.chat import chat_parts
 from flowserve.tokenize.words import WordTokenizer
 
 
@@ -86,7 +87,7 @@ def test_word_tokenizer_keeps_shared_text_prefixes_shared() -> None:
     b = tok.encode_sync("select name from client where id = 2")
     assert len(a) == len(b) == 8 and a[:7] == b[:7] and a[7] != b[7]
     assert all(10 <= t < 1000 for t in a)
-    assert render_chat_plain([{"role": "user", "content": "hi"}]) == "<|user|>\nhi\n<|assistant|>\n"
+    assert chat_parts(as_chat([{"role": "user", "content": "hi"}])) == (Lit("<|user|>\nhi\n<|assistant|>\n"),)
 
 
 def test_extract_sql_from_model_answers() -> None:

@@ -46,20 +46,21 @@ def test_fuzz_streamed_parts_are_the_parts_of_the_complete_lines(text: str, cuts
 
 
 class LineByLine(ScriptedBackend):
-    """Streams the first line, then waits for `hold` before the rest."""
+    """The judge streams its first line, then waits for `hold` before the rest."""
 
     def __init__(self, spec: InstanceSpec) -> None:
         super().__init__(spec)
         self.hold = asyncio.Event()
+        self.judging = asyncio.Event()
 
     async def _run(self, call: LLMCall, req: EngineRequest) -> CallOutcome:
         self.calls.append(call)
-        self.entered.set()
-        text = "volcano eruptions\nbread yeast\norbits" if call.node == "expand" else "the answer"
+        text = "volcano eruptions\nbread yeast\norbits" if call.node == "judge" else "the answer"
         first, _, rest = text.partition("\n")
         if req.sink is not None:
             req.sink.push(first + "\n")
-        if call.node == "expand":
+        if call.node == "judge":
+            self.judging.set()
             await self.hold.wait()
         if req.sink is not None:
             req.sink.push(rest)
@@ -81,11 +82,12 @@ def _searches(passes: str) -> tuple[list[str], list[str]]:
         d.tools._executors["web_search"] = web_search
         await d.start()
         try:
-            h = await d.submit(d.new_query("search_gen", SearchGen("q?", 3, 1, 8, 8)))
-            await llm.entered.wait()
+            h = await d.submit(d.new_query("search_gen", SearchGen("q?", n_queries=3, results=1, max_tokens=8,
+                                                                   query_tokens=8, draft_tokens=8)))
+            await llm.judging.wait()
             if passes != "none":
                 await d.until(lambda: bool(queries))
-            early = list(queries)  # module chain: nothing searched while the expansion runs
+            early = list(queries)  # module chain: nothing searched while the judge writes
             llm.hold.set()
             r = await h.done
             assert r.status == "completed", r.reason
@@ -95,7 +97,7 @@ def _searches(passes: str) -> tuple[list[str], list[str]]:
     return run(body())
 
 
-def test_a_streamed_line_is_searched_before_the_expansion_ends() -> None:
+def test_a_streamed_line_is_searched_before_the_judge_ends() -> None:
     early, every = _searches("prune,pipeline")
     assert early == ["volcano eruptions"]
     assert sorted(every) == ["bread yeast", "orbits", "volcano eruptions"]

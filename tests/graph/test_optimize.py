@@ -57,6 +57,13 @@ def test_decompose_splits_and_pipelines_micro_batches_with_an_aggregate():
     assert "emb#1" in big and "emb#2" not in big
     assert make_passes("decompose")[0](build(wf), CTX) == build(wf)  # no profile: never split
 
+    def optional(g: Graph) -> None:  # a reader that runs without its input keeps doing so per micro-batch
+        e = g.tool("emb", "embed", batchable=True, texts=["x"], units=300)
+        g.tool("ing", "vector_ingest", batchable=True, vectors=e.optional, units=300)
+
+    split = by_key(make_passes("decompose")[0](build(optional), ctx))
+    assert split["ing#2"].args["vectors"] == Out("emb#2", optional=True)
+
 
 def test_prefill_split_prefills_the_ready_prefix_once_per_shared_prefix():
     instr = "You answer questions from the context. " * 8
@@ -78,6 +85,29 @@ def test_prefill_split_prefills_the_ready_prefix_once_per_shared_prefix():
     assert out["a1"].prompt[: len(pre.prompt)] == pre.prompt
 
 
+def test_prefill_split_stages_a_prefill_up_to_the_last_input_when_the_earlier_come_first():
+    instr = "Refine the existing answer with the new context below. " * 4
+
+    def wf(g: Graph) -> None:
+        ranked = g.tool("rerank", "rerank")
+        ctx = [g.tool(f"rerank[{j}]", "part", source=ranked, index=j, of=2) for j in range(2)]
+        a0 = g.llm("a0", [instr, "\nContext: ", ctx[0]], max_tokens=10)
+        g.llm("a1", [instr, "\nContext: ", ctx[1], "\nExisting answer: ", a0, "\nRefined:"], max_tokens=10)
+        d0 = g.llm("d0", [instr, ctx[0]], max_tokens=10)
+        g.llm("join", [instr, "\nDrafts: ", d0, ctx[1], a0], max_tokens=10)  # reads siblings: not staged
+
+    out = by_key(make_passes("prefill_split")[0](build(wf), CTX))
+    staged = out["a1.prefill2"]
+    # rerank[1] is a part of rerank, upstream of a0: the chunk is prefilled while a0 decodes
+    assert staged.kind == "prefill" and staged.max_tokens == 1
+    assert staged.prompt == (Lit(instr), Lit("\nContext: "), Out("rerank[1]"), Lit("\nExisting answer: "))
+    assert staged.deps == ("rerank[1]", "a0.prefill")  # after the shared instruction's prefill
+    assert out["a1"].deps == ("rerank[1]", "a0", "a0.prefill", "a1.prefill2")
+    assert "a0.prefill2" not in out  # one input: nothing to stage
+    assert "join.prefill2" not in out  # d0 is not upstream of a0
+    topological_order(list(out.values()), set())
+
+
 def test_pipeline_streams_parts_of_a_splittable_output():
     class W(Workflow):
         def start(self, g: Graph) -> None:
@@ -90,16 +120,18 @@ def test_pipeline_streams_parts_of_a_splittable_output():
     assert all(out[f"x[{i}]"].args["stream"] for i in range(3))
     run = QueryRun(W(), 0, make_passes("pipeline"))
     assert [n.key for n in run.start()] == ["x"]
-    # part 1 completes mid-decode: its reader is issued at once, before x finishes
-    ready = run.progress("x", 1, NodeResult(output_tokens=20))
-    assert [n.key for n in ready] == ["s1"]
-    ready = run.complete("x", NodeResult(output_tokens=60))
-    assert sorted(n.key for n in ready) == ["s0", "s2"]
-    assert run.results["x[0]"].output_tokens == 20  # an even share of the rest
-    # without the pass the part ops run after x, as driver tools
+    # part 0 completes mid-decode: its reader is issued at once, before x finishes
+    assert [n.key for n in run.progress("x", 0, NodeResult(output_tokens=20))] == ["s0"]
+    assert [n.key for n in run.progress("x", 1, NodeResult(output_tokens=25))] == ["s1"]
+    # x ends having reported two parts: the third does not exist, its search is skipped
+    assert run.complete("x", NodeResult(output_tokens=60)) == []
+    assert run.results["x[2]"].missing and run.results["s2"].missing and run.outstanding == 2  # s0, s1 run
+    # without the pass the parts are taken from the whole output when x ends (an even
+    # share of a modelled output that reported no parts); no part goes to a driver
     plain = QueryRun(W(), 0)
     plain.start()
-    assert sorted(n.key for n in plain.complete("x", NodeResult(output_tokens=60))) == ["x[0]", "x[1]", "x[2]"]
+    assert sorted(n.key for n in plain.complete("x", NodeResult(output_tokens=60))) == ["s0", "s1", "s2"]
+    assert [plain.results[f"x[{i}]"].output_tokens for i in range(3)] == [20, 20, 20]
 
 
 def test_depths_are_longest_paths_to_an_output():

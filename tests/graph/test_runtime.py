@@ -158,3 +158,94 @@ def test_prompt_parts():
     assert refs((Lit("x"), Out("s1"), Out("s2"))) == ("s1", "s2")
     with pytest.raises(TypeError, match="float"):
         as_prompt(1.5)
+
+
+# --------------------------------------------------------------------------- fewer parts than planned
+
+
+class FanOut(Workflow):
+    """A splittable `plan` of up to 3 queries, a search per query (embed → search: a step
+    that needs a missing step is missing too), one answer joining the hits that exist."""
+
+    def start(self, g: Graph) -> None:
+        plan = g.llm("plan", ["queries for: ", "why?"], max_tokens=30, splittable=True)
+        hits = []
+        for i in range(3):
+            part = g.tool(f"plan[{i}]", "part", source=plan, index=i, of=3)
+            vec = g.tool(f"embed{i}", "embed", texts=part)
+            hits.append(g.tool(f"search{i}", "vector_search", vector=vec, index="idx"))
+        g.llm("answer", ["Hits: ", *(h.optional for h in hits)], max_tokens=8)
+        g.tool("rerank", "rerank", **{f"docs{i}": h.optional for i, h in enumerate(hits)})
+
+
+def _drive(run: QueryRun, values: dict[str, object]) -> list[str]:
+    """Finish every issued node (LLM text / op value from `values`) until none is left;
+    returns the keys issued to the driver."""
+    issued: list[str] = []
+    todo = run.start()
+    while todo:
+        n = todo.pop(0)
+        issued.append(n.key)
+        v = values.get(n.key)
+        todo += run.complete(n.key, NodeResult(text=v) if isinstance(n, LLMNode) else NodeResult(value=v))
+    return issued
+
+
+@pytest.mark.parametrize("passes", ["none", "all"])
+def test_an_output_with_fewer_parts_than_planned_shrinks_the_fan_out(passes):
+    run = QueryRun(FanOut(), 0, make_passes(passes))
+    issued = _drive(run, {"plan": "1. first query\n", "embed0": "v0", "search0": ["hit one"], "answer": "ok"})
+    assert run.finished
+    # one line: one embed and one search ran; the parts beyond and their steps are missing
+    assert [k for k in issued if k[:-1] in ("embed", "search")] == ["embed0", "search0"]
+    assert all(run.results[k].missing for k in ("plan[1]", "plan[2]", "embed1", "embed2", "search1", "search2"))
+    assert not any(k.startswith("plan[") for k in issued)  # parts never go to a driver
+    # the joins ran on what exists: an optional input of a missing step reads as nothing
+    assert run.nodes["answer"].prompt == (Lit("Hits: "), Lit("hit one"))
+    assert run.nodes["rerank"].args == {"docs0": ["hit one"], "docs1": None, "docs2": None}
+
+
+def test_a_list_with_fewer_items_and_a_modelled_list_shrink_alike():
+    class Top(Workflow):
+        def start(self, g: Graph) -> None:
+            hits = g.tool("search", "vector_search")
+            drafts = [g.llm(f"draft{j}", ["Context: ", g.tool(f"search[{j}]", "part", source=hits, index=j, of=3)],
+                            max_tokens=4) for j in range(3)]
+            g.llm("answer", [d.optional for d in drafts], max_tokens=4)
+
+    live = QueryRun(Top())
+    assert [n.key for n in live.start()] == ["search"]
+    ready = live.complete("search", NodeResult(value=["only chunk"]))
+    assert [n.key for n in ready] == ["draft0"] and ready[0].prompt[-1] == Lit("only chunk")
+    sim = QueryRun(Top())
+    sim.start()  # the simulator's search returns its hits as segments: one here
+    ready = sim.complete("search", NodeResult(value=(Segment(5, 256),), output_tokens=256))
+    assert [n.key for n in ready] == ["draft0"] and ready[0].prompt[-1] == Segment(5, 256)
+    for run in (live, sim):
+        assert run.results["draft1"].missing and run.results["draft2"].missing
+        [answer] = run.complete("draft0", NodeResult(text="a"))
+        assert answer.prompt == (Lit("a"),)
+
+
+def test_a_part_default_stands_in_when_the_output_has_no_part():
+    class Expand(Workflow):
+        def start(self, g: Graph) -> None:
+            x = g.llm("x", ["rewrite"], max_tokens=8, splittable=True)
+            first = g.tool("x[0]", "part", source=x, index=0, of=2, default="the question")
+            g.tool("s0", "web_search", query=first)
+            g.tool("s1", "web_search", query=g.tool("x[1]", "part", source=x, index=1, of=2))
+
+    run = QueryRun(Expand())
+    run.start()
+    [search] = run.complete("x", NodeResult(text="\n\n"))
+    assert search.key == "s0" and search.args == {"query": "the question"}
+    assert run.results["s1"].missing
+
+
+def test_a_part_of_a_literal_value_is_taken_by_the_runtime_too():
+    class Literal(Workflow):
+        def start(self, g: Graph) -> None:
+            g.tool("p", "part", source="a\nb", index=1)
+
+    run = QueryRun(Literal())
+    assert run.start() == [] and run.results["p"].text == "b" and run.finished

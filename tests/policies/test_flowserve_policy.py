@@ -88,6 +88,10 @@ def test_registered_and_validated() -> None:
     assert make_dispatch("flowserve").uses_deadline
     weighted = queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})()
     assert weighted.tenant_weights == {"gold": 3.0, "free": 1.0}
+    mapped = queue_factory("flowserve", {"tenant_weights": {"gold": 3, "free": 1}})()
+    assert mapped.tenant_weights == {"gold": 3.0, "free": 1.0}
+    with pytest.raises(ConfigError, match="'batch_share' expects float, got"):
+        queue_factory("flowserve", {"batch_share": {"a": 1}})  # a mapping where a number belongs: said so
     with pytest.raises(ConfigError, match="batch_share"):
         queue_factory("flowserve", {"batch_share": "0"})
     with pytest.raises(ConfigError, match="tenant weight"):

@@ -9,6 +9,7 @@ import pytest
 
 import flowserve.sql as fsql
 from flowserve.bench.llmsql import MOVIES_CSV
+from flowserve.errors import FlowserveError
 from flowserve.sql.errors import SQLInputError, StatementFailed
 from flowserve.sql.queries import MOVIES, query
 
@@ -35,8 +36,8 @@ def test_results_do_not_depend_on_the_optimisations_and_calls_shrink() -> None:
     best = con("all").sql(Q2)
     assert base.rows == best.rows
     assert best.report["calls"] < base.report["calls"]
-    # predicate ordering: 4 fresh non-NULL rows are sent, plus one prefix warm-up per movie
-    assert best.report["calls"] == 6 and base.report["calls"] == 7
+    # predicate ordering: only the 4 fresh non-NULL rows are sent
+    assert best.report["calls"] == 4 and base.report["calls"] == 7
 
 
 def test_projection_in_row_order_with_null_rows_and_error_column() -> None:
@@ -98,15 +99,117 @@ def test_paper_queries_run_on_movies_and_planning_raises_the_hit_rate(name: str)
         c.register("movies", MOVIES_CSV)
         results[opt] = c.sql(MOVIES[name].replace("FROM movies", "FROM (SELECT * FROM movies LIMIT 200) movies"))
     none, best = sorted(results["none"].rows, key=str), sorted(results["all"].rows, key=str)
-    if name == "Q4":  # the planner puts movie info first: a different prompt, a different modelled score
-        none, best = [r[0] for r in none], [r[0] for r in best]
+    if name in ("Q1", "Q4"):  # another field order is another prompt, so another modelled answer
+        none, best = [r[:-2] for r in none], [r[:-2] for r in best]
     assert none == best
-    assert results["all"].report["latency_s"] < results["none"].report["latency_s"]
+    assert results["all"].report["latency_s"] <= results["none"].report["latency_s"]
+    assert results["all"].report["token_hit_rate"] >= results["none"].report["token_hit_rate"]
     assert query(name) == MOVIES[name]
 
 
-def test_explain_reports_each_operator() -> None:
+def test_explain_reports_each_operator_and_its_candidates() -> None:
     plan = con().explain(Q2)
     (op,) = plan
-    assert op["op"] == "LLM_FILTER" and op["calls"] == 6 and op["column_order"][0] == ["info", "review"]
-    assert 0 < op["token_hit_rate"] < 1 and op["time_s"] > 0
+    assert op["op"] == "LLM_FILTER" and op["calls"] == 4 and (op["rows"], op["rows_failed_before_calls"]) == (5, 1)
+    names = [c["plan"] for c in op["candidates"]]
+    assert names[0] == "original" and {"sort", "ggr", "ggr+sort"} <= set(names) and op["plan"] in names
+    chosen = next(c for c in op["candidates"] if c["plan"] == op["plan"])
+    assert chosen["time_s"] == min(c["time_s"] for c in op["candidates"]) or op["plan"] == "original"
+
+
+def test_explain_estimate_follows_the_simulated_engines() -> None:
+    """The planner's engine model against the simulator on a real table: the chosen plan's
+    estimated hit rate and time are those the simulated engines measure, within 5%."""
+    c = fsql.connect(cluster="paper-l4", optimize="all")
+    c.register("movies", MOVIES_CSV)
+    q = MOVIES["Q2"].replace("FROM movies", "FROM (SELECT * FROM movies LIMIT 400) movies")
+    (op,) = c.explain(q)
+    rep = c.sql(q).report
+    assert rep["calls"] == op["calls"]
+    assert abs(rep["token_hit_rate"] - op["token_hit_rate"]) < 0.05
+    assert abs(rep["latency_s"] - op["time_s"]) < 0.05 * rep["latency_s"]
+
+
+
+def test_the_papers_call_form_for_every_function() -> None:
+    c = con()
+    r = c.sql("SELECT LLM('Sum up', review) AS a, LLM_FILTER('Kids?', info, review) AS b, "
+              "LLM_NUMBER('Score', review) AS n, LLM_CHOICE('Good|Bad', 'Verdict', review, title) AS ch, "
+              "LLM_JSON('{\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}}}', "
+              "'Judge', title), LLM('Title only', title) FROM m")
+    assert r.columns == ["a", "b", "n", "ch", "LLM_JSON('{\"type\": \"object\", \"properties\": {\"ok\": "
+                         "{\"type\": \"boolean\"}}}', 'Judge', title)", "LLM('Title only', title)", "llm_error"]
+    row = r.rows[0]
+    assert isinstance(row[1], bool) and 0 <= row[2] <= 5 and row[3] in ("Good", "Bad") and '"ok"' in row[4]
+    prompts = [req.prompt for p in c.executor.planned for req in p.requests]  # type: ignore[union-attr]
+    assert "Verdict\nreview: great fun\ntitle: a\nAnswer with exactly one of: Good, Bad." in prompts
+
+
+def test_a_prompt_past_every_context_fails_its_row_without_a_call() -> None:
+    c = fsql.connect(cluster="paper-l4")
+    c.register("t", pa.table({"x": ["short", "word " * 40_000], "y": ["short", "word " * 40_000]}))
+    r = c.sql("SELECT LLM('Sum up', x, y) AS s FROM t")  # 80k tokens: past the L4's 54k
+    assert r.rows[0][0] is not None and r.rows[1][0] is None
+    assert "exceeds the context of every instance" in r.rows[1][1]
+    assert r.report["calls"] == 1
+
+
+def test_register_refuses_names_that_are_not_identifiers(tmp_path: Path) -> None:
+    c = con()
+    evil = f'x"; COPY (SELECT 1) TO \'{tmp_path / "pwn.csv"}\'; --'
+    for name in (evil, "", "1abc", "a b", 42, None):
+        with pytest.raises(SQLInputError, match="table name"):
+            c.register(name, small())  # type: ignore[arg-type]
+    assert not (tmp_path / "pwn.csv").exists()
+    c.register("select", small())  # a keyword is an identifier: quoted everywhere
+    assert c.sql('SELECT count(*) FROM "select"').rows == [(8,)]
+    with pytest.raises(SQLInputError, match=r"pyarrow\.Table"):
+        c.register("x", 42)  # type: ignore[arg-type]
+
+
+def test_python_api_raises_flowserve_errors_with_a_message() -> None:
+    for call in (lambda: fsql.connect(cluster=[]), lambda: fsql.connect(cluster=123),  # type: ignore[arg-type]
+                 lambda: fsql.connect(cluster="paper-l4", max_tokens=-5),
+                 lambda: fsql.connect(cluster="paper-l4", optimize=5),  # type: ignore[arg-type]
+                 lambda: fsql.connect(cluster="paper-l4", seed="x"),  # type: ignore[arg-type]
+                 lambda: fsql.connect(gateway=5),  # type: ignore[arg-type]
+                 lambda: con().sql(None),  # type: ignore[arg-type]
+                 lambda: con().sql("SELECT LLM('hi \ud800', title) FROM m")):
+        with pytest.raises(FlowserveError) as info:
+            call()
+        assert str(info.value)
+    huge = con().sql("SELECT LLM('" + "word " * 524_000 + "', title) AS s FROM m")  # an instruction past the context
+    assert all(v is None and "exceeds the context of every instance" in e for v, e in huge.rows)
+
+
+def test_statements_are_sandboxed_unless_external_access(tmp_path: Path) -> None:
+    c = con()
+    for q in (f"COPY (SELECT 1) TO '{tmp_path / 'x.csv'}'", "SELECT * FROM read_csv('/etc/hostname')",
+              f"ATTACH '{tmp_path / 'x.db'}'", "SET enable_external_access = true"):
+        with pytest.raises(SQLInputError):
+            c.sql(q)
+    assert list(tmp_path.iterdir()) == []
+    assert c.db.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+    full = fsql.connect(cluster="paper-l4", external_access=True)
+    full.sql(f"COPY (SELECT 1 AS one) TO '{tmp_path / 'x.csv'}'")
+    assert (tmp_path / "x.csv").read_text().strip() == "one\n1"
+    assert full.db.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+
+
+def test_large_inputs_run_in_chunks_with_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are planned PREFETCH_ROWS at a time and the simulated plan flushed in parts:
+    the answers are those of one pass, equal rows across chunks are called once."""
+    from flowserve.sql import connection, sim_backend
+
+    q = "SELECT title, LLM_FILTER('Kids?', info, review) AS k FROM m"
+    whole = con("dedup").sql(q)
+    monkeypatch.setattr(connection, "PREFETCH_ROWS", 3)
+    monkeypatch.setattr(sim_backend, "FLUSH_CALLS", 2)
+    seen: list[int] = []
+    c = fsql.connect(cluster="paper-l4", optimize="dedup", on_progress=lambda s: seen.append(s.rows))
+    c.register("m", small())
+    chunked = c.sql(q)
+    assert chunked.rows == whole.rows
+    assert chunked.report["calls"] == whole.report["calls"] == 6  # 7 distinct non-NULL rows less 1 repeat
+    assert chunked.report["simulated_parts"] >= 2 and len(chunked.report["operators"]) == 3
+    assert seen[-1] == 8 and len(seen) >= 3  # progress after every chunk

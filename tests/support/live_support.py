@@ -102,3 +102,16 @@ def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int = 4096) -> P
     FittedCostModel(model.name, (1e-3, 2e-3, 1e-4, 1e-8, 1.5e-3, 1e-7), ctx, ctx, slots,
                     device="llama-server (1 thread)").save(path)
     return path
+
+
+def poll_until(predicate: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.01) -> Any:
+    """Poll `predicate` until it is truthy (returns its value); AssertionError naming
+    `what` at the deadline. For state another process or thread changes."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(every_s)
+    return value

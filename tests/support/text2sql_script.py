@@ -9,6 +9,7 @@ is the gold SQL — so the right answer needs revision and the unit tests to win
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -47,7 +48,7 @@ class Text2SQLScript:
         q = self.question(text)
         gold = self.gold[q]
         if stage == "extract_keywords":
-            return repr(keywords_of(q))
+            return json.dumps({"keywords": keywords_of(q)})
         if stage == "select_schema":
             return ", ".join(tables_of(gold))
         if stage == "generate_candidate":

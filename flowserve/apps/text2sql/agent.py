@@ -80,14 +80,14 @@ class ChessAgent(Workflow):
     # ------------------------------------------------------------------ steps
 
     def _llm(self, g: Graph, key: str, stage: str, prompt: Sequence[Any], max_tokens: int,
-             temperature: float = 0.0, seed: int = 0) -> None:
+             temperature: float = 0.0, seed: int = 0, response_format: dict[str, Any] | None = None) -> None:
         self.calls[stage] = self.calls.get(stage, 0) + 1
         g.llm(key, list(prompt), max_tokens=max_tokens, stage=stage, model=self.model,
-              params={"temperature": temperature, "seed": seed})
+              params={"temperature": temperature, "seed": seed}, response_format=response_format)
 
     def start(self, g: Graph) -> None:
         c = self.catalog
-        self._llm(g, "keywords", KW, P.keywords_prompt(self.question), 96)
+        self._llm(g, "keywords", KW, P.keywords_prompt(self.question), 96, response_format=P.KEYWORDS_FORMAT)
         ent = g.tool("entities", "entity_lookup", stage=ENT, database=c.path, keywords=Out("keywords"))
         ctx = g.tool("context", "column_context", stage=CTX, database=c.path, keywords=Out("keywords"))
         self._llm(g, "schema", SEL, P.select_prompt(c.kind, c.schema(), c.descriptions(), self.question,

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -31,15 +32,24 @@ def shingles(text: str, k: int = 3) -> set[bytes]:
 
 
 def parse_keywords(answer: str | None) -> list[str]:
-    """Keywords from the model's answer: a Python/JSON-style list or one per line/comma."""
+    """Keywords from the model's answer: the JSON its response format asks for
+    (`{"keywords": [...]}`), else a Python/JSON-style list or one per line/comma (engines
+    that hold no model to a response format)."""
     if not answer:
         return []
-    body = answer.strip()
-    m = re.search(r"\[(.*)\]", body, re.S)
-    if m:
-        body = m.group(1)
-    items = re.split(r"[\n,;]", body)
-    out = []
+    try:
+        data = json.loads(answer)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("keywords"), list):
+        items = [k for k in data["keywords"] if isinstance(k, str)]
+    else:
+        body = answer.strip()
+        m = re.search(r"\[(.*)\]", body, re.S)
+        if m:
+            body = m.group(1)
+        items = re.split(r"[\n,;]", body)
+    out: list[str] = []
     for it in items:
         k = it.strip().strip("-*•").strip().strip("'\"`").strip()
         if k and len(k) <= 100 and k.lower() not in (x.lower() for x in out):

@@ -20,7 +20,7 @@ import numpy as np
 
 from flowserve.errors import ConfigError
 from flowserve.schema import read_text
-from flowserve.sqlexec import SandboxLimits, SQLError, run_query
+from flowserve.sqlexec import SandboxLimits, SQLError, WorkerPool, run_query
 
 EVAL_LIMITS = SandboxLimits(time_limit_s=30.0, max_rows=100_000, max_result_bytes=64 * 1024 * 1024)
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -77,15 +77,18 @@ def _norm(v: Any) -> Any:
     return v
 
 
-def result_set(db: str | Path, sql: str) -> frozenset[tuple[Any, ...]]:
-    out = run_query(db, sql, EVAL_LIMITS)
+def result_set(db: str | Path, sql: str, pool: WorkerPool | None = None) -> frozenset[tuple[Any, ...]]:
+    """The statement's rows as a set, run in a worker of `pool` (else in this process)."""
+    out = pool.run(db, sql, EVAL_LIMITS) if pool is not None else run_query(db, sql, EVAL_LIMITS)
     if out["truncated"]:
         raise SQLError(f"more than {EVAL_LIMITS.max_rows} rows: too many to compare")
     return frozenset(_norm(r) for r in out["rows"])
 
 
-def execution_match(db: str | Path, predicted: str, gold: str) -> tuple[bool, str | None]:
-    """(correct, why not); the gold SQL failing is a broken question set: ConfigError."""
+def execution_match(db: str | Path, predicted: str, gold: str,
+                    pool: WorkerPool | None = None) -> tuple[bool, str | None]:
+    """(correct, why not); the gold SQL failing is a broken question set: ConfigError.
+    The predicted SQL is a model's output: give a `pool` to run it in worker processes."""
     try:
         want = result_set(db, gold)
     except SQLError as e:
@@ -93,7 +96,7 @@ def execution_match(db: str | Path, predicted: str, gold: str) -> tuple[bool, st
     if not predicted.strip():
         return False, "no SQL"
     try:
-        got = result_set(db, predicted)
+        got = result_set(db, predicted, pool)
     except SQLError as e:
         return False, f"predicted SQL fails: {e}"
     return (got == want, None if got == want else "different result")

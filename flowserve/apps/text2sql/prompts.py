@@ -46,9 +46,16 @@ def dialect(kind: str) -> str:
     return "DuckDB" if kind == "duckdb" else "SQLite"
 
 
+# the keywords answer's JSON schema: engines that support response formats hold the model to it
+KEYWORDS_FORMAT = {"type": "json_schema", "json_schema": {"name": "keywords", "schema": {
+    "type": "object", "properties": {"keywords": {"type": "array", "items": {"type": "string", "maxLength": 100},
+                                                  "maxItems": 20}},
+    "required": ["keywords"], "additionalProperties": False}}}
+
+
 def keywords_prompt(question: str) -> list[Part]:
     return [f"{KW_TASK}\nList the keywords and key phrases of the question: entity names, values, "
-            "column-like nouns, conditions. Answer with a Python list of strings only.\n\n"
+            "column-like nouns, conditions. Answer in JSON only: {\"keywords\": [\"...\", ...]}.\n\n"
             f"### Question\n{question}\n\n### Keywords\n"]
 
 

@@ -1,0 +1,61 @@
+"""The core's book of LLM engine instances: each built from its spec with its cost
+profile and its own queue policy object; the admission state engines report; which
+instances may take a call; the context limit per model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flowserve.core.state import CallState, InstanceState, new_instance
+from flowserve.core.tenants import TenantLedger
+from flowserve.core.view import ClusterView
+from flowserve.profiles.instance import InstanceProfile
+from flowserve.types.events import InstanceCapacity
+from flowserve.types.specs import InstanceSpec
+
+if TYPE_CHECKING:
+    from flowserve.policies.registry import QueueFactory
+
+
+class InstanceBook:
+    def __init__(self, profile: Callable[[InstanceSpec], InstanceProfile], queues: QueueFactory,
+                 tenants: TenantLedger) -> None:
+        self._profile = profile
+        self._queues = queues
+        self._tenants = tenants
+        self.by_name: dict[str, InstanceState] = {}
+        self.view: ClusterView | None = None  # set once the view over these instances exists
+        self._limits: dict[str | None, int | None] = {}  # max context per model
+
+    def add(self, spec: InstanceSpec) -> InstanceState:
+        """A new instance (or a replacement under the same name) with its own queue."""
+        assert self.view is not None
+        inst = new_instance(spec, self._profile(spec), self._queues())
+        self._tenants.set_weights(inst.queue.tenant_weights)
+        inst.queue.bind(self.view)
+        self.by_name[spec.name] = inst
+        self._limits.clear()
+        return inst
+
+    def capacity(self, ev: InstanceCapacity) -> InstanceState | None:
+        """Apply what the engine reports it can start now."""
+        inst = self.by_name.get(ev.instance)
+        if inst is not None:
+            inst.free_seqs = ev.free_seqs
+            inst.headroom = ev.headroom_tokens
+            inst.kv_free = ev.kv_free_tokens
+        return inst
+
+    def candidates(self, cs: CallState) -> list[InstanceState]:
+        """Every up instance serving the call's model, but those that failed it (unless
+        only those are left)."""
+        serving = [i for i in self.by_name.values() if i.up and i.serves(cs.node.model)]
+        return [i for i in serving if i.name not in cs.excluded] or serving
+
+    def max_context(self, model: str | None) -> int | None:
+        """The smallest context of the instances serving `model` (None: unknown)."""
+        if model not in self._limits:
+            known = [i.max_context for i in self.by_name.values() if i.serves(model) and i.max_context]
+            self._limits[model] = min(known) if known else None
+        return self._limits[model]

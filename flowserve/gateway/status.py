@@ -1,0 +1,141 @@
+"""The live status page: `GET /status` (one self-contained HTML page) polls `GET
+/status.json`, which this module builds from the driver's state and the gateway's own
+Prometheus counters, so the page and `/metrics` cannot disagree.
+
+Windowed figures (SLO attainment and token hit rate "over the last minutes") are
+differences of the cumulative counters against a snapshot taken `window_s` ago; snapshots
+are taken when the JSON is read, at most one per `SNAPSHOT_EVERY_S`, so nothing runs in
+the background.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from flowserve.gateway.driver import LiveDriver
+from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.types.commands import PolicyChanged
+
+WINDOW_S = 300.0  # "the last minutes" of the page
+SNAPSHOT_EVERY_S = 1.0
+MAX_SNAPSHOTS = 2048  # at one a second: well over the window
+OPEN_QUERIES_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The cumulative counters the windowed figures are differences of."""
+
+    slo_met: float = 0.0
+    slo_missed: float = 0.0
+    prompt_tokens: float = 0.0
+    cached_tokens: float = 0.0
+    completed: float = 0.0
+    failed: float = 0.0
+    rejected: float = 0.0
+
+    def minus(self, other: Counters) -> Counters:
+        return Counters(*(a - b for a, b in zip(self.values(), other.values(), strict=True)))
+
+    def values(self) -> tuple[float, ...]:
+        return (self.slo_met, self.slo_missed, self.prompt_tokens, self.cached_tokens, self.completed, self.failed,
+                self.rejected)
+
+
+def read_counters(registry: CollectorRegistry) -> Counters:
+    """Sums over every label of the gateway's counters (what /metrics exports)."""
+    sums: dict[tuple[str, str], float] = {}
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name.endswith("_total"):
+                key = (s.name, s.labels.get("result") or s.labels.get("outcome") or "")
+                sums[key] = sums.get(key, 0.0) + s.value
+    return Counters(sums.get(("flowserve_slo_total", "met"), 0.0), sums.get(("flowserve_slo_total", "missed"), 0.0),
+                    sums.get(("flowserve_prompt_tokens_total", ""), 0.0),
+                    sums.get(("flowserve_cached_tokens_total", ""), 0.0),
+                    sums.get(("flowserve_queries_total", "completed"), 0.0),
+                    sums.get(("flowserve_queries_total", "failed"), 0.0),
+                    sums.get(("flowserve_queries_total", "rejected"), 0.0))
+
+
+def share(part: float, whole: float) -> float | None:
+    """part / whole, or None when there is nothing to divide (no query, no token yet)."""
+    return part / whole if whole > 0 else None
+
+
+def figures(c: Counters) -> dict[str, Any]:
+    return {"slo_met": c.slo_met, "slo_missed": c.slo_missed,
+            "slo_attainment": share(c.slo_met, c.slo_met + c.slo_missed),
+            "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
+            "token_hit_rate": share(c.cached_tokens, c.prompt_tokens), "completed": c.completed, "failed": c.failed,
+            "rejected": c.rejected}
+
+
+def active_params(cls: type, configured: Mapping[str, Any], changes: list[PolicyChanged]) -> dict[str, Any]:
+    """The constructor's defaults, overridden by the configuration, then by every change the
+    policy announced since (e.g. a tuned α)."""
+    params = {n: p.default for n, p in inspect.signature(cls).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    params.update(configured)
+    for change in changes:
+        if change.policy == cls.name:
+            params.update(change.params)
+    return {k: v if isinstance(v, int | float | str | bool | dict | list) or v is None else str(v)
+            for k, v in params.items()}
+
+
+class StatusBoard:
+    def __init__(self, driver: LiveDriver, window_s: float = WINDOW_S) -> None:
+        self.driver = driver
+        self.window_s = window_s
+        self.started = driver.clock()
+        self._snapshots: deque[tuple[float, Counters]] = deque([(self.started, Counters())], maxlen=MAX_SNAPSHOTS)
+
+    def _record(self, now: float, counters: Counters) -> None:
+        if now - self._snapshots[-1][0] >= SNAPSHOT_EVERY_S:
+            self._snapshots.append((now, counters))
+        # keep one snapshot at or before the window's start: the baseline of the differences
+        while len(self._snapshots) > 1 and self._snapshots[1][0] <= now - self.window_s:
+            self._snapshots.popleft()
+
+    def snapshot(self) -> dict[str, Any]:
+        d, now = self.driver, self.driver.clock()
+        counters = read_counters(d.metrics.registry)
+        self._record(now, counters)
+        since, base = self._snapshots[0]
+        series = [{"ago_s": now - t, **figures(c.minus(base))} for t, c in self._snapshots]
+        s = d.settings
+        open_ = sorted(d.book.open.values(), key=lambda h: h.id, reverse=True)
+        return {
+            "uptime_s": now - self.started,
+            "draining": d.draining,
+            "window_s": now - since,  # the window's real span: from the snapshot that starts it
+            "window": figures(counters.minus(base)),
+            "total": figures(counters),
+            "series": series,
+            "instances": d.instances(),
+            "open_queries": len(open_),
+            "queries": [{"id": h.id, "workflow": h.workflow, "tenant": h.tenant, "class": h.cls,
+                         "age_s": None if h.arrival is None else now - h.arrival, "slo_s": h.slo_s,
+                         "calls_finished": h.calls_finished} for h in open_[:OPEN_QUERIES_SHOWN]],
+            "policies": {
+                "dispatch": {"name": s.dispatch, "params": active_params(DISPATCH_POLICIES[s.dispatch],
+                                                                         s.dispatch_params, d.policy_log)},
+                "queue": {"name": s.queue, "params": active_params(QUEUE_POLICIES[s.queue], s.queue_params,
+                                                                   d.policy_log)},
+                "passes": s.passes,
+            },
+        }
+
+
+def status_page() -> str:
+    """The page: HTML, CSS and script in one file, no external assets."""
+    return resources.files("flowserve.gateway").joinpath("status_page.html").read_text()
+

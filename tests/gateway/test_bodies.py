@@ -1,0 +1,82 @@
+"""Request bodies (issue 27, item 8): a body above `gateway.max_body_bytes` is refused
+with a 413 JSON error on every route — declared or chunked — and a large body under the
+limit is parsed and tokenized off the event loop, so `/health` keeps its latency while
+it is processed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from live_support import MODEL
+
+from flowserve.gateway.app import create_app
+from flowserve.gateway.server import BackgroundServer
+from flowserve.gateway.settings import GatewaySettings, serve_config
+
+KEY = "sk-body"
+AUTH = {"authorization": f"Bearer {KEY}"}
+LIMIT = 64 * 1024
+HEALTH_BOUND_S = 2.0  # generous: ~0.15 s measured (decoding JSON holds the GIL even in a thread)
+
+
+def served(**gateway: object) -> BackgroundServer:
+    cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}],
+                        "api_keys": [KEY], "gateway": {"time_scale": 1e4, **gateway}}, "test")
+    return BackgroundServer(create_app(cfg))
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[BackgroundServer]:
+    with served(max_body_bytes=LIMIT) as srv:
+        yield srv
+
+
+def test_the_default_limit_fits_a_million_token_prompt() -> None:
+    assert GatewaySettings().max_body_bytes == 16 << 20
+    million_ids = len(json.dumps({"model": MODEL, "prompt": list(range(100_000, 1_100_000))}))
+    assert million_ids < GatewaySettings().max_body_bytes
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions", "/v1/workflows/text2sql",
+                                  "/admin/instances"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_over_the_limit_gets_a_413_json_error(small: BackgroundServer, path: str, chunked: bool) -> None:
+    body = json.dumps({"model": MODEL, "prompt": "x" * (LIMIT + 10)}).encode()
+    content = iter([body[i:i + 8192] for i in range(0, len(body), 8192)]) if chunked else body
+    with httpx.Client(base_url=small.url, headers=AUTH, timeout=30) as http:
+        resp = http.post(path, content=content, headers={"content-type": "application/json"})
+        assert resp.status_code == 413, resp.text
+        err = resp.json()["error"]
+        assert err["code"] == "request_too_large" and f"{LIMIT} bytes" in err["message"]
+        ok = http.post("/v1/completions", json={"model": MODEL, "prompt": "short", "max_tokens": 2})
+        assert ok.status_code == 200
+
+
+def test_health_keeps_its_latency_while_a_large_body_is_processed() -> None:
+    words = "count the loans per district " * (15_000_000 // 30)  # 15 MB of text: seconds of tokenizing
+    body = json.dumps({"model": MODEL, "prompt": words, "max_tokens": 2}).encode()
+    out: dict = {}
+    with served() as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
+        def big() -> None:
+            with httpx.Client(base_url=srv.url, headers=AUTH, timeout=120) as own:
+                start = time.monotonic()
+                out["resp"] = own.post("/v1/completions", content=body, headers={"content-type": "application/json"})
+                out["took"] = time.monotonic() - start
+
+        t = threading.Thread(target=big)
+        t.start()
+        latencies = []
+        while t.is_alive():
+            start = time.monotonic()
+            assert http.get("/health").status_code == 200
+            latencies.append(time.monotonic() - start)
+        t.join()
+    assert out["resp"].status_code == 400 and "maximum context length" in out["resp"].text  # it was processed
+    assert len(latencies) >= 3, latencies  # /health was answered while the body was processed
+    # on the event loop, one /health would wait for most of the processing
+    assert max(latencies) < min(HEALTH_BOUND_S, out["took"] / 3), (max(latencies), out["took"])
