@@ -29,7 +29,7 @@ def test_a_cancelled_query_frees_its_slot_for_the_next_query(binding: str) -> No
     assert [c.call.query_id for c in cmds if isinstance(c, SendCall)] == [waiting.id]
     d.run_all()
     assert [s.call.node for s in d.sent] == ["A1", "B"]
-    assert not core.queries and not core.calls.tracked
+    assert core.open_queries == 0 and core.open_calls == 0
 
 
 def test_cancelling_an_unknown_or_finished_query_does_nothing() -> None:
