@@ -247,7 +247,8 @@ def bench_compare(
 
 @bench_app.command("programs")
 def bench_programs(
-    out: Annotated[Path, typer.Option(help="folder for the markdown, JSON and live logs")] = Path("out/bench-programs"),
+    out: Annotated[Path, output_folder(help="folder for the markdown, JSON and live logs")] = Path(
+        "out/bench-programs"),
     quick: Annotated[bool, typer.Option("--quick", help="two rates, 60 s of arrivals each")] = False,
     live: Annotated[bool, typer.Option(help="also run the near-saturation rate through `flowserve serve` on "
                                             "simulated engines")] = True,

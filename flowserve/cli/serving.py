@@ -14,6 +14,7 @@ from flowserve.cli.common import (
     engines_app,
     err_console,
     output_file,
+    output_folder,
     progress_bar,
     user_errors,
 )
@@ -130,9 +131,9 @@ def serve(
         help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
     queue: Annotated[str | None, typer.Option(
         help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
-    record: Annotated[Path | None, typer.Option(help="folder to record every finished program and workflow query "
-                                                     "in (one JSON line each, the agent-trace format that "
-                                                     "`flowserve simulate` replays); sets gateway.record")] = None,
+    record: Annotated[Path | None, output_folder(help="folder to record every finished program and workflow query "
+                                                      "in (one JSON line each, the agent-trace format that "
+                                                      "`flowserve simulate` replays); sets gateway.record")] = None,
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
