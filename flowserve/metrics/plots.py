@@ -11,8 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-# five dash patterns: a panel holds one dispatch policy with each queue policy
-LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+# a dash pattern per queue policy: a panel holds one dispatch policy with each queue policy
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2, 1, 2)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
