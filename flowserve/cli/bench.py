@@ -227,13 +227,17 @@ def bench_engines(
 def bench_compare(
     out: Annotated[Path, output_folder(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
     quick: Annotated[bool, typer.Option("--quick", help="small workloads (30 interactive queries each)")] = False,
-    workload: Annotated[list[str] | None, typer.Option(help="workloads (default: every single one and mix)")] = None,
+    workload: Annotated[list[str] | None, typer.Option(
+        help="workloads (default: every single one and mix), or a trace the gateway recorded (FILE.jsonl)")] = None,
     policy: Annotated[list[str] | None, typer.Option(
         help="contestants (default: all): a label of the bench, or DISPATCH[+QUEUE] by name or import path "
              "(package.module:Class)")] = None,
     oracle: Annotated[bool, typer.Option(help="also run the clairvoyant oracle")] = True,
-    queries: Annotated[int | None, typer.Option(help="interactive queries per workload")] = None,
+    queries: Annotated[int | None, typer.Option(help="interactive queries per workload (a recorded trace: its "
+                                                     "first ones)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    cluster: Annotated[str, typer.Option(help="the cluster a recorded trace runs on (a built-in name or a "
+                                              "cluster YAML)")] = "hetero-1",
 ) -> None:
     """flowserve vs every paper and peer policy (and the clairvoyant oracle), alone and mixed."""
     with user_errors():
@@ -242,7 +246,8 @@ def bench_compare(
 
         if queries is not None and queries < 1:
             raise ConfigError("--queries must be positive")
-        compare(workload, policy, quick=quick, seed=seed, queries=queries, oracle=oracle, out=out, console=console)
+        compare(workload, policy, quick=quick, seed=seed, queries=queries, oracle=oracle, out=out, console=console,
+                cluster=cluster)
 
 
 @bench_app.command("programs")

@@ -103,7 +103,8 @@ def demo(
 
 @tune_app.command("alpha")
 def tune_alpha(
-    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
+    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace, or what the "
+                                              "gateway recorded: serve --record)")],
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
     beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,

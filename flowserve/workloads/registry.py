@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -28,6 +27,7 @@ from flowserve.workloads.config import (
 )
 from flowserve.workloads.dag import DagConfig
 from flowserve.workloads.programs import ProgramsConfig
+from flowserve.workloads.recorded import jsonl_kind
 from flowserve.workloads.teola import TeolaConfig
 
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
@@ -70,21 +70,6 @@ def workload_config(data: Mapping[str, Any], source: str) -> Any:
         raise ConfigError(f"{source}: kind: unknown workload kind {kind!r}; "
                           f"known: {', '.join(WORKLOAD_KINDS)}")
     return validate(WORKLOAD_KINDS[kind], dict(data), source)
-
-
-def jsonl_kind(path: str) -> dict[str, Any]:
-    """A JSON Lines file is a flowserve trace (lines with `steps` or `dag`: what a
-    simulation recorded) or an agent trace (what the gateway records: a program's calls),
-    replayed at its recorded arrivals with stage priors learned as it runs, as live."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            first = next((line for line in f if line.strip()), "")
-        head = json.loads(first)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {"kind": "trace", "file": path}  # its reader says what is wrong
-    if isinstance(head, dict) and ("steps" in head or "dag" in head):
-        return {"kind": "trace", "file": path}
-    return {"kind": "agent_trace", "file": path, "priors": "online"}
 
 
 OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
