@@ -60,15 +60,18 @@ def stage_outputs(trace: str) -> dict[str, float]:
 class AppConfig(Arrivals):
     """A user's Workflow class (import path or `flowserve.workflows` entry point), simulated."""
 
-    kind: Literal["app"]
-    app: str
-    inputs: str
-    queries: Queries | None = None
-    args: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of every query
-    name: str | None = None  # the workflow's name in reports and priors (default: the class's)
-    outputs: dict[str, int] = Field(default_factory=dict)  # output tokens per stage
-    trace: str | None = None  # a recorded trace of the app: per-stage output means
-    tools: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)  # seconds per tool step (by key)
+    kind: Literal["app"] = Field(description="`app`")
+    app: str = Field(description="the Workflow class: `package.module:Class`, or a name an installed package "
+                     "registers in the `flowserve.workflows` entry-point group")
+    inputs: str = Field(description="a JSON Lines file: one JSON object of the class's inputs per query")
+    queries: Queries | None = Field(None, description="queries (default: one per input; cycled when more)")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of every query's object")
+    name: str | None = Field(None, description="the workflow's name in reports and priors (default: the class's)")
+    outputs: dict[str, int] = Field(default_factory=dict, description="output tokens per stage")
+    trace: str | None = Field(None, description="a recorded trace of the app (`gateway.record`): per-stage mean "
+                              "output tokens")
+    tools: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict, description="seconds each tool "
+                                                            "step takes, by the step's key (default 0)")
 
     def build(self) -> Workload:
         cls = workflow_class(self.app)

@@ -112,14 +112,14 @@ def traced_workload(name: str, traced: list[TracedQuery]) -> Workload:
 class ProgramsConfig(Strict):
     """Autellix-like agentic programs (`flowserve.workloads.programs`)."""
 
-    kind: Literal["programs"]
-    rate: float = Field(gt=0)
-    queries: Queries
-    seed: Seed = 0
-    calls_median: float = Field(3.0, gt=0, le=1000)
-    max_calls: int = Field(40, ge=1, le=10_000)
-    tool_s: float = Field(1.0, ge=0, le=3600)
-    thread_prob: float = Field(0.25, ge=0, le=1)
+    kind: Literal["programs"] = Field(description="`programs`")
+    rate: float = Field(gt=0, description="programs arriving per second (Poisson)")
+    queries: Queries = Field(description="programs to generate")
+    seed: Seed = Field(0, description="seed of the generator")
+    calls_median: float = Field(3.0, gt=0, le=1000, description="median calls per program (lognormal, log-sd 1)")
+    max_calls: int = Field(40, ge=1, le=10_000, description="the most calls a program makes")
+    tool_s: float = Field(1.0, ge=0, le=3600, description="mean seconds of tool work between a program's calls")
+    thread_prob: float = Field(0.25, ge=0, le=1, description="share of programs that fan out into parallel threads")
 
     def build(self) -> Workload:
         shape = ProgramShape(calls_median=self.calls_median, max_calls=self.max_calls, tool_s=self.tool_s,
