@@ -19,12 +19,12 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from flowserve.apps.user import check_arguments, construct, workflow_class
 from flowserve.errors import ConfigError, RequestError
 from flowserve.graph.oracle import NO_ORACLE, TableOracle, ToolOutcome
 from flowserve.graph.workflow import Workflow
 from flowserve.limits import Queries
 from flowserve.schema import read_text
+from flowserve.workflows import check_arguments, construct, workflow_class
 from flowserve.workloads.agent_trace import read_agent_trace
 from flowserve.workloads.arrivals import arrival_times
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload

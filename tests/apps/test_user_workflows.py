@@ -9,7 +9,7 @@ import httpx
 import pytest
 from live_support import MODEL
 
-from flowserve.apps import user
+from flowserve import workflows as user
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
