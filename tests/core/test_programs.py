@@ -148,3 +148,32 @@ def test_stage_priors_learned_from_finished_programs_give_mean_residual_calls():
     d.feed(QueryInput(d.t, qid, pcall("c1")))
     [est] = qs.expected_remaining()
     assert est.count == ((2 - 2) + (6 - 2)) / 2  # E[N − 2 | N ≥ 2]
+
+
+def test_a_programs_calls_stay_with_its_context_unless_load_says_otherwise():
+    from flowserve.types.specs import InstanceSpec
+
+    specs = [InstanceSpec(n, "A100-80G", "llama-3.1-8b", 1, max_inflight=2, backend="openai") for n in "ab"]
+    core = make_core(specs, "flowserve", "flowserve", prefill_sharing=None)  # no waiting for another's prefill
+    d = ScriptedDriver(core)
+    context = tuple(range(1, 6001))  # a long, growing context
+
+    def call(key: str, extra: int, own: int = 1) -> ProgramCall:  # the context, then `extra` tokens of its own
+        return ProgramCall(key, (Toks(context + tuple(range(own * 10**6, own * 10**6 + extra))),), 8, "step")
+
+    d.arrive(program_query(20))
+    d.feed(QueryInput(0.0, 20, call("c1", 10)))
+    home = d.sent[-1].instance
+    d.finish(d.sent[-1].call.id)
+    d.feed(QueryInput(d.t, 20, call("c2", 50)))
+    assert d.sent[-1].instance == home  # its context is cached there
+    d.finish(d.sent[-1].call.id)
+    # many programs now want the same context at once, each with a long prompt of its own:
+    # the prefills queued at home soon cost more than recomputing the context elsewhere
+    for qid in range(21, 33):
+        d.arrive(program_query(qid, t=d.t))
+        d.feed(QueryInput(d.t, qid, call(f"p{qid}", 3000, own=qid)))
+    assert d.sent[2].instance == home  # the first stays with the context
+    held = {s.name: s.queued + s.running for s in core.instance_status()}
+    away = next(n for n in held if n != home)
+    assert held[home] > held[away] > 0  # most stay; the load sends some away
