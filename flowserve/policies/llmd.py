@@ -38,6 +38,7 @@ class LLMD(DispatchPolicy):
     """
 
     name = "llmd"
+    shares_prefills = False  # the router dispatches every request at once
     needs_prefix_index = True
     prefix_window_s = 0.0
 

@@ -17,6 +17,7 @@ class PowerOfTwo(DispatchPolicy):
     two instances at random, send to the one with fewer requests in flight."""
 
     name = "power_of_two"
+    shares_prefills = False  # the router dispatches every request at once
 
     def __init__(self, seed: int = 0) -> None:
         self._rng = random.Random(seed)

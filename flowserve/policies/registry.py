@@ -150,7 +150,7 @@ def build_policy(kind: PolicyKind, ref: PolicyRef, params: Mapping[str, Any] | N
             known = ", ".join(sig.parameters) or "none"
             raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
         kwargs[key] = _coerce(key, value, hints.get(key, Any))
-    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    missing = sorted(cls.__abstractmethods__) if inspect.isabstract(cls) else []
     if missing:
         raise ConfigError(f"{kind} policy {name!r}: class {cls.__name__} does not implement {', '.join(missing)}")
     try:

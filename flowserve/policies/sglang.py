@@ -37,6 +37,7 @@ class SglangCacheAware(DispatchPolicy):
     """
 
     name = "sglang_cache_aware"
+    shares_prefills = False  # the router dispatches every request at once
 
     def __init__(self, cache_threshold: float = 0.5, balance_abs_threshold: int = 32,
                  balance_rel_threshold: float = 1.0001, max_tree_tokens: int = 1 << 22) -> None:

@@ -88,6 +88,9 @@ def test_without_sharing_the_second_copy_is_computed_elsewhere() -> None:
     assert not core.wants_prefill_done
     # without the router's index the core cannot know what is cached: no leaders either
     assert not core_with([live_spec("a")], dispatch=make_dispatch("round_robin")).wants_prefill_done
+    # the peer routers dispatch every request at once, as they do outside flowserve
+    assert not core_with([live_spec("a")], dispatch=make_dispatch("llmd")).wants_prefill_done
+    assert core_with([live_spec("a")], dispatch=make_dispatch("flowserve")).wants_prefill_done
 
 
 def test_short_or_weakly_shared_prompts_never_wait() -> None:
