@@ -20,6 +20,7 @@ def load(inst: InstanceState) -> int:
 
 class AutellixBalancer(DispatchPolicy):
     name = "autellix"
+    shares_prefills = False  # as published: every call is dispatched at once
 
     def __init__(self, locality_tokens: int = 2048) -> None:
         if locality_tokens < 0:
