@@ -90,8 +90,7 @@ class ProgramBook:
         returns the handle its answer comes to (raises APIError for a refused call)."""
         prog = await self._program(ph.program, hdr)
         if prog.ended is not None:  # deleted, its last calls still running
-            self.m_calls.labels("refused").inc()
-            raise self._ended_error(prog)
+            raise self._refused(self._ended_error(prog))
         self._check(prog, hdr, explicit)
         prog.calls += 1
         key = f"c{prog.calls}"
@@ -127,12 +126,10 @@ class ProgramBook:
         if prog is None:
             done = self.ended.get(program_id)
             if done is not None:
-                self.m_calls.labels("refused").inc()
-                raise self._ended_error(done) if done.tenant == hdr.tenant else _taken(program_id)
+                raise self._refused(self._ended_error(done) if done.tenant == hdr.tenant else _taken(program_id))
             return await self._open(program_id, hdr)
         if prog.tenant != hdr.tenant:
-            self.m_calls.labels("refused").inc()
-            raise _taken(program_id)
+            raise self._refused(_taken(program_id))
         await self._admitted(prog)
         return prog
 
@@ -152,10 +149,10 @@ class ProgramBook:
     async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
         mine = sum(1 for p in self.open.values() if p.tenant == hdr.tenant)
         if mine >= self.settings.max_open_per_tenant:
-            self.m_calls.labels("refused").inc()
-            raise APIError(429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
-                                f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
-                           "rate_limit_error", "program_limit_exceeded")
+            raise self._refused(APIError(
+                429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
+                     f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
+                "rate_limit_error", "program_limit_exceeded"))
         now = self.clock()
         prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
                            ready=asyncio.get_running_loop().create_future(), last=now)
@@ -182,27 +179,22 @@ class ProgramBook:
 
     def _check(self, prog: OpenProgram, hdr: Headers, explicit: Mapping[str, str]) -> None:
         """A call that would change the program's settings, or break its limits, is refused."""
+        for header, sent, fixed in (("x-slo-ms", hdr.slo_s, prog.slo_s), ("x-priority", hdr.priority, prog.priority),
+                                    ("x-flowserve-class", hdr.cls, prog.cls)):
+            if header in explicit and sent != fixed:
+                raise self._refused(APIError(400, f"{header}: the program's value was set by its first call",
+                                             param=header))
         s = self.settings
-        problems = []
-        if "x-slo-ms" in explicit and hdr.slo_s != prog.slo_s:
-            problems.append(("x-slo-ms", "the program's deadline was set by its first call"))
-        if "x-priority" in explicit and hdr.priority != prog.priority:
-            problems.append(("x-priority", "the program's priority was set by its first call"))
-        if "x-flowserve-class" in explicit and hdr.cls != prog.cls:
-            problems.append(("x-flowserve-class", "the program's class was set by its first call"))
-        if problems:
-            self.m_calls.labels("refused").inc()
-            header, why = problems[0]
-            raise APIError(400, f"{header}: {why}", param=header)
         if prog.calls >= s.max_calls:
-            self.m_calls.labels("refused").inc()
-            raise APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls {s.max_calls})",
-                           "rate_limit_error", "program_limit_exceeded")
+            raise self._refused(APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls "
+                                              f"{s.max_calls})", "rate_limit_error", "program_limit_exceeded"))
         if self.clock() - prog.opened > s.max_duration_s:
-            self.m_calls.labels("refused").inc()
             self._close(prog, "duration")
-            raise APIError(409, f"program {prog.id!r} ran longer than programs.max_duration_s "
-                                f"({s.max_duration_s:g} s) and has ended; start a new program", code="program_ended")
+            raise self._refused(self._ended_error(prog))
+
+    def _refused(self, e: APIError) -> APIError:
+        self.m_calls.labels("refused").inc()
+        return e
 
     def _ended_error(self, prog: OpenProgram) -> APIError:
         how = {"deleted": "was deleted", "idle": f"ended after {self.settings.idle_s:g} s without a call",

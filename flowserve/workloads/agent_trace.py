@@ -188,12 +188,12 @@ def agent_trace(file: str, rate: float | None, queries: int | None, seed: int, a
     default = f"agent:{trace.name}"
     shared = shared_prefixes(trace, shared_fraction)
     ids, par = SegmentIds(), frozenset(parallel)
-    specs = []
+    specs, calls = [], trace.queries
     for i, t in enumerate(times):
         q = trace.traced[i % len(trace.traced)]
         wf = q.workflow or default
         plan = (shaped_plan(q, wf, shared, ids) if q.shaped
-                else agent_plan(trace.queries[i % len(trace.queries)], wf, par, shared, ids))
+                else agent_plan(calls[i % len(calls)], wf, par, shared, ids))
         specs.append(QuerySpec(i, float(t), plan))
     workflows = sorted({q.plan.workflow for q in specs})
     if priors == "online":  # as the gateway learns them: from the queries that finish
