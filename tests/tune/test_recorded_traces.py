@@ -41,3 +41,16 @@ def test_bench_compare_takes_a_recorded_trace(recorded: Path, tmp_path: Path) ->
     [case] = data["cases"]
     assert case["queries"] == 4 and case["cluster"] == "preble-a6000"
     assert {"round_robin", "flowserve"} <= set(case["results"]) and case["gain_0.95"] is not None
+
+
+def test_flowserve_simulate_replays_a_recorded_trace(recorded: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flowserve.cli import app
+
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(app, ["simulate", "--cluster", "preble-a6000", "--workload", str(recorded),
+                                   "--dispatch", "flowserve", "--queue", "flowserve", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(out.read_text())
+    assert summary["queries"] == summary["completed"] == 6
