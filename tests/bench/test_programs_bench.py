@@ -47,7 +47,7 @@ def test_near_saturation_and_the_goals_on_made_up_rows():
     err = next(v for k, v in got.items() if k.startswith("the simulator predicts"))
     assert err == ("9.1%", True)  # |2.1818 / 2.0 − 1|
     text = report(sim, live)
-    assert "## simulated, 1.0 programs/s (near saturation)" in text and "| flowserve | 55.0 | 165 |" in text
+    assert "## simulated, 1.0 programs/s (near saturation)" in text and "| flowserve | 55 | 165 | 92% |" in text
 
 
 @pytest.fixture
