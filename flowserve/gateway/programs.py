@@ -66,7 +66,7 @@ class ProgramBook:
         self.m_open = Gauge("flowserve_programs_open", "Programs open now", registry=r)
         self.m_open.set_function(lambda: len(self.open))
         self.m_ended = Counter("flowserve_programs_ended", "Programs that ended, by how (deleted, idle, duration, "
-                               "failed)", ["how"], registry=r)
+                               "failed, shutdown)", ["how"], registry=r)
         self.m_calls = Counter("flowserve_program_calls", "Calls of programs, by outcome (sent, refused)",
                                ["outcome"], registry=r)
 
@@ -76,10 +76,17 @@ class ProgramBook:
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="flowserve-programs")
 
     async def stop(self) -> None:
+        """Stop the sweeper and close the open programs: each finishes once its calls are
+        done, within the gateway's drain (not held open until the drain times out)."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
+        for prog in list(self.open.values()):
+            h = prog.handle
+            if h is not None and prog.ended is None:
+                prog.ended = "shutdown"
+                await self.driver.inputs.deliver(h.id, lambda now, qid=h.id: QueryClosed(now, qid))
 
     # ------------------------------------------------------------------ calls
 
@@ -198,7 +205,8 @@ class ProgramBook:
 
     def _ended_error(self, prog: OpenProgram) -> APIError:
         how = {"deleted": "was deleted", "idle": f"ended after {self.settings.idle_s:g} s without a call",
-               "duration": "ran longer than programs.max_duration_s", "failed": "failed"}.get(prog.ended or "",
+               "duration": "ran longer than programs.max_duration_s", "failed": "failed",
+               "shutdown": "ended when the gateway shut down"}.get(prog.ended or "",
                                                                                           "has ended")
         return APIError(409, f"program {prog.id!r} {how}; send later calls under a new program id",
                         code="program_ended", param="x-flowserve-program")

@@ -203,3 +203,20 @@ def test_recorded_programs_replay_in_the_simulator(tmp_path) -> None:
     res = simulate(BUILTIN_CLUSTERS["preble-a6000"], replay, PolicySpec("flowserve", "flowserve"))
     [out] = res.queries
     assert out.failed is None and len(res.calls) == 4
+
+
+def test_shutting_down_closes_open_programs_instead_of_waiting_out_the_drain() -> None:
+    async def body() -> dict:
+        app = create_app(config(drain_timeout_s=30))
+        gw = app.state.gateway
+        await gw.start()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+            r = await http.post("/v1/completions", json={"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 2},
+                                headers={**AUTH, "x-flowserve-program": "left-open"})
+            assert r.status_code == 200
+        prog = gw.programs.open["left-open"]
+        await asyncio.wait_for(gw.stop(), 10)  # far below the 30 s drain: the program was closed
+        return prog.summary
+
+    summary = run(body())
+    assert summary["status"] == "ended" and summary["ended"] == "shutdown" and summary["calls"] == 1
