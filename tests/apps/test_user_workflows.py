@@ -7,6 +7,8 @@ import json
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from live_support import MODEL
 
 from flowserve import workflows as user
@@ -97,3 +99,18 @@ def test_a_user_workflow_simulates_with_output_lengths_from_priors_or_a_trace(tm
     with pytest.raises(ConfigError, match=r"input 1: Summarize: got an unexpected keyword argument 'pages'"):
         workload_config({"kind": "app", "app": "user_apps:Summarize", "inputs": str(bad), "rate": 1.0},
                         "test").build()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=200) | st.lists(st.text(max_size=30), max_size=4).map(lambda ls: "\n".join(ls).encode()))
+def test_any_inputs_file_reads_as_objects_or_gets_a_config_error(tmp_path, content) -> None:
+    from flowserve.workloads.app import read_inputs
+
+    path = tmp_path / "inputs.jsonl"
+    path.write_bytes(content)
+    try:
+        rows = read_inputs(str(path))
+    except ConfigError as e:
+        assert "\n" not in str(e) and "inputs" in str(e)
+    else:
+        assert rows and all(isinstance(r, dict) for r in rows)
