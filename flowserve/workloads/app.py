@@ -1,7 +1,7 @@
 """`{kind: app, app: "package.module:Class", inputs: FILE.jsonl, rate, queries, seed}`:
 a user's own `Workflow` class simulated as written (`flowserve.apps.user`), one query per
 line of `inputs` (a JSON object: the class's keyword arguments beyond `args`), cycled
-when `queries` exceeds them, at Poisson arrivals.
+when `queries` exceeds them, at the configured arrivals (Poisson by default).
 
 What only a live run knows is modelled: each stage's output length comes from `outputs`
 (tokens per stage), else from a recorded trace of the app (`trace`: what
