@@ -168,6 +168,15 @@ def test_an_existing_agent_behind_flowserve(gateway: int, tmp_path: Path) -> Non
         "aspect-0", "aspect-1", "aspect-2", "main"]
 
 
+def test_every_command_the_readme_shows_is_one_of_the_pages() -> None:
+    """So the runs above cover the README's quick starts too."""
+    page = {line for section in SECTIONS for line in lines(section)}
+    readme = "\n".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S))
+    shown = [line.strip() for line in readme.replace("\\\n", " ").splitlines() if line.strip()]
+    assert len(shown) >= 15
+    assert [line for line in shown if line not in page] == []
+
+
 def test_the_readmes_three_lines_make_one_program(gateway: int, tmp_path: Path) -> None:
     [snippet] = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     assert len(snippet.strip().splitlines()) == 3 and "my_agent(client)" in snippet
