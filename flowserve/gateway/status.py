@@ -28,7 +28,7 @@ from flowserve.types.commands import PolicyChanged
 WINDOW_S = 300.0  # "the last minutes" of the page
 SNAPSHOT_EVERY_S = 1.0
 MAX_SNAPSHOTS = 2048  # at one a second: well over the window
-OPEN_QUERIES_SHOWN = 50  # and open programs
+ROWS_SHOWN = 50  # open queries and open programs listed
 
 
 @dataclass(frozen=True)
@@ -139,11 +139,11 @@ class StatusBoard:
             "open_queries": len(open_),
             "queries": [{"id": h.id, "workflow": h.workflow, "tenant": h.tenant, "class": h.cls,
                          "age_s": None if h.arrival is None else now - h.arrival, "slo_s": h.slo_s,
-                         "calls_finished": h.calls_finished} for h in open_[:OPEN_QUERIES_SHOWN]],
+                         "calls_finished": h.calls_finished} for h in open_[:ROWS_SHOWN]],
             "open_programs": len(progs),
             "programs": [{"id": p.id, "tenant": p.tenant, "status": "closing" if p.ended else "open",
                           "calls": p.calls, "calls_in_flight": len(p.inflight), "age_s": now - p.opened,
-                          "idle_s": now - p.last, "slo_s": p.slo_s} for p in progs[:OPEN_QUERIES_SHOWN]],
+                          "idle_s": now - p.last, "slo_s": p.slo_s} for p in progs[:ROWS_SHOWN]],
             "policies": {
                 "dispatch": {"name": s.dispatch, "params": active_params(DISPATCH_POLICIES[s.dispatch],
                                                                          s.dispatch_params, d.policy_log)},

@@ -77,7 +77,7 @@ class Shell:
         if self.port is not None:
             line = line.replace("127.0.0.1:8000", f"127.0.0.1:{self.port}")
         line = line.replace(" out/", f" {self.tmp}/out/")
-        n = len(list(self.tmp.glob("*.json")))
+        n = len(list(self.tmp.glob("sim-*.json")))
         line = line.replace("flowserve simulate ", f"flowserve simulate --set workload.queries=6 --slo-scales 4 "
                                                     f"--json {self.tmp}/sim-{n}.json ", 1)
         return line.replace("flowserve bench compare ", f"flowserve bench compare --queries 6 --out {self.tmp}/cmp ", 1)
@@ -145,7 +145,7 @@ def test_a_served_workflow_and_plain_calls(gateway: int, tmp_path: Path) -> None
     assert shell.python(client).strip()
 
 
-def programs(port: int) -> dict[str, float]:
+def program_counters(port: int) -> dict[str, float]:
     """The gateway's program counters: ended, calls sent."""
     out = {"ended": 0.0, "sent": 0.0}
     for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics").text):
@@ -182,9 +182,9 @@ def test_the_readmes_three_lines_make_one_program(gateway: int, tmp_path: Path) 
     assert len(snippet.strip().splitlines()) == 3 and "my_agent(client)" in snippet
     stand_in = ("def my_agent(client):\n    for text in ('plan', 'act', 'answer'):\n"
                 "        client.completions.create(model='llama-3.1-8b', prompt=text, max_tokens=4)\n")
-    before = programs(gateway)
+    before = program_counters(gateway)
     Shell(tmp_path, gateway).python(stand_in + snippet)
-    after = programs(gateway)
+    after = program_counters(gateway)
     assert (after["ended"] - before["ended"], after["sent"] - before["sent"]) == (1, 3)
 
 
