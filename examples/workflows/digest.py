@@ -1,4 +1,4 @@
-"""Digest: a workflow of your own, served and simulated by flowserve without installing it.
+r"""Digest: a workflow of your own, served and simulated by flowserve without installing it.
 
 A document's sections are summarised in parallel, a tool step (plain Python, run by the
 gateway) picks the document's keywords, and one last call writes the digest from the
