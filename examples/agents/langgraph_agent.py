@@ -3,7 +3,7 @@ as one program: the model decides when to call the agent's tools; flowserve rela
 calls and schedules the whole loop — every model call of one run — as one program.
 
     flowserve serve --config examples/serve-llama.yaml --port 8000 &
-    python examples/agents/langgraph_agent.py --url http://127.0.0.1:8000 "What is the weather in Paris?"
+    python examples/agents/langgraph_agent.py --url http://127.0.0.1:8000 --api-key sk-local-1 "Weather in Paris?"
 
 The graph is LangGraph's own: a model node that may answer with tool calls, a tool node
 that runs them, and an edge back until the model answers in text. The only flowserve part

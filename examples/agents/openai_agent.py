@@ -7,7 +7,7 @@ act-observe loop and answers. Nothing in it knows about flowserve except the one
 its deadline, its stages and threads, its growing context — and schedules it as such.
 
     flowserve serve --config examples/serve-sim.yaml --port 8000 &
-    python examples/agents/openai_agent.py --url http://127.0.0.1:8000 "Why do prefix caches help agents?"
+    python examples/agents/openai_agent.py --url http://127.0.0.1:8000 --api-key sk-local-1 "Why do caches help agents?"
 
 Any OpenAI-compatible endpoint works too (`--no-program`): then each call is on its own.
 """

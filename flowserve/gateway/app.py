@@ -293,7 +293,7 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     async def metrics() -> Response:
         return Response(gw.driver.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    board, page = StatusBoard(gw.driver), status_page()
+    board, page = StatusBoard(gw.driver, gw.programs), status_page()
 
     @app.get("/status")
     async def status_html() -> Response:

@@ -69,6 +69,8 @@ class ProgramBook:
                                "failed, shutdown)", ["how"], registry=r)
         self.m_calls = Counter("flowserve_program_calls", "Calls of programs, by outcome (sent, refused)",
                                ["outcome"], registry=r)
+        self.m_slo = Counter("flowserve_programs_slo", "Ended programs with a deadline (x-slo-ms): met or missed",
+                             ["result"], registry=r)
 
     # ------------------------------------------------------------------ life cycle
 
@@ -233,6 +235,8 @@ class ProgramBook:
         self.open.pop(prog.id, None)
         prog.summary = summary(prog, result)
         self.m_ended.labels("failed" if result.status != "completed" else prog.ended or "deleted").inc()
+        if prog.slo_s is not None:
+            self.m_slo.labels("met" if result.deadline_met else "missed").inc()
         if self.settings.kept:
             self.ended[prog.id] = prog
             while len(self.ended) > self.settings.kept:

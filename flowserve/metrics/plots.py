@@ -89,7 +89,7 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
     handles = [h for r in range(0, rows * bands, rows) for ax in axes[r] for h in ax.get_legend_handles_labels()[0]]
     fig.legend(handles, [str(h.get_label()) for h in handles], loc="center left", bbox_to_anchor=(1.0, 0.5),
                fontsize=8, frameon=False)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()) if n > 1 else None)  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
