@@ -4,7 +4,7 @@ One sans-IO scheduler core (`flowserve.core`) is driven by two drivers: the
 virtual-time simulator (`flowserve.sim`) and the live gateway (`flowserve.gateway`).
 
 The public API is what `__all__` lists (docs/api.md): `simulate`, `compare`, `serve`,
-`sql.connect`, the workflow IR (`Workflow`, `Graph`), the policy contract
+`sql.connect`, the program client (`client.program`), the workflow IR (`Workflow`, `Graph`), the policy contract
 (`DispatchPolicy`, `QueuePolicy`, what they read, `PolicyHarness` to test them) and the
 event and command types a policy sees. Names load on first use, so `import flowserve`
 stays cheap.
@@ -17,10 +17,11 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_EVENTS = ("Event", "QueryArrived", "CallFinished", "CallProgress", "CallFailed", "OpFinished", "InstanceUp",
-           "InstanceDown", "InstanceCapacity", "PrefixEvicted", "Tick", "Tokenized", "JobFinished")
-_COMMANDS = ("Command", "SendCall", "CancelCall", "RunOp", "RunBatch", "Tokenize", "QueryDone", "QueryFailed",
-             "PolicyChanged", "RunJob")
+_EVENTS = ("Event", "QueryArrived", "QueryInput", "QueryClosed", "QueryCancelled", "CallFinished", "CallProgress",
+           "PrefillDone", "CallFailed", "CallCancelled", "OpFinished", "InstanceUp", "InstanceDown",
+           "InstanceCapacity", "PrefixEvicted", "Tick", "Tokenized", "JobFinished")
+_COMMANDS = ("Command", "SendCall", "CancelCall", "RunOp", "RunBatch", "Tokenize", "QueryDone", "StepDone",
+             "QueryFailed", "PolicyChanged", "RunJob")
 _WHERE: dict[str, str] = {
     **dict.fromkeys(("simulate", "compare", "serve", "SimulationResult"), "flowserve.api"),
     **dict.fromkeys(("Workflow", "Graph"), "flowserve.graph.workflow"),
@@ -35,7 +36,7 @@ _WHERE: dict[str, str] = {
     "InstanceSpec": "flowserve.types.specs",
     **dict.fromkeys(("FlowserveError", "ConfigError"), "flowserve.errors"),
 }
-_MODULES = {"sql": "flowserve.sql"}
+_MODULES = {"sql": "flowserve.sql", "client": "flowserve.client"}
 
 __all__ = ["__version__", *_WHERE, *_MODULES]
 

@@ -182,8 +182,10 @@ def compare(
     oracle: bool = True,
     out: str | Path | None = None,
     console: Any = None,
+    cluster: str = "hetero-1",
 ) -> dict[str, Any]:
-    """`flowserve bench compare`: each contestant on each workload, side by side.
+    """`flowserve bench compare`: each contestant on each workload, side by side (a workload
+    may be a recorded trace, `FILE.jsonl`, run on `cluster`).
 
     policies: contestant labels of the bench (`flowserve`, `llmd`, ...), `DISPATCH+QUEUE`
     strings (names or import paths), policy classes, or (dispatch, queue) pairs; default:
@@ -194,7 +196,7 @@ def compare(
 
     picked = contestants(policies)
     return run_compare_bench(Path(out or "out/bench-compare"), quick, console or Console(quiet=out is None),
-                             workloads, picked, oracle, seed, queries)
+                             workloads, picked, oracle, seed, queries, cluster=cluster)
 
 
 def serve(

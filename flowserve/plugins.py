@@ -1,5 +1,8 @@
 """Code of the user's own, named in configuration: an import path (`package.module:Name`)
 or a name an installed package registers in an entry-point group (`flowserve.policies`).
+An import path names an installed module or one under the current directory (looked up
+after the installed ones, as `python -m` would find it), so a module in a project's
+folder needs no installation.
 
 Everything that goes wrong while loading — a malformed path, a module that does not
 import, a missing attribute, an object of the wrong kind — is a `ConfigError` of one line
@@ -10,7 +13,9 @@ start, before any work.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -26,11 +31,20 @@ def is_import_path(ref: str) -> bool:
     return bool(_REF.match(ref))
 
 
+def _search_current_directory() -> None:
+    """The current directory is on the import path, after the installed packages (a console
+    script such as `flowserve` does not put it there; `python -m` and `python -c` do)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+
+
 def load_object(ref: str, what: str) -> Any:
     """The object `ref` (`package.module:Name`) names; `what` says what it should be."""
     if not is_import_path(ref):
         raise ConfigError(f"{what} {ref!r}: expected an import path 'package.module:Name'")
     module_name, _, attr = ref.partition(":")
+    _search_current_directory()
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as e:  # the user's module may raise anything while importing

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +28,36 @@ def test_load_object_and_class() -> None:
         load_class("flowserve.graph.workflow:Graph", Workflow, "workflow")
     with pytest.raises(ConfigError, match="function does not derive"):
         load_class("flowserve.plugins:load_object", Workflow, "workflow")
+
+
+@pytest.fixture
+def console_script_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """sys.path as a console script such as `flowserve` has it (no current directory), and a
+    project folder as the current directory; the modules imported here are forgotten after."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(project))])
+    before = set(sys.modules)
+    yield project
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def test_a_module_in_the_current_directory_loads_without_installation(console_script_path: Path) -> None:
+    (console_script_path / "flows_here").mkdir()
+    (console_script_path / "flows_here" / "mine.py").write_text("class Mine:\n    pass\n")
+    assert load_object("flows_here.mine:Mine", "workflow").__name__ == "Mine"
+
+
+def test_an_installed_module_wins_over_one_of_the_same_name_in_the_current_directory(
+        console_script_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "same_name_mod.py").write_text("WHERE = 'installed'\n")
+    (console_script_path / "same_name_mod.py").write_text("WHERE = 'here'\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert load_object("same_name_mod:WHERE", "value") == "installed"
 
 
 @settings(max_examples=200, deadline=None)

@@ -33,6 +33,8 @@ from flowserve.policies.registry import policy_name
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
+from flowserve.workloads import load_workload
+from flowserve.workloads.base import Workload
 
 E2 = {"rebalance": True, "replicate": True, "pd_balance": True}
 CONTESTANTS: dict[str, PolicySpec] = {
@@ -258,14 +260,27 @@ def table(case: dict[str, Any]) -> str:
                            "batch calls/s", "token share"], rows)
 
 
+def recorded_case(path: str, cluster: str) -> Case:
+    """A recorded trace (`gateway.record`: programs and workflow queries as the gateway saw
+    them) as a workload of the bench, its first n queries at their recorded arrivals."""
+    def build(n: int, seed: int) -> Workload:
+        wl = load_workload(path)
+        return dataclasses.replace(wl, queries=wl.queries[:n])
+    return Case(path, cluster, build)
+
+
 def run_compare_bench(out: Path, quick: bool, console: Console, workloads: Sequence[str] | None = None,
                       picked: Mapping[str, PolicySpec] | None = None, oracle: bool = True, seed: int = 0,
-                      queries: int | None = None, classes_check_on: bool = True) -> dict[str, Any]:
+                      queries: int | None = None, classes_check_on: bool = True,
+                      cluster: str = "hetero-1") -> dict[str, Any]:
+    """cluster: where a recorded trace given as a workload (`FILE.jsonl`) runs."""
     every = {**SINGLE, **MIXED}
     names = list(workloads or every)
     for name in names:
-        if name not in every:
-            raise ConfigError(f"workload: unknown {name!r}; known: {', '.join(every)}")
+        if name not in every and name.endswith(".jsonl"):
+            every[name] = recorded_case(name, cluster)
+        elif name not in every:
+            raise ConfigError(f"workload: unknown {name!r}; known: {', '.join(every)}, or a recorded FILE.jsonl")
     labels = dict(picked or CONTESTANTS)
     n = queries or SIZES["quick" if quick else "full"]
     t0 = time.perf_counter()

@@ -25,7 +25,6 @@ from flowserve.metrics.tables import markdown_table
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.agent_trace import agent_trace, read_agent_trace
-from flowserve.workloads.base import Workload
 
 
 def live_measurements(file: str) -> list[tuple[float, float]]:
@@ -60,7 +59,7 @@ def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "
     steps = read_agent_trace(file).steps()
     wl = agent_trace(file, 1.0, None, 0, parallel=[s for s in PARALLEL_STEPS if s in steps])
     specs = tuple(dataclasses.replace(q, arrival=live[i][0]) for i, q in enumerate(wl.queries))
-    replay = Workload(wl.name, specs, wl.expectations, wl.output_priors)
+    replay = dataclasses.replace(wl, queries=specs)
     result = simulate(cluster, replay, PolicySpec(dispatch, queue))
     sim_lat = {q.id: q.latency for q in result.queries if q.failed is None}
     pairs = [(live[i][1], sim_lat[i]) for i in range(len(live)) if i in sim_lat]

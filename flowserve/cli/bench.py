@@ -246,13 +246,17 @@ def bench_engines(
 def bench_compare(
     out: Annotated[Path, output_folder(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
     quick: Annotated[bool, typer.Option("--quick", help="small workloads (30 interactive queries each)")] = False,
-    workload: Annotated[list[str] | None, typer.Option(help="workloads (default: every single one and mix)")] = None,
+    workload: Annotated[list[str] | None, typer.Option(
+        help="workloads (default: every single one and mix), or a trace the gateway recorded (FILE.jsonl)")] = None,
     policy: Annotated[list[str] | None, typer.Option(
         help="contestants (default: all): a label of the bench, or DISPATCH[+QUEUE] by name or import path "
              "(package.module:Class)")] = None,
     oracle: Annotated[bool, typer.Option(help="also run the clairvoyant oracle")] = True,
-    queries: Annotated[int | None, typer.Option(help="interactive queries per workload")] = None,
+    queries: Annotated[int | None, typer.Option(help="interactive queries per workload (a recorded trace: its "
+                                                     "first ones)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    cluster: Annotated[str, typer.Option(help="the cluster a recorded trace runs on (a built-in name or a "
+                                              "cluster YAML)")] = "hetero-1",
 ) -> None:
     """flowserve vs every paper and peer policy (and the clairvoyant oracle), alone and mixed."""
     with user_errors():
@@ -261,7 +265,30 @@ def bench_compare(
 
         if queries is not None and queries < 1:
             raise ConfigError("--queries must be positive")
-        compare(workload, policy, quick=quick, seed=seed, queries=queries, oracle=oracle, out=out, console=console)
+        compare(workload, policy, quick=quick, seed=seed, queries=queries, oracle=oracle, out=out, console=console,
+                cluster=cluster)
+
+
+@bench_app.command("programs")
+def bench_programs(
+    out: Annotated[Path, output_folder(help="folder for the markdown, JSON and live logs")] = Path(
+        "out/bench-programs"),
+    quick: Annotated[bool, typer.Option("--quick", help="two rates, 60 s of arrivals each")] = False,
+    live: Annotated[bool, typer.Option(help="also run the near-saturation rate through `flowserve serve` on "
+                                            "simulated engines")] = True,
+    policy: Annotated[list[str] | None, typer.Option(help="contestants (default: all)")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+) -> None:
+    """Agentic programs (Autellix-like): per-call round-robin, peers, PLAS/ATLAS and flowserve
+    with program context, simulated and live; mean/p95 latency, SLO, throughput at equal p95."""
+    with user_errors():
+        from flowserve.bench.programs import CONTESTANTS, run_programs_bench
+        from flowserve.errors import ConfigError
+
+        for p in policy or ():
+            if p not in CONTESTANTS:
+                raise ConfigError(f"--policy: unknown {p!r}; known: {', '.join(CONTESTANTS)}")
+        run_programs_bench(out, quick, live, seed, policy, lambda s: console.print(s, highlight=False))
 
 
 @bench_app.command("teola")

@@ -14,6 +14,7 @@ from flowserve.cli.common import (
     engines_app,
     err_console,
     output_file,
+    output_folder,
     progress_bar,
     user_errors,
 )
@@ -130,15 +131,24 @@ def serve(
         help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
     queue: Annotated[str | None, typer.Option(
         help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
+    record: Annotated[Path | None, output_folder(help="folder to record every finished program and workflow query "
+                                                      "in (one JSON line each, the agent-trace format that "
+                                                      "`flowserve simulate` replays); sets gateway.record")] = None,
 ) -> None:
     """Run the gateway: OpenAI-compatible API and workflows, routed by the scheduler core."""
     with user_errors():
+        import dataclasses
+
         from flowserve.api import serve as run_server
         from flowserve.errors import ConfigError
+        from flowserve.gateway.settings import load_serve_config
 
         if not 1 <= workers <= 64:
             raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
-        run_server(config, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
+        cfg = load_serve_config(config)
+        if record is not None:
+            cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
+        run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
 
 
 @app.command()

@@ -88,10 +88,10 @@ def demo(
     queries: Annotated[int, typer.Option(help="text2sql queries to simulate")] = 200,
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
     every_pair: Annotated[bool, typer.Option(
-        "--every-pair", help="every dispatch × queue policy pair (50; slow) instead of the 15 designed pairs")] = False,
+        "--every-pair", help="every dispatch × queue policy pair (slow) instead of the designed pairs")] = False,
 ) -> None:
     """Text-to-SQL on Hetero-1: every dispatch policy with FCFS and each queue policy with the
-    dispatch policy it was designed with (15 pairs)."""
+    dispatch policy it was designed with."""
     with user_errors():
         if queries < 1 or not math.isfinite(rate) or rate <= 0:
             raise ConfigError("--queries and --rate must be positive (and finite)")
@@ -103,7 +103,8 @@ def demo(
 
 @tune_app.command("alpha")
 def tune_alpha(
-    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace)")],
+    trace: Annotated[Path, typer.Option(help="recorded JSONL trace (simulate --record-trace, or what the "
+                                              "gateway recorded: serve --record)")],
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "hetero-1",
     queue: Annotated[str, typer.Option(help="queue policy the cluster runs")] = "urgency",
     beta: Annotated[float | None, typer.Option(help="hexgen_wb β (default: the policy's)")] = None,

@@ -61,7 +61,7 @@ class CallBook:
                  profile: Callable[[InstanceSpec], InstanceProfile], predictor: OutputPredictor,
                  prefix_index: PrefixIndex | None, tokenizer: PromptTokenizer, max_retries: int,
                  queries: dict[int, QueryState], sharing: PrefillSharing | None) -> None:
-        self._fail = core.fail_query
+        self._end_call = core.fail_call
         self.dispatch = dispatch
         self.predictor = predictor
         self.prefix_index = prefix_index
@@ -140,9 +140,12 @@ class CallBook:
                 self._dispatch(cs)
 
     def _fail_call(self, cs: CallState, reason: str) -> None:
-        """The call cannot run: it fails, and so does its query."""
+        """The call cannot run: it fails, and so does its query (a program's, alone)."""
+        if cs.status is S.WAITING and self.leaders is not None:
+            self.leaders.forget(cs)
         cs.move(S.FAILED)
-        self._fail(cs.query, reason)
+        self.drop(cs)
+        self._end_call(cs, reason)
 
     # ------------------------------------------------------------------ binding
 

@@ -16,7 +16,6 @@ Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -25,17 +24,16 @@ from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core._calls import CallBook
 from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
 from flowserve.core._ops import OpBook
+from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallRecord, InstanceStatus, QueryState
-from flowserve.errors import FlowserveError
-from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
+from flowserve.core.state import CallRecord, CallState, InstanceStatus, QueryState
 from flowserve.graph.passes import GraphPass
-from flowserve.graph.runtime import QueryRun
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tokenize.prompts import NoText, PromptTokenizer
-from flowserve.types.commands import Command, QueryDone, QueryFailed, RunOp
+from flowserve.types.commands import Command
 from flowserve.types.events import (
+    CallCancelled,
     CallFailed,
     CallFinished,
     CallProgress,
@@ -49,11 +47,13 @@ from flowserve.types.events import (
     PrefixEvicted,
     QueryArrived,
     QueryCancelled,
+    QueryClosed,
+    QueryInput,
     Tick,
     Tokenized,
 )
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Tokens, ToolOp
+from flowserve.types.work import Tokens
 
 if TYPE_CHECKING:
     from flowserve.policies.base import DispatchPolicy
@@ -78,10 +78,7 @@ class SchedulerCore:
         share (`flowserve.core._leaders`); None: never."""
         self._dispatch = dispatch
         self._predictor = predictor or OutputPredictor()
-        self._passes = tuple(passes)
         self._queries: dict[int, QueryState] = {}
-        self._ops: dict[int, tuple[QueryState, str]] = {}
-        self._ids = itertools.count(1)
         # the index is kept when the dispatch or the queue policy reads it
         prefix_index = None
         if dispatch.needs_prefix_index or queue.cls.needs_prefix_index:
@@ -90,7 +87,6 @@ class SchedulerCore:
         self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
                                tokenizer or NoText(), max_retries, self._queries, prefill_sharing)
         self._view = self._calls.view
-        self._call_log: list[CallRecord] | None = [] if record_calls else None
         # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
         self._opbook = OpBook(self, queue.cls.order_key)
         for spec in instances:
@@ -98,17 +94,19 @@ class SchedulerCore:
                 self._calls.fleet.add(spec)
             else:
                 self._opbook.add_instance(spec)
-        self._batch_sizes = self._opbook.batch_sizes()
-        self._out: list[Command] = []
+        self._runs = runs = RunBook(self._queries, self._calls, self._opbook, self._view, passes, record_calls)
         calls = self._calls
         self._handlers: Mapping[type, Callable] = {
-            CallFinished: self._on_call_finished,
-            CallProgress: self._on_progress,
+            CallFinished: runs.call_finished,
+            CallProgress: runs.progress,
             PrefillDone: calls.on_prefill_done,
             InstanceCapacity: calls.on_capacity,
-            QueryArrived: self._on_arrival,
-            QueryCancelled: self._on_cancelled,
-            OpFinished: self._on_op_finished,
+            QueryArrived: runs.arrive,
+            QueryInput: runs.input,
+            QueryClosed: runs.close,
+            QueryCancelled: runs.cancel_query,
+            CallCancelled: runs.cancel,
+            OpFinished: runs.op_finished,
             CallFailed: calls.on_failed,
             Tokenized: calls.on_tokenized,
             PrefixEvicted: self._on_evicted,
@@ -125,9 +123,8 @@ class SchedulerCore:
         if handler is None:
             raise TypeError(f"unknown event {event!r}")
         self._view._now = event.time
-        self._out = out = []
-        self._calls.out = out
-        self._opbook.out = out
+        out: list[Command] = []
+        self._calls.out = self._opbook.out = self._runs.out = out
         handler(event)
         out.extend(self._dispatch.observe(event, self._view))
         self._calls.release_all()
@@ -207,7 +204,7 @@ class SchedulerCore:
     def finished_calls(self) -> list[CallRecord]:
         """Everything measured about each finished call, in finishing order
         (`record_calls=True`; empty otherwise)."""
-        return list(self._call_log or ())
+        return list(self._runs.call_log or ())
 
     def dispatch_stats(self) -> Mapping[str, int]:
         """The dispatch policy's own counters (exploit/explore, replications, ...)."""
@@ -224,125 +221,14 @@ class SchedulerCore:
             return None
         return self._calls._choose(cs, candidates).name
 
-    # ------------------------------------------------------------------ queries
-
-    def _on_arrival(self, ev: QueryArrived) -> None:
-        q = ev.query
-        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self._batch_sizes))
-        self._queries[qs.id] = qs
-        self._advance(qs, lambda: qs.run.start())
-
-    def _advance(self, qs: QueryState, step: Callable[[], list[Node]]) -> None:
-        """Run a workflow hook; a workflow error or exception fails its own query."""
-        try:
-            nodes = step()
-        except FlowserveError as e:
-            self._fail(qs, str(e))
-            return
-        except Exception as e:  # the workflow's own code: end its query, keep the others
-            self._fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}")
-            return
-        now = self._view.now
-        for node in nodes:
-            if qs.failed:
-                return
-            if isinstance(node, LLMNode):
-                self._calls.ready(qs, node, next(self._ids), now)
-            else:
-                op = ToolOp(next(self._ids), qs.id, node.key, node.stage, node.op, node.args)
-                if isinstance(node, OpNode) and self._opbook.runs(node):
-                    self._opbook.ready(qs, node, op)
-                    continue
-                self._ops[op.id] = (qs, node.key)
-                self._out.append(RunOp(op))
-        if not qs.failed and qs.run.finished:
-            self._finish(qs)
-
-    def _complete(self, qs: QueryState, key: str, result: NodeResult,
-                  step: Callable[[], list[Node]] | None = None) -> None:
-        qs.progressed = self._view.now
-        self._advance(qs, step or (lambda: qs.run.complete(key, result)))
-
-    def _finish(self, qs: QueryState) -> None:
-        q = qs.query
-        now = self._view.now
-        try:
-            output = qs.run.workflow.output(qs.run.results)
-        except Exception as e:
-            self._fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}")
-            return
-        del self._queries[q.id]
-        met = None if q.deadline is None else now <= q.deadline + 1e-9
-        self._out.append(QueryDone(q.id, now, now - q.arrival, met, output, qs.run.results))
-
-    def _fail(self, qs: QueryState, reason: str) -> None:
-        """Fail the whole query: cancel its calls everywhere and say why."""
-        if qs.failed:
-            return
-        qs.failed = True
-        for cs in list(qs.inflight.values()):
-            self._calls.drop(cs)
-        qs.inflight.clear()
-        for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
-            del self._ops[op_id]
-        self._opbook.drop_query(qs)
-        self._queries.pop(qs.id, None)
-        self._out.append(QueryFailed(qs.id, self._view.now, reason))
-
-    def _on_cancelled(self, ev: QueryCancelled) -> None:
-        """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
-        qs = self._queries.get(ev.query_id)
-        if qs is not None:
-            self._fail(qs, ev.reason)
+    def fail_call(self, cs: CallState, reason: str) -> None:
+        """For the call book: a call that cannot run (and was dropped) ends alone in a
+        program, else fails its query."""
+        self._runs.end_call(cs, reason)
 
     def fail_query(self, qs: QueryState, reason: str) -> None:
-        """For the books: a call or op that cannot run fails its query."""
-        self._fail(qs, reason)
-
-    # ------------------------------------------------------------------ completions
-
-    def _on_call_finished(self, ev: CallFinished) -> None:
-        taken = self._calls.take_running(ev.call_id, ev.instance)
-        if taken is None:
-            return  # stale: cancelled or moved meanwhile
-        cs, inst = taken
-        call, qs = cs.call, cs.query
-        assert call is not None
-        inst.completed += 1
-        self._calls.on_finished(cs, inst, ev)
-        if self._call_log is not None:
-            released = cs.released if cs.released is not None else ev.time
-            self._call_log.append(CallRecord(
-                call.id, call.query_id, call.workflow, call.stage, inst.name,
-                call.input_tokens, ev.output_tokens, ev.cached_tokens, cs.ready, cs.enqueued,
-                released, ev.started, ev.first_token, ev.time, ev.preemptions, cs.attempts + 1))
-        del qs.inflight[call.id]
-        self._complete(qs, call.node, NodeResult(
-            output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
-            instance=inst.name,
-            prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
-            first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra))
-
-    def _on_progress(self, ev: CallProgress) -> None:
-        cs = self._calls.running_on(ev.call_id, ev.instance)
-        if cs is None:
-            return
-        self._calls.on_progress(cs)
-        if not cs.query.run.streams:
-            return
-        qs, key = cs.query, cs.node.key
-        result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
-                            finished=ev.time)
-        self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
-
-    def _on_op_finished(self, ev: OpFinished) -> None:
-        batched = self._opbook.finished(ev)
-        entry = (batched.query, batched.node.key) if batched is not None else self._ops.pop(ev.op_id, None)
-        if entry is None:
-            return
-        qs, key = entry
-        self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
-                                           finished=ev.time))
+        """For the op book: an op that cannot run fails its query."""
+        self._runs.fail(qs, reason)
 
     # ------------------------------------------------------------------ instances and caches
 
@@ -359,7 +245,7 @@ class SchedulerCore:
     def _on_instance_up(self, ev: InstanceUp) -> None:
         if ev.spec.kind != "llm":
             self._opbook.instance_up(ev.spec)
-            self._batch_sizes = self._opbook.batch_sizes()
+            self._runs.batch_sizes = self._opbook.batch_sizes()
         else:
             self._calls.on_instance_up(ev)
 

@@ -20,6 +20,7 @@ from flowserve.graph.primitives import op_units
 from flowserve.graph.prompt import Toks
 from flowserve.graph.runtime import QueryRun
 from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.stage_priors import StagePriors
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Query, ToolOp
 
@@ -82,25 +83,52 @@ class CallState:
 
 
 class QueryState:
-    """One query while it runs."""
+    """One query while it runs.
 
-    __slots__ = ("failed", "inflight", "progressed", "query", "run")
+    What policies may read of it beyond its query and graph: its attained service (engine
+    seconds of its finished calls, `service_s`; along the critical path to a step,
+    `path_service`: Autellix's PLAS and ATLAS), where its last call ran
+    (`last_instance`: its growing context) and the calls it still expects to make.
+    """
 
-    def __init__(self, query: Query, run: QueryRun) -> None:
+    __slots__ = ("_path", "_priors", "ended", "failed", "inflight", "last_instance", "progressed", "query", "run",
+                 "service_s")
+
+    def __init__(self, query: Query, run: QueryRun, priors: StagePriors | None = None) -> None:
         self.query = query
         self.run = run
         self.inflight: dict[int, CallState] = {}
         self.failed = False
+        self.ended = False  # done or failed: it takes nothing more
         # When the workflow last progressed (a node finished; arrival before that):
         # deadline budgets of the remaining calls are re-split from here (Hexgen Eq. 5).
         self.progressed = query.arrival
+        self.service_s = 0.0
+        self._path: dict[str, float] = {}  # finished step → attained service along its critical path
+        self.last_instance: str | None = None
+        self._priors = priors
 
     @property
     def id(self) -> int:
         return self.query.id
 
     def expected_remaining(self) -> Sequence[CallEstimate]:
+        """The calls still to come: the workflow's own estimate, or for one that learns them
+        (a program, whose shape only its client knows) what finished ones of its name did."""
+        if self.run.workflow.learns_remaining and self._priors is not None:
+            return self._priors.expected(self.query.workflow, self.run.calls_by_stage)
         return self.run.workflow.expected_remaining()
+
+    def attain(self, key: str, deps: Sequence[str], seconds: float) -> None:
+        """A step finished after `seconds` on an engine (0 for tools)."""
+        self.service_s += seconds
+        self._path[key] = self.path_service(deps) + seconds
+
+    def path_service(self, deps: Sequence[str]) -> float:
+        """Service attained along the critical path to a step with these dependencies
+        (ATLAS): the most any of its finished dependencies accumulated."""
+        path = self._path
+        return max((path.get(d, 0.0) for d in deps), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from pydantic_core import PydanticUndefined
 
 from flowserve.config import ClusterConfig, InstanceConfig, ModelArch
 from flowserve.gateway.settings import GatewaySettings
-from flowserve.retrieval.config import RetrievalSettings
 from flowserve.workloads.registry import WORKLOAD_KINDS
 
 INTRO = """\
@@ -37,7 +36,8 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
     return [
         ("Cluster and serving files", "`--cluster FILE`, `flowserve serve --config FILE`: the instances.",
          [ClusterConfig, InstanceConfig, ModelArch]),
-        ("The `gateway:` section", "The gateway's settings in a serving YAML.", [GatewaySettings, RetrievalSettings]),
+        ("The `gateway:` section", "The gateway's settings in a serving YAML.",
+         [GatewaySettings, *_nested({GatewaySettings: None})]),
         ("Workload files", "`--workload FILE`: one mapping whose `kind:` names the generator "
          f"({', '.join(f'`{k}`' for k in WORKLOAD_KINDS)}).", [*kinds, *_nested(kinds)]),
     ]

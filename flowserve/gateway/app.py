@@ -3,10 +3,11 @@ through the live driver (so through the configured dispatch and queue policies).
 
 Endpoints: POST /v1/completions, /v1/chat/completions (SSE with `stream: true`),
 GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 202 and
-GET /v1/queries/{id}), GET /v1/workflows, GET /health, GET /metrics (Prometheus),
-GET /status (the live status page) and /status.json (its data; admin keys),
+GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics
+(Prometheus), GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class` (docs/serving.md).
+Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class`, and a program's
+`x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
 
@@ -26,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.apps.base import WorkflowDef
 from flowserve.apps.registry import builtin_workflows
+from flowserve.apps.user import user_workflow
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
@@ -38,6 +40,7 @@ from flowserve.gateway.openai_api import (
     decode_json,
     failure_error,
 )
+from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
@@ -53,6 +56,12 @@ class Gateway:
         self.config = config
         self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
         self.workflows = dict(workflows if workflows is not None else builtin_workflows())
+        for name, settings in config.gateway.workflows.items():
+            if "app" in settings:  # a user's own Workflow class
+                if name in self.workflows:
+                    raise ConfigError(f"gateway.workflows.{name}: {name!r} is a built-in workflow; serve your "
+                                      f"app under another name")
+                self.workflows[name] = user_workflow(name, settings)
         # workflows prepare now (databases, schemas), so bad settings fail before serving
         self.prepared: dict[str, Mapping[str, Any]] = {
             name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare
@@ -65,12 +74,15 @@ class Gateway:
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
+        self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
+        self.programs.start()
 
     async def stop(self) -> None:
+        await self.programs.stop()
         await self.driver.shutdown()
         for prepared in self.prepared.values():
             for path in prepared.get("_cleanup", ()):
@@ -259,6 +271,16 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         gw.check_key(request, api_keys)
         return gw.query_status(query_id)
 
+    @app.get("/v1/programs/{program_id}")
+    async def get_program(program_id: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse(gw.programs.state(program_id, read_headers(request.headers).tenant))
+
+    @app.delete("/v1/programs/{program_id}")
+    async def delete_program(program_id: str, request: Request) -> Response:
+        gw.check_key(request, api_keys)
+        return JSONResponse(await gw.programs.delete(program_id, read_headers(request.headers).tenant))
+
     @app.get("/health")
     async def health() -> Response:
         d = gw.driver
@@ -271,7 +293,7 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     async def metrics() -> Response:
         return Response(gw.driver.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    board, page = StatusBoard(gw.driver), status_page()
+    board, page = StatusBoard(gw.driver, gw.programs), status_page()
 
     @app.get("/status")
     async def status_html() -> Response:

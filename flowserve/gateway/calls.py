@@ -131,7 +131,7 @@ class CallRunner:
             recorded = handle.oracle.output_tokens(call.node)
             if recorded is not None:  # a replay: produce exactly the recorded length
                 max_tokens, exact = max(1, recorded), True
-        sink = handle.sink if handle is not None else None
+        sink = handle.channel(call.node).sink if handle is not None else None
         if call.streams_parts:  # decode pipelining: each complete line goes to the core at once
             sink = PartSink(call.id, instance, self._clock, self._put, sink)
         req = EngineRequest(max_tokens, exact, sink)

@@ -21,12 +21,13 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 
 class ClientWatch:
-    """Watches one request's connection; `track` the queries it starts; `stop` when done."""
+    """Watches one request's connection; `track` the queries it starts (or, for a
+    program's call, the function that cancels that call alone); `stop` when done."""
 
     def __init__(self, receive: Receive, cancel: Callable[[int, str], None]) -> None:
         self._receive = receive
         self._cancel = cancel
-        self._queries: list[int] = []
+        self._queries: list[int | Callable[[], None]] = []
         self.gone = False
         self._task = asyncio.ensure_future(self._watch())
         # a receive that fails (the server is closing) ends the watch quietly
@@ -38,13 +39,19 @@ class ClientWatch:
             if msg.get("type") == "http.disconnect":
                 break
         self.gone = True
-        for query_id in self._queries:
-            self._cancel(query_id, REASON)
+        for target in self._queries:
+            self._end(target)
 
-    def track(self, query_id: int) -> None:
-        self._queries.append(query_id)
+    def track(self, target: int | Callable[[], None]) -> None:
+        self._queries.append(target)
         if self.gone:  # it left while the request was being prepared
-            self._cancel(query_id, REASON)
+            self._end(target)
+
+    def _end(self, target: int | Callable[[], None]) -> None:
+        if callable(target):
+            target()
+        else:
+            self._cancel(target, REASON)
 
     def stop(self) -> None:
         self._task.cancel()

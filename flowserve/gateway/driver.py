@@ -38,8 +38,9 @@ from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.instances import LiveInstances
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, QueryResult
 from flowserve.gateway.query_book import QueryBook
+from flowserve.gateway.query_feed import QueryFeed
 from flowserve.gateway.routing_tokens import GatewayTokens
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tools import ToolRunner
@@ -62,6 +63,7 @@ from flowserve.types.commands import (
     RunJob,
     RunOp,
     SendCall,
+    StepDone,
     Tokenize,
 )
 from flowserve.types.events import (
@@ -126,7 +128,8 @@ class LiveDriver:
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.book = QueryBook(self.metrics)
+        self.book = QueryBook(self.metrics, s.record, clock(), s.time_scale)
+        self.inputs = QueryFeed(self._control, self._feed, self.book.open)  # programs' calls
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
@@ -184,6 +187,7 @@ class LiveDriver:
         await self.runner.aclose()
         await self.retrieval.aclose()
         self.tools.close()
+        self.book.close()
         self.jobs.shutdown()
         self._loop_task = None
 
@@ -212,8 +216,7 @@ class LiveDriver:
         return await h.done
 
     async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
-        """Wait until `predicate()` holds, re-checking after every item the driver
-        processes (for tests, benchmarks and admin tools; raises TimeoutError)."""
+        """Wait until `predicate()` holds, re-checked after each item the driver takes (raises TimeoutError)."""
         assert self._progress is not None, "the driver is not started"
         async with asyncio.timeout(timeout_s):
             while not predicate():
@@ -221,8 +224,7 @@ class LiveDriver:
                 await self._progress.wait()
 
     def cancel(self, query_id: int, reason: str) -> None:
-        """Nobody waits for the query any more: the core fails it with `reason`, its
-        running calls are aborted on their engines and its queued calls dropped."""
+        """Nobody waits for the query any more: the core fails it with `reason` (`QueryCancelled`)."""
         if query_id in self.book.open:
             self._put(QueryCancelled(self.clock(), query_id, reason))
 
@@ -328,13 +330,14 @@ class LiveDriver:
         if isinstance(cmd, SendCall):
             h = self.book.open.get(cmd.call.query_id)
             if h is not None:
-                self.book.track_call(cmd.call.id, h)
-                if h.sink is not None and h.sink.sent:  # the client saw text: never a second answer
+                self.book.track_call(cmd.call.id, h, cmd.call)
+                ch = h.channel(cmd.call.node)
+                if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
                     self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
                                          "the answer was streamed; not retried", False))
                     return
-                if h.routed is not None and not h.routed.done():
-                    h.routed.set_result(cmd.instance)
+                if ch.routed is not None and not ch.routed.done():
+                    ch.routed.set_result(cmd.instance)
             self.runner.send(cmd.call, cmd.instance, h, now)
         elif isinstance(cmd, CancelCall):
             self.runner.cancel(cmd.call_id, cmd.instance)
@@ -356,6 +359,8 @@ class LiveDriver:
             h = self.book.open.get(cmd.query_id)
             if h is not None:
                 self._resolve(h, "failed", cmd.reason, now, False if h.slo_s is not None else None)
+        elif isinstance(cmd, StepDone):
+            self.book.step_done(cmd, now)
         elif isinstance(cmd, PolicyChanged):
             self.policy_log.append(cmd)
             log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
@@ -393,5 +398,3 @@ class LiveDriver:
         task.add_done_callback(self._tasks.discard)
         return task
 
-
-__all__ = ["LiveDriver", "QueryHandle", "QueryResult", "Rejected"]

@@ -17,6 +17,7 @@ import orjson
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FlowserveError
+from flowserve.gateway import tenancy
 from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     SSE_DONE,
@@ -30,12 +31,16 @@ from flowserve.gateway.openai_api import (
     usage,
 )
 from flowserve.gateway.openai_requests import ChatRequest, CompletionRequest, parse
-from flowserve.gateway.query import QueryHandle
+from flowserve.gateway.program_headers import ProgramHeaders, read_program_headers
+from flowserve.gateway.query import CallHandle, QueryHandle
 from flowserve.gateway.tenancy import read_headers
+from flowserve.graph.prompt import Chat, Toks
+from flowserve.types.work import Tokens
 
 if TYPE_CHECKING:
     from flowserve.gateway.app import Gateway
 
+OnQuery = Callable[[int | Callable[[], None]], None]  # a query id, or how to cancel a program's call
 MAX_TOKEN_ID = 2**31 - 1  # engines' vocabularies are int32
 _END = object()
 Headers = list[tuple[bytes, bytes]]
@@ -74,12 +79,13 @@ class LLMRoutes:
         self.driver = gw.driver
 
     async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str,
-                     on_query: Callable[[int], None] | None = None) -> Reply:
-        """`on_query` learns the id of the query the request started (to cancel it when
-        the client leaves)."""
+                     on_query: OnQuery | None = None) -> Reply:
+        """`on_query` learns the id of the query the request started, or for a program's
+        call how to cancel that call alone (what to do when the client leaves)."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
+        ph = read_program_headers(headers)
         req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
                              else CompletionRequest, raw)
         model = gw.model_of(req.model)
@@ -96,14 +102,9 @@ class LLMRoutes:
         gw.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        program = SingleCall(kind, chat if chat is not None else tuple(ids), max_tokens, model, req.params())
-        h = self.driver.new_query(kind, program, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink,
-                                  cls=hdr.cls)
-        await gw.submit(h)
-        if on_query is not None:
-            on_query(h.id)
+        h, qid = await self._start(kind, headers, hdr, ph, chat if chat is not None else tuple(ids), max_tokens,
+                                   model, req.params(), sink, on_query)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
-        qid = (b"x-flowserve-query-id", str(h.id).encode())
         if queue is not None:
             h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
             # the headers wait for the routing decision, so they can name the instance
@@ -113,7 +114,11 @@ class LLMRoutes:
                                (b"x-flowserve-instance", instance.encode())],
                          chunks=self._stream(ChunkEncoder(kind, rid, model, int(time.time())), queue, h,
                                              req.include_usage()))
-        result = await h.done
+        try:
+            result = await asyncio.shield(h.done)  # a cancelled wait leaves the answer's future alone
+        except asyncio.CancelledError:  # the client went away
+            self._abandon(h)
+            raise
         if result.status != "completed":
             return error_reply(failure_error(result.reason or "failed"))
         call = result.calls[-1]
@@ -121,6 +126,30 @@ class LLMRoutes:
         make = chat_body if kind == "chat" else completion_body
         return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
+
+    async def _start(self, kind: str, headers: Mapping[str, str], hdr: tenancy.Headers, ph: ProgramHeaders | None,
+                     prompt: Tokens | Chat, max_tokens: int, model: str, params: Mapping[str, Any],
+                     sink: TokenSink | None, on_query: OnQuery | None
+                     ) -> tuple[QueryHandle | CallHandle, tuple[bytes, bytes]]:
+        """A one-call query, or the next call of a program; the header that names it."""
+        if ph is not None:
+            parts = (prompt if isinstance(prompt, Chat) else Toks(prompt),)
+            ch = await self.gw.programs.call(ph, hdr, headers, ph.stage or kind, parts, max_tokens, model, params,
+                                             sink)
+            if on_query is not None:
+                on_query(lambda: self.gw.programs.cancel(ch))
+            return ch, (b"x-flowserve-program", ph.program.encode())
+        h = self.driver.new_query(kind, SingleCall(kind, prompt, max_tokens, model, params), model, hdr.tenant,
+                                  hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
+        await self.gw.submit(h)
+        if on_query is not None:
+            on_query(h.id)
+        return h, (b"x-flowserve-query-id", str(h.id).encode())
+
+    def _abandon(self, h: QueryHandle | CallHandle) -> None:
+        """Its client went away: a program's call is cancelled alone."""
+        if isinstance(h, CallHandle):
+            self.gw.programs.cancel(h)
 
     async def _prompt_ids(self, prompt: Any, model: str) -> list[int]:
         if isinstance(prompt, str):
@@ -134,7 +163,16 @@ class LLMRoutes:
             raise APIError(400, f"prompt: token ids must lie in [0, {MAX_TOKEN_ID}]", param="prompt")
         return list(prompt)
 
-    async def _stream(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle,
+    async def _stream(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle | CallHandle,
+                      include_usage: bool) -> AsyncIterator[bytes]:
+        try:
+            async for part in self._chunks(enc, queue, h, include_usage):
+                yield part
+        finally:
+            if not h.done.done():  # the client stopped reading
+                self._abandon(h)
+
+    async def _chunks(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle | CallHandle,
                       include_usage: bool) -> AsyncIterator[bytes]:
         # every delta already queued goes out in one write: a token per syscall and loop
         # turn is what made relaying cost more than routing

@@ -61,6 +61,21 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
 
 
 @dataclass(eq=False)
+class CallHandle:
+    """One call of a program, awaited by its client like a one-call query's handle:
+    `done` resolves with a one-call result, `routed` with the instance it went to, `sink`
+    receives its streamed text."""
+
+    id: int
+    query_id: int  # its program's query
+    key: str
+    done: asyncio.Future[QueryResult]
+    routed: asyncio.Future[str]
+    sink: TokenSink | None
+    sent: float  # when the driver took it (its latency's start)
+
+
+@dataclass(eq=False)
 class QueryHandle:
     """A query the driver took: `accepted` resolves when the core has it (or raises
     `Rejected`), `done` with its result, `routed` with the instance its first call went
@@ -83,3 +98,9 @@ class QueryHandle:
     calls_finished: int = 0
     call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
+    steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
+
+    def channel(self, node: str) -> QueryHandle | CallHandle:
+        """Where the answer of step `node` goes: its own client's handle (a program's
+        call), else the query's."""
+        return self.steps.get(node, self)

@@ -8,15 +8,21 @@ from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
-from flowserve.types.commands import QueryDone
+from flowserve.gateway.record import QueryRecorder
+from flowserve.types.commands import QueryDone, StepDone
 from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
+from flowserve.types.work import LLMCall
 
 FINISHED_KEPT = 10_000  # finished queries kept for GET /v1/queries/{id}
 
 
 class QueryBook:
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: GatewayMetrics, record: str | None = None, origin: float = 0.0,
+                 scale: float = 1.0) -> None:
+        """record: a folder to record finished programs and workflow queries in
+        (`QueryRecorder`, from the driver's clock at `origin`, `scale` engine seconds per second)."""
         self.metrics = metrics
+        self.recorder = QueryRecorder(record, origin, scale) if record else None
         self.open: dict[int, QueryHandle] = {}
         self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self.calls: dict[int, QueryHandle] = {}  # call id → its query
@@ -25,9 +31,16 @@ class QueryBook:
     def get(self, query_id: int) -> QueryHandle | None:
         return self.open.get(query_id) or self.finished.get(query_id)
 
-    def track_call(self, call_id: int, h: QueryHandle) -> None:
+    def track_call(self, call_id: int, h: QueryHandle, sent: LLMCall | None = None) -> None:
+        """The call belongs to `h`; `sent`: it went to an engine now."""
         self.calls[call_id] = h
         h.call_ids.add(call_id)
+        if sent is not None and self.recorder is not None and self.recorder.records(h):
+            self.recorder.sent(sent)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
 
     def query_of(self, item: Any) -> QueryHandle | None:
         """The open query an inbox item belongs to, if any."""
@@ -44,9 +57,12 @@ class QueryBook:
                 met: bool | None, done: QueryDone | None = None) -> None:
         """End a query: its client's result, its metrics, and it moves to the finished."""
         self.open.pop(h.id, None)
+        if self.recorder is not None and self.recorder.records(h):
+            self.recorder.ended(h, done if status == "completed" else None)
         for cid in h.call_ids:
             self.calls.pop(cid, None)
-        latency = now - (h.arrival if h.arrival is not None else now)
+        # a program's latency ends with its last call (`done.latency`), not when it was closed
+        latency = done.latency if done is not None else now - (h.arrival if h.arrival is not None else now)
         output = dict(done.output) if done is not None else {}
         calls = call_reports(dict(done.results)) if done is not None else ()
         if not h.done.done():
@@ -60,6 +76,23 @@ class QueryBook:
         for c in calls:
             m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
             m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
+        for ch in h.steps.values():  # a program's calls still waiting end with it
+            if not ch.done.done():
+                ch.done.set_result(QueryResult(ch.id, h.workflow, "failed", reason or status, now - ch.sent, None,
+                                               {}, ()))
+        h.steps.clear()
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
             self.finished.popitem(last=False)
+
+    def step_done(self, cmd: StepDone, now: float) -> None:
+        """A program's call ended: its client gets a one-call result."""
+        h = self.open.get(cmd.query_id)
+        ch = None if h is None else h.steps.pop(cmd.key, None)
+        if ch is None or ch.done.done():
+            return
+        r = cmd.result
+        status = "failed" if r.error is not None else "completed"
+        calls = call_reports({cmd.key: r}) if r.error is None else ()
+        self.metrics.queries.labels("program-call", status).inc()
+        ch.done.set_result(QueryResult(ch.id, h.workflow, status, r.error, now - ch.sent, None, {}, calls))

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from flowserve.apps.user import user_workflow
 from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
@@ -27,6 +28,18 @@ from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
 from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.types.specs import InstanceSpec
+
+
+class ProgramSettings(Strict):
+    """Programs: OpenAI calls that carry `x-flowserve-program` (docs/serving.md, Programs)."""
+
+    idle_s: float = Field(60.0, gt=0, description="a program with no call for this long ends (its summary is kept)")
+    max_calls: int = Field(10_000, ge=1, description="calls per program; beyond, 429")
+    max_duration_s: float = Field(3600.0, gt=0, description="seconds from a program's first call after which it "
+                                  "ends; a later call gets 409")
+    max_open_per_tenant: int = Field(1000, ge=1, description="open programs per tenant; beyond, 429")
+    kept: int = Field(10_000, ge=0, description="ended programs remembered (GET /v1/programs/ID, and a clear 409 "
+                      "for a late call)")
 
 
 class GatewaySettings(Strict):
@@ -83,7 +96,12 @@ class GatewaySettings(Strict):
                                            "(or .jinja) whose chat template renders chats locally (else the engines "
                                            "render them)")
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per registered workflow: its "
-                                                 "settings, e.g. `text2sql: {databases: {bank: builtin}}`")
+                                                 "settings, e.g. `text2sql: {databases: {bank: builtin}}`; or a "
+                                                 "user's own: `NAME: {app: package.module:Class, ...kwargs}`")
+    programs: ProgramSettings = Field(default_factory=ProgramSettings, description="programs: OpenAI calls that "
+                                      "carry x-flowserve-program (limits, idle timeout)")
+    record: str | None = Field(None, description="a folder: every finished program and workflow query as one JSON "
+                               "line of the agent-trace format (`flowserve simulate` replays it)")
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="the components that run "
                                          "the retrieval ops")
     admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints (default: the "
@@ -135,6 +153,9 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
         unknown = sorted(set(getattr(gateway, section)) - {s.name for s in specs})
         if unknown:
             raise ConfigError(f"{source}: gateway.{section} names unknown instances {unknown}")
+    for name, wf in gateway.workflows.items():
+        if "app" in wf:  # a user's Workflow class: import it and check its arguments now
+            user_workflow(name, wf)
     for model, path in gateway.tokenizers.items():
         if not Path(path).is_file():
             raise ConfigError(f"{source}: gateway.tokenizers: {model}: no file {path!r}")

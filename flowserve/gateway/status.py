@@ -2,10 +2,11 @@
 /status.json`, which this module builds from the driver's state and the gateway's own
 Prometheus counters, so the page and `/metrics` cannot disagree.
 
-Windowed figures (SLO attainment and token hit rate "over the last minutes") are
-differences of the cumulative counters against a snapshot taken `window_s` ago; snapshots
-are taken when the JSON is read, at most one per `SNAPSHOT_EVERY_S`, so nothing runs in
-the background.
+Windowed figures (SLO attainment, token hit rate, programs ended "over the last
+minutes") are differences of the cumulative counters against a snapshot taken `window_s`
+ago; snapshots are taken when the JSON is read, at most one per `SNAPSHOT_EVERY_S`, so
+nothing runs in the background. The open programs are read from the gateway's program
+book.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.programs import ProgramBook
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 from flowserve.types.commands import PolicyChanged
 
 WINDOW_S = 300.0  # "the last minutes" of the page
 SNAPSHOT_EVERY_S = 1.0
 MAX_SNAPSHOTS = 2048  # at one a second: well over the window
-OPEN_QUERIES_SHOWN = 50
+ROWS_SHOWN = 50  # open queries and open programs listed
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,18 @@ class Counters:
     completed: float = 0.0
     failed: float = 0.0
     rejected: float = 0.0
+    programs_ended: float = 0.0  # every way a program ends, failed included
+    programs_failed: float = 0.0
+    programs_slo_met: float = 0.0
+    programs_slo_missed: float = 0.0
 
     def minus(self, other: Counters) -> Counters:
         return Counters(*(a - b for a, b in zip(self.values(), other.values(), strict=True)))
 
     def values(self) -> tuple[float, ...]:
         return (self.slo_met, self.slo_missed, self.prompt_tokens, self.cached_tokens, self.completed, self.failed,
-                self.rejected)
+                self.rejected, self.programs_ended, self.programs_failed, self.programs_slo_met,
+                self.programs_slo_missed)
 
 
 def read_counters(registry: CollectorRegistry) -> Counters:
@@ -55,14 +62,18 @@ def read_counters(registry: CollectorRegistry) -> Counters:
     for metric in registry.collect():
         for s in metric.samples:
             if s.name.endswith("_total"):
-                key = (s.name, s.labels.get("result") or s.labels.get("outcome") or "")
+                key = (s.name, s.labels.get("result") or s.labels.get("outcome") or s.labels.get("how") or "")
                 sums[key] = sums.get(key, 0.0) + s.value
+    ended = sum(v for (name, _), v in sums.items() if name == "flowserve_programs_ended_total")
     return Counters(sums.get(("flowserve_slo_total", "met"), 0.0), sums.get(("flowserve_slo_total", "missed"), 0.0),
                     sums.get(("flowserve_prompt_tokens_total", ""), 0.0),
                     sums.get(("flowserve_cached_tokens_total", ""), 0.0),
                     sums.get(("flowserve_queries_total", "completed"), 0.0),
                     sums.get(("flowserve_queries_total", "failed"), 0.0),
-                    sums.get(("flowserve_queries_total", "rejected"), 0.0))
+                    sums.get(("flowserve_queries_total", "rejected"), 0.0), ended,
+                    sums.get(("flowserve_programs_ended_total", "failed"), 0.0),
+                    sums.get(("flowserve_programs_slo_total", "met"), 0.0),
+                    sums.get(("flowserve_programs_slo_total", "missed"), 0.0))
 
 
 def share(part: float, whole: float) -> float | None:
@@ -75,7 +86,9 @@ def figures(c: Counters) -> dict[str, Any]:
             "slo_attainment": share(c.slo_met, c.slo_met + c.slo_missed),
             "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
             "token_hit_rate": share(c.cached_tokens, c.prompt_tokens), "completed": c.completed, "failed": c.failed,
-            "rejected": c.rejected}
+            "rejected": c.rejected, "programs_ended": c.programs_ended, "programs_failed": c.programs_failed,
+            "programs_slo_met": c.programs_slo_met, "programs_slo_missed": c.programs_slo_missed,
+            "programs_slo_attainment": share(c.programs_slo_met, c.programs_slo_met + c.programs_slo_missed)}
 
 
 def active_params(cls: type, configured: Mapping[str, Any], changes: list[PolicyChanged]) -> dict[str, Any]:
@@ -92,8 +105,9 @@ def active_params(cls: type, configured: Mapping[str, Any], changes: list[Policy
 
 
 class StatusBoard:
-    def __init__(self, driver: LiveDriver, window_s: float = WINDOW_S) -> None:
+    def __init__(self, driver: LiveDriver, programs: ProgramBook | None = None, window_s: float = WINDOW_S) -> None:
         self.driver = driver
+        self.programs = programs
         self.window_s = window_s
         self.started = driver.clock()
         self._snapshots: deque[tuple[float, Counters]] = deque([(self.started, Counters())], maxlen=MAX_SNAPSHOTS)
@@ -113,6 +127,7 @@ class StatusBoard:
         series = [{"ago_s": now - t, **figures(c.minus(base))} for t, c in self._snapshots]
         s = d.settings
         open_ = sorted(d.book.open.values(), key=lambda h: h.id, reverse=True)
+        progs = sorted(self.programs.open.values() if self.programs else (), key=lambda p: p.opened, reverse=True)
         return {
             "uptime_s": now - self.started,
             "draining": d.draining,
@@ -124,7 +139,11 @@ class StatusBoard:
             "open_queries": len(open_),
             "queries": [{"id": h.id, "workflow": h.workflow, "tenant": h.tenant, "class": h.cls,
                          "age_s": None if h.arrival is None else now - h.arrival, "slo_s": h.slo_s,
-                         "calls_finished": h.calls_finished} for h in open_[:OPEN_QUERIES_SHOWN]],
+                         "calls_finished": h.calls_finished} for h in open_[:ROWS_SHOWN]],
+            "open_programs": len(progs),
+            "programs": [{"id": p.id, "tenant": p.tenant, "status": "closing" if p.ended else "open",
+                          "calls": p.calls, "calls_in_flight": len(p.inflight), "age_s": now - p.opened,
+                          "idle_s": now - p.last, "slo_s": p.slo_s} for p in progs[:ROWS_SHOWN]],
             "policies": {
                 "dispatch": {"name": s.dispatch, "params": active_params(DISPATCH_POLICIES[s.dispatch],
                                                                          s.dispatch_params, d.policy_log)},

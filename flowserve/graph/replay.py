@@ -35,9 +35,13 @@ class PlanWorkflow(Workflow):
     application knows its own static structure.
     """
 
-    def __init__(self, plan: Plan, expectation: Expectation | None = None, model: str | None = None) -> None:
+    def __init__(self, plan: Plan, expectation: Expectation | None = None, model: str | None = None,
+                 learned: bool = False) -> None:
+        """learned: the core predicts its remaining calls from finished queries of its
+        workflow (a recorded program, replayed as the gateway sees programs live)."""
         self.plan = plan
         self._expect = expectation
+        self.learns_remaining = learned
         self._model = model
         self._next = 0
         self._open: set[str] = set()

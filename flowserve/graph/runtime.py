@@ -93,10 +93,25 @@ class QueryRun:
         self._users: dict[str, list[str]] = {}
         self.issued: dict[str, None] = {}
         self._graph = Graph(self.results)
+        self.closed = not workflow.open_ended  # an open-ended query takes input until closed
+        self._stage_calls: dict[str, int] = {}
 
     def start(self) -> list[Node]:
         """The nodes ready at once (resolved)."""
         self.workflow.start(self._graph)
+        return self._add(self._graph.take())
+
+    def input(self, data: object) -> list[Node]:
+        """Input from outside (a program's next call): the steps it adds that are ready."""
+        if self.closed and self.workflow.open_ended:
+            raise WorkflowError(f"query {self.query_id} is closed: it takes no more input")
+        self.workflow.on_input(self._graph, data)
+        return self._add(self._graph.take())
+
+    def close(self) -> list[Node]:
+        """No more input: the query finishes once its steps did."""
+        self.closed = True
+        self.workflow.on_close(self._graph)
         return self._add(self._graph.take())
 
     def complete(self, key: str, result: NodeResult) -> list[Node]:
@@ -157,6 +172,8 @@ class QueryRun:
         ready: list[Node] = []
         for n in ordered:
             self.nodes[n.key] = n
+            if isinstance(n, LLMNode) and n.kind == "llm":
+                self._stage_calls[n.stage] = self._stage_calls.get(n.stage, 0) + 1
             source = _part_source(n)
             if source is not None and source not in self.results and \
                     all(d in self.results for d in n.deps if d != source):
@@ -213,8 +230,13 @@ class QueryRun:
 
     @property
     def finished(self) -> bool:
-        """Every node finished and the workflow added nothing more."""
-        return len(self.results) == len(self.nodes)
+        """Every node finished, the workflow added nothing more and takes no more input."""
+        return self.closed and len(self.results) == len(self.nodes)
+
+    @property
+    def calls_by_stage(self) -> Mapping[str, int]:
+        """LLM calls in the graph so far, per stage (what learned stage priors condition on)."""
+        return self._stage_calls
 
     @property
     def outstanding(self) -> int:

@@ -35,12 +35,31 @@ from flowserve.graph.prompt import Chat, Out, as_chat, as_prompt, refs
 
 
 class Workflow:
-    """Base class of workflows (see the module docstring)."""
+    """Base class of workflows (see the module docstring).
+
+    An *open-ended* workflow (`open_ended = True`: a program, whose calls come from a
+    client one by one) grows from outside: `on_input` turns each input the driver
+    delivers (`QueryInput`) into steps until the query is closed (`QueryClosed`, then
+    `on_close`). Its steps are answered one by one (`StepDone`), a step that fails or is
+    cancelled ends alone (its result carries the error and the query goes on).
+
+    A workflow that `learns_remaining` does not know the calls it still makes: the core
+    predicts them from finished queries of the same name (stage priors); programs do.
+    """
 
     name: ClassVar[str] = "workflow"
+    open_ended: ClassVar[bool] = False
+    learns_remaining: bool = False
 
     def start(self, g: Graph) -> None:
         raise NotImplementedError
+
+    def on_input(self, g: Graph, data: Any) -> None:
+        """Input delivered to the open query (open-ended workflows only)."""
+        raise WorkflowError(f"workflow {self.name!r} takes no input after it started")
+
+    def on_close(self, g: Graph) -> None:
+        """The open query takes no more input; last steps may still be added."""
 
     def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
         """A step finished (result.error is set when a tool failed)."""

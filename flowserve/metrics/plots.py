@@ -11,8 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-# five dash patterns: a panel holds one dispatch policy with each queue policy
-LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+# a dash pattern per queue policy: a panel holds one dispatch policy with each queue policy
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2, 1, 2)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
@@ -89,7 +89,7 @@ def plot_attainment(summaries: Mapping[str, Mapping[str, Any]], path: Path, titl
     handles = [h for r in range(0, rows * bands, rows) for ax in axes[r] for h in ax.get_legend_handles_labels()[0]]
     fig.legend(handles, [str(h.get_label()) for h in handles], loc="center left", bbox_to_anchor=(1.0, 0.5),
                fontsize=8, frameon=False)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()) if n > 1 else None)  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -1,15 +1,17 @@
 """flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`):
 interactive calls by Hexgen urgency with VTC weighted fair shares across tenants (the
 core keeps the accounts, weighted by this policy's `tenant_weights`), batch calls as
-capped FCFS filler. It also keeps the per-instance sums dispatch policies may read
-(`QueuePolicy.waiting_work_s` and the rest: work and prefill waiting, prefill still owed
-by running calls)."""
+capped FCFS filler. Interactive calls without a deadline come after those with one,
+least attained service of their query first (a program's engine seconds so far,
+Autellix's PLAS), so short programs are not held behind long ones. It also keeps the
+per-instance sums dispatch policies may read (`QueuePolicy.waiting_work_s` and the rest:
+work and prefill waiting, prefill still owed by running calls)."""
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.tenants import parse_weights
@@ -17,6 +19,8 @@ from flowserve.core.view import ClusterView
 from flowserve.policies.queue_books import Ahead, RunningBook, WaitingTally
 from flowserve.policies.urgency import UrgencyQueue
 from flowserve.profiles.sweet_spot import DEFAULT_GAIN, SweetSpots
+
+NO_DEADLINE = -1e18  # the urgency key of calls without a deadline, before their attained service
 
 
 def is_batch(cs: CallState) -> bool:
@@ -194,6 +198,12 @@ class FlowserveQueue(UrgencyQueue):
             if best is None or key > best_key:
                 best, best_key = cs, key
         return best
+
+    def _static_key(self, cs: CallState, version: int, view: ClusterView,
+                    peers: Sequence[InstanceState]) -> float:
+        if cs.query.query.deadline is None:  # below every deadline's key; least served first
+            return NO_DEADLINE - cs.query.service_s
+        return super()._static_key(cs, version, view, peers)
 
     def _fair_select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
         """The most urgent call, unless its tenant is more than fair_slack weighted tokens

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from flowserve.errors import ConfigError
 from flowserve.plugins import POLICY_GROUP, is_import_path, load_class, registered
+from flowserve.policies.autellix import AutellixBalancer
 from flowserve.policies.base import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.policies.dynamo import DynamoKV
 from flowserve.policies.fcfs import FCFS
@@ -30,6 +31,7 @@ from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.policies.least_load import LeastLoad
 from flowserve.policies.llmd import LLMD
+from flowserve.policies.plas import ATLASQueue, PLASQueue
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.preble import PrebleE2
 from flowserve.policies.prefix_affinity import PrefixAffinity
@@ -41,12 +43,12 @@ from flowserve.policies.urgency import UrgencyQueue
 
 DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
-                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, FlowserveDispatch)
+                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch)
 }
 PolicyKind = Literal["dispatch", "queue"]
 PolicyRef = str | type | DispatchPolicy | QueuePolicy  # a name or import path, a class, or a ready object
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
-    cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, FlowserveQueue)
+    cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, PLASQueue, ATLASQueue, FlowserveQueue)
 }
 
 

@@ -79,7 +79,7 @@ def app_alone(q: QuerySpec, cluster: Sequence[InstanceSpec], workload: Workload,
               cost_models: Mapping[str, CostModel] | None) -> float:
     """An app query's latency alone on one LLM instance (and the non-LLM instances), cold
     cache (inf when it cannot run there)."""
-    alone = Workload(workload.name, (replace(q, arrival=0.0),), workload.expectations, workload.output_priors)
+    alone = replace(workload, queries=(replace(q, arrival=0.0),))
     res = simulate(cluster, alone, PolicySpec(), standalone=[1.0], record_calls=False, cost_models=cost_models)
     [out] = res.queries
     return math.inf if out.failed else out.latency
@@ -140,7 +140,9 @@ def simulate(
             if isinstance(plan, AppQuery):
                 program, oracle = plan.make(), plan.oracle
             else:
-                program, oracle = PlanWorkflow(plan, workload.expectations.get(plan.workflow)), plan_oracle(plan)
+                program = PlanWorkflow(plan, workload.expectations.get(plan.workflow),
+                                       learned=plan.workflow in workload.learned)
+                oracle = plan_oracle(plan)
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel

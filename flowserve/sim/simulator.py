@@ -128,6 +128,9 @@ class Simulator:
     def _next_arrival(self) -> None:
         sq = next(self._queries, None)
         if sq is not None:
+            if sq.query.arrival < self.now:  # pulled lazily: an earlier one would run in the past
+                raise ValueError(f"query {sq.query.id} arrives at {sq.query.arrival:g} s, before the query "
+                                 f"taken before it ({self.now:g} s): a workload's queries come in arrival order")
             self._push(sq.query.arrival, ARRIVAL, sq)
         self._arrivals_left = sq is not None
 

@@ -23,13 +23,17 @@ class TokenMaterializer:
         self.salt = salt
         self._cache: dict[int, np.ndarray] = {}
 
-    def segment(self, seg: Segment) -> Tokens:
+    def run(self, seg: Segment) -> np.ndarray:
+        """The segment's ids as an array (a view: do not write to it)."""
         run = self._cache.get(seg.id)
         if run is None or len(run) < seg.length:
             rng = np.random.default_rng([self.salt, seg.id])
             run = rng.integers(RESERVED_IDS, self.vocab - RESERVED_IDS, size=max(seg.length, 64))
             self._cache[seg.id] = run
-        return tuple(int(t) for t in run[: seg.length])
+        return run[: seg.length]
+
+    def segment(self, seg: Segment) -> Tokens:
+        return tuple(self.run(seg).tolist())
 
     def prompt(self, segments: tuple[Segment, ...]) -> Tokens:
         out: Tokens = ()

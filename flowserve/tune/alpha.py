@@ -20,7 +20,7 @@ from flowserve.policies.hexgen import DEFAULT_BETA
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.tune.job import ALPHA_SWEEP, COARSE, FINE_STEP, SweepJob, SweepResult
 from flowserve.types.specs import InstanceSpec
-from flowserve.workloads.trace import read_trace
+from flowserve.workloads.recorded import read_jsonl_trace
 
 
 def mean_latency(job: SweepJob, alpha: float, standalone: Sequence[float] | None = None) -> float:
@@ -77,7 +77,7 @@ def tune_trace(cluster: Sequence[InstanceSpec], trace: str, queue: str = "urgenc
         raise ConfigError(f"--slo-scale must be positive, got {slo_scale}")
     if beta is not None and not beta > 0:
         raise ConfigError(f"--beta must be positive, got {beta}")
-    wl = read_trace(trace)
+    wl = read_jsonl_trace(trace)  # a simulation's trace, or one the gateway recorded
     deadlines = None
     if slo_scale is not None:
         deadlines = tuple(slo_scale * s for s in standalone_times(wl, cluster))

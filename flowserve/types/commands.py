@@ -63,6 +63,16 @@ class QueryDone:
 
 
 @dataclass(frozen=True, slots=True)
+class StepDone:
+    """A step of an open-ended query (a program's call) ended — answered, failed or
+    cancelled (`result.error`) — for the client that sent it; the query stays open."""
+
+    query_id: int
+    key: str
+    result: NodeResult
+
+
+@dataclass(frozen=True, slots=True)
 class QueryFailed:
     query_id: int
     time: float
@@ -89,4 +99,5 @@ class RunJob:
     args: tuple[Any, ...] = ()
 
 
-Command = SendCall | CancelCall | RunOp | RunBatch | Tokenize | QueryDone | QueryFailed | PolicyChanged | RunJob
+Command = (SendCall | CancelCall | RunOp | RunBatch | Tokenize | QueryDone | QueryFailed | StepDone | PolicyChanged
+           | RunJob)

@@ -141,6 +141,35 @@ class QueryCancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryInput:
+    """Input for an open query — a program's next call — that its workflow turns into
+    steps (`Workflow.on_input`; only open-ended workflows take input)."""
+
+    time: float
+    query_id: int
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class QueryClosed:
+    """An open query takes no more input: it finishes once its steps did."""
+
+    time: float
+    query_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallCancelled:
+    """Cancel one step of a query (its client went away): the call ends CANCELLED. An
+    open-ended query (a program) goes on without it; any other query fails with `reason`."""
+
+    time: float
+    query_id: int
+    node: str
+    reason: str = "cancelled by the client"
+
+
+@dataclass(frozen=True, slots=True)
 class JobFinished:
     """A `RunJob` the driver ran (off the event path) has finished."""
 
@@ -165,4 +194,7 @@ Event = (
     | Tick
     | Tokenized
     | JobFinished
+    | QueryInput
+    | QueryClosed
+    | CallCancelled
 )

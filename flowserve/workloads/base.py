@@ -52,6 +52,9 @@ class Workload:
     expectations: Mapping[str, Expectation] = field(default_factory=dict)
     output_priors: Mapping[tuple[str, str], float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the generator decided for the user (printed by the CLI)
+    # workflows whose remaining calls the core learns from the queries that finish (recorded
+    # programs replayed as the gateway sees them live), instead of from `expectations`
+    learned: frozenset[str] = frozenset()
 
     @property
     def calls(self) -> int:

@@ -78,15 +78,20 @@ class AgentTraceConfig(Arrivals):
 
     kind: Literal["agent_trace"] = Field(description="`agent_trace`")
     file: str = Field(description="a trace in the published format: a JSON list of "
-                      "`{request: [{step, input_length, output_length}, ...]}`")
+                      "`{request: [{step, input_length, output_length}, ...]}`, or one such query per line (what "
+                      "the gateway records: `gateway.record`)")
+    rate: float | None = Field(None, gt=0, description="arrivals per second (default: the recorded arrivals)")
     queries: Queries | None = Field(None, description="queries to replay (default: the trace's)")
     parallel: list[str] = Field(default_factory=list, description="steps whose adjacent calls run at once")
     shared_fraction: float = Field(0.5, ge=0, le=1, description="share of each stage's shortest input that its "
                                    "calls share as an instruction prefix")
+    priors: Literal["file", "online"] = Field("file", description="remaining calls from the file's per-stage "
+                                              "counts, or learned from the queries that finish during the run "
+                                              "(as the gateway learns them from live programs)")
 
     def build(self) -> Workload:
         return agent_trace.agent_trace(self.file, self.rate, self.queries, self.seed, self.arrival,
-                                       self.cv, self.parallel, self.shared_fraction)
+                                       self.cv, self.parallel, self.shared_fraction, self.priors)
 
 
 class TraceConfig(Strict):

@@ -9,6 +9,7 @@ from typing import Any
 from flowserve.errors import ConfigError
 from flowserve.schema import Strict, load_mapping, validate
 from flowserve.workloads import agent_trace, preble
+from flowserve.workloads.app import AppConfig
 from flowserve.workloads.base import Workload
 from flowserve.workloads.config import (
     AgentTraceConfig,
@@ -25,6 +26,8 @@ from flowserve.workloads.config import (
     VideoQAConfig,
 )
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.programs import ProgramsConfig
+from flowserve.workloads.recorded import jsonl_kind
 from flowserve.workloads.teola import TeolaConfig
 
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
@@ -40,6 +43,8 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "video_qa": VideoQAConfig,
     "long_doc_qa": LongDocQAConfig,
     "mixed": MixedConfig,
+    "programs": ProgramsConfig,
+    "app": AppConfig,
     **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
@@ -51,6 +56,7 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
        for name in agent_trace.BUILTIN_TRACE_FILES},
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
+    "programs": {"kind": "programs", "rate": 1.0, "queries": 300},
     # Teola's apps (on the built-in `teola` cluster), at `bench teola`'s high rates: the paper
     # baseline's busiest engine ~60 % busy (the embedder for RAG, one search at a time)
     **{kind: {"kind": kind, "rate": rate, "queries": 200}
@@ -80,7 +86,7 @@ def load_workload(ref: str | Mapping[str, Any], overrides: Mapping[str, Any] | N
     if isinstance(ref, Mapping):
         data, source = dict(ref), "workload"
     elif ref.endswith(".jsonl"):
-        data, source = {"kind": "trace", "file": ref}, ref
+        data, source = jsonl_kind(ref), ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")
     if overrides:

@@ -35,7 +35,8 @@ def test_the_site_builds_strictly_and_lists_every_page(tmp_path: Path) -> None:
     assert [p for p in pages if f": {p}\n" not in nav] == []
     assert set(GENERATED) <= set(pages)
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
+    # not --quiet: it hides the warnings that --strict turns into a failure
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, CHECK_ONLY: "1", "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

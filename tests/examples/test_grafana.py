@@ -1,4 +1,5 @@
-"""examples/grafana-dashboard.json queries only metrics the gateway exports."""
+"""examples/grafana-dashboard.json queries only metrics the gateway exports, and only label
+values its series carry once a gateway on simulated engines has served queries and a program."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ def queried_metrics() -> set[str]:
     return {name for p in panels() for t in p["targets"] for name in re.findall(r"\bflowserve_\w+", t["expr"])}
 
 
+def matchers() -> set[tuple[str, str, str]]:
+    """(metric, label, value) of every `metric{label="value"}` the dashboard queries."""
+    return {(name, label, value) for p in panels() for t in p["targets"]
+            for name, inner in re.findall(r"\b(flowserve_\w+)\{([^}]*)\}", t["expr"])
+            for label, value in re.findall(r'(\w+)="([^"]*)"', inner)}
+
+
+def labelled(text: str) -> set[tuple[str, str, str]]:
+    """(series, label, value) of every sample /metrics carries."""
+    return {(s.name, k, v) for family in text_string_to_metric_families(text) for s in family.samples
+            for k, v in s.labels.items()}
+
+
 def exported(text: str) -> set[str]:
     """Every series name /metrics can carry: the samples present, and each declared
     family with its type's suffixes (a labelled counter has no sample before its first event)."""
@@ -44,7 +58,8 @@ def test_the_dashboard_is_importable_and_covers_the_gateways_concerns() -> None:
         assert p["targets"] and p["datasource"]["uid"] == "${DS_PROMETHEUS}"
         assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
     titles = " ".join(p["title"].lower() for p in panels())
-    for topic in ("latency", "slo attainment", "hit rate", "queue depth", "running", "tenant"):
+    for topic in ("latency", "slo attainment", "hit rate", "queue depth", "running", "tenant", "programs",
+                  "program slo attainment", "program latency"):
         assert topic in titles, topic
 
 
@@ -55,7 +70,16 @@ def test_every_metric_the_dashboard_queries_exists_in_metrics() -> None:
             r = http.post("/v1/completions", json={"model": "llama-3.1-8b", "prompt": "hello " * 40, "max_tokens": 3},
                           headers={"x-tenant": tenant, "x-slo-ms": "60000"})
             assert r.status_code == 200, r.text
-        names = exported(http.get("/metrics").text)
+        program = {"x-flowserve-program": "dashboard", "x-slo-ms": "60000"}
+        for _ in range(2):
+            r = http.post("/v1/completions", json={"model": "llama-3.1-8b", "prompt": "plan", "max_tokens": 3},
+                          headers=program)
+            assert r.status_code == 200, r.text
+        assert http.delete("/v1/programs/dashboard").json()["deadline_met"] is True
+        text = http.get("/metrics").text
     queried = queried_metrics()
-    assert len(queried) >= 15
-    assert queried <= names, sorted(queried - names)
+    assert len(queried) >= 20
+    assert queried <= exported(text), sorted(queried - exported(text))
+    wanted = matchers()
+    assert ("flowserve_query_latency_seconds_bucket", "workflow", "program") in wanted
+    assert wanted <= labelled(text), sorted(wanted - labelled(text))

@@ -173,3 +173,38 @@ def test_other_routes_answer_4xx_or_a_result(app: App, route: str, method: str, 
         assert status == 200
         return
     check(status, h, out)
+
+
+# --------------------------------------------------------------------------- programs
+
+program_names = (st.sampled_from(["p", "agent-1", "q", "", " ", "x" * 128, "x" * 129, "naïve", "a b", "a\tb", "../x"])
+                 | st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=140))
+program_headers = st.fixed_dictionaries({"x-tenant": st.sampled_from(["a", "b"])}, optional={
+    "x-flowserve-program": program_names, "x-flowserve-stage": program_names, "x-flowserve-thread": program_names,
+    "x-slo-ms": st.sampled_from(["1000", "0", "-1", "inf", "nan", "1e400", "abc", "2500.5"]),
+    "x-priority": st.sampled_from(["0", "3", "x"])})
+program_steps = st.lists(st.tuples(st.sampled_from(["call", "call", "get", "delete"]), program_headers),
+                         min_size=1, max_size=6)
+OWNERS: dict[str, str] = {}  # program id → the tenant that opened it (across examples: one gateway)
+
+
+@CASES
+@given(program_steps)
+def test_program_headers_and_routes_answer_cleanly_and_keep_tenants_apart(app: App, steps) -> None:
+    body = orjson.dumps({"model": MODEL, "prompt": "an agent step", "max_tokens": 2})
+    for action, hdrs in steps:
+        hdrs = {k: v.encode("latin-1", errors="replace").decode("latin-1") for k, v in hdrs.items()}
+        tenant, pid = hdrs["x-tenant"], hdrs.get("x-flowserve-program", "p")
+        if action == "call":
+            status, h, out = app.call("POST", "/v1/completions", body, {"authorization": f"Bearer {KEY}", **hdrs})
+            check(status, h, out)
+            if status == 200 and "x-flowserve-program" in hdrs:
+                OWNERS.setdefault(pid, tenant)
+                assert OWNERS[pid] == tenant  # a call succeeds only in the tenant's own program
+            continue
+        path = "/v1/programs/" + "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in pid)
+        status, h, out = app.call("GET" if action == "get" else "DELETE", path, b"",
+                                  {"authorization": f"Bearer {KEY}", "x-tenant": tenant})
+        check(status, h, out)
+        if path.endswith("/" + pid) and OWNERS.get(pid, tenant) != tenant:
+            assert status == 404  # another tenant's program is never shown

@@ -74,7 +74,8 @@ def test_the_gateway_stays_healthy_while_sql_bombs_run(databases: dict[str, str]
             assert http.get("/health").status_code == 200
             resp = http.post("/v1/completions", json={"model": MODEL, "prompt": "count the loans", "max_tokens": 2})
             assert resp.status_code == 200
-            assert time.monotonic() - start < 1.0
+            # generous on a shared 2-core machine; a bomb in the gateway's process would hold it 6-16 s
+            assert time.monotonic() - start < 3.0
             served += 1
         ok = http.post("/v1/workflows/sql", json={"input": {"database": databases["sqlite"],
                                                             "sql": "SELECT COUNT(*) FROM client"}})

@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.programs import OpenProgram, ProgramBook
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.gateway.settings import ProgramSettings, serve_config
 from flowserve.gateway.status import Counters, StatusBoard, active_params, read_counters, status_page
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
@@ -80,6 +81,36 @@ def test_windowed_figures_are_differences_against_the_snapshot_a_window_ago() ->
     assert later["policies"]["queue"]["params"]["tenant_weights"] == {"gold": 3, "free": 1}
 
 
+def test_programs_are_counted_in_the_window_and_listed_newest_first() -> None:
+    clock = Clock()
+    cfg = serve_config(CONFIG, "test")
+    driver = LiveDriver(cfg.instances, cfg.gateway, clock=clock)
+    book = ProgramBook(driver, ProgramSettings(), clock)
+    board = StatusBoard(driver, book, window_s=60.0)
+    book.m_ended.labels("deleted").inc(2)
+    book.m_ended.labels("idle").inc(1)
+    book.m_slo.labels("met").inc(2)
+    clock.now += 70
+    board.snapshot()  # the baseline once the window has passed it
+    book.m_ended.labels("failed").inc(1)
+    book.m_slo.labels("missed").inc(1)
+    book.m_slo.labels("met").inc(1)
+    book.open = {"a": OpenProgram("a", "gold", 0, "interactive", 30.0, opened=clock.now - 5, last=clock.now - 1,
+                                  calls=3, inflight={"c3"}),
+                 "b": OpenProgram("b", "free", 0, "interactive", None, opened=clock.now - 2, last=clock.now - 2,
+                                  calls=1, ended="deleted")}
+    clock.now += 70
+    snap = board.snapshot()
+    w, t = snap["window"], snap["total"]
+    assert (w["programs_ended"], w["programs_failed"], w["programs_slo_met"], w["programs_slo_missed"]) == (1, 1, 1, 1)
+    assert w["programs_slo_attainment"] == 0.5 and t["programs_slo_attainment"] == 0.75
+    assert t["programs_ended"] == 4 and t["programs_failed"] == 1
+    assert snap["open_programs"] == 2
+    assert [(p["id"], p["status"], p["calls"], p["calls_in_flight"], p["age_s"], p["idle_s"], p["slo_s"])
+            for p in snap["programs"]] == [("b", "closing", 1, 0, 72.0, 72.0, None),
+                                           ("a", "open", 3, 1, 75.0, 71.0, 30.0)]
+
+
 def test_the_page_is_one_file_with_no_external_assets() -> None:
     page = status_page()
     assert "<script>" in page and "<style>" in page
@@ -97,7 +128,8 @@ class Cells(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        key = f"{a['data-instance']}.{a['data-field']}" if "data-instance" in a else a.get("data-field") or a.get("id")
+        row = a.get("data-instance") or a.get("data-program")
+        key = f"{row}.{a['data-field']}" if row else a.get("data-field") or a.get("id")
         self._open.append(key)
         if key:
             self.values[key] = ""
@@ -114,7 +146,8 @@ class Cells(HTMLParser):
 
 SHOWN = ("flowserve_slo_total", "flowserve_prompt_tokens_total", "flowserve_cached_tokens_total",
          "flowserve_queries_total", "flowserve_instance_queue_depth", "flowserve_instance_inflight",
-         "flowserve_instance_dispatched_total", "flowserve_instance_up", "flowserve_instance_circuit")
+         "flowserve_instance_dispatched_total", "flowserve_instance_up", "flowserve_instance_circuit",
+         "flowserve_programs_open", "flowserve_programs_ended_total", "flowserve_programs_slo_total")
 
 
 def metric_sums(text: str) -> dict[tuple[str, str], float]:
@@ -124,7 +157,8 @@ def metric_sums(text: str) -> dict[tuple[str, str], float]:
         for s in family.samples:
             if s.name not in SHOWN:
                 continue
-            label = s.labels.get("instance") or s.labels.get("result") or s.labels.get("outcome") or ""
+            label = (s.labels.get("instance") or s.labels.get("result") or s.labels.get("outcome")
+                     or s.labels.get("how") or "")
             out[(s.name, label)] = out.get((s.name, label), 0.0) + s.value
     return out
 
@@ -143,7 +177,8 @@ def chromium() -> str:
 
 @pytest.fixture
 def busy_gateway() -> Iterator[tuple[BackgroundServer, LiveDriver]]:
-    """Finished queries (two met their SLO, one missed) and three long ones still open on two
+    """Finished queries (two met their SLO, one missed); programs: two ended (one met its SLO,
+    one missed), one open after its first call; and three long queries still open on two
     one-call-at-a-time instances: two running, one queued."""
     app = create_app(serve_config(CONFIG, "test"))
     srv = BackgroundServer(app).start()
@@ -153,6 +188,15 @@ def busy_gateway() -> Iterator[tuple[BackgroundServer, LiveDriver]]:
         r = httpx.post(f"{srv.url}/v1/completions", json={"model": MODEL, "prompt": "a shared prompt " * 20,
                                                           "max_tokens": 2}, headers={**auth, "x-slo-ms": slo_ms})
         assert r.status_code == 200, r.text
+    for program, slo_ms, calls in (("trip", "600000", 2), ("late", "0.001", 1), ("open-one", None, 1)):
+        for _ in range(calls):
+            headers = {**auth, "x-flowserve-program": program, **({"x-slo-ms": slo_ms} if slo_ms else {})}
+            r = httpx.post(f"{srv.url}/v1/completions", json={"model": MODEL, "prompt": "plan", "max_tokens": 2},
+                           headers=headers)
+            assert r.status_code == 200, r.text
+        if program != "open-one":
+            assert httpx.delete(f"{srv.url}/v1/programs/{program}", headers=auth).json()["deadline_met"] is (
+                program == "trip")
     long = [threading.Thread(target=httpx.post, args=(f"{srv.url}/v1/completions",), daemon=True,
                              kwargs={"json": {"model": MODEL, "prompt": f"long {i}", "max_tokens": 20_000},
                                      "headers": {**auth, "x-tenant": "gold"}, "timeout": 60})
@@ -160,7 +204,7 @@ def busy_gateway() -> Iterator[tuple[BackgroundServer, LiveDriver]]:
     for t in long:
         t.start()
     asyncio.run_coroutine_threadsafe(gw.driver.until(
-        lambda: sum(i["queued"] for i in gw.driver.instances()) == 1 and gw.driver.open_queries == 3),
+        lambda: sum(i["queued"] for i in gw.driver.instances()) == 1 and gw.driver.open_queries == 4),
         gw.driver_loop).result(30)
     yield srv, gw.driver
     srv.stop()  # the open queries fail after the 0.2 s drain
@@ -180,14 +224,25 @@ def test_the_rendered_page_shows_what_metrics_says(chromium: str, busy_gateway: 
     v = cells.values
     m = metric_sums(before)
     met, missed = m[("flowserve_slo_total", "met")], m[("flowserve_slo_total", "missed")]
-    assert (met, missed) == (2, 1)
-    assert v["slo-window"] == v["slo-total"] == pct(met, met + missed) == "66.7%"
+    assert (met, missed) == (3, 2)  # the programs' deadlines count too
+    assert v["slo-window"] == v["slo-total"] == pct(met, met + missed) == "60.0%"
     prompt = sum(val for (name, _), val in m.items() if name == "flowserve_prompt_tokens_total")
     cached = sum(val for (name, _), val in m.items() if name == "flowserve_cached_tokens_total")
     assert prompt > 0 and v["hit-window"] == v["hit-total"] == pct(cached, prompt)
     assert v["prompt"] == f"{prompt:.0f}" and v["cached"] == f"{cached:.0f}"
-    assert v["completed"] == f"{m[('flowserve_queries_total', 'completed')]:.0f}" == "3"
-    assert v["open"] == "3" and driver.open_queries == 3
+    # three completions, four program calls, two programs
+    assert v["completed"] == f"{m[('flowserve_queries_total', 'completed')]:.0f}" == "9"
+    assert v["open"] == "4" and driver.open_queries == 4  # the open program is a query too
+    assert v["programs-open"] == f"{m[('flowserve_programs_open', '')]:.0f}" == "1"
+    ended = sum(val for (name, _), val in m.items() if name == "flowserve_programs_ended_total")
+    assert v["programs-ended"] == f"{ended:.0f}" == "2"
+    assert v["programs-failed"] == f"{m.get(('flowserve_programs_ended_total', 'failed'), 0):.0f}" == "0"
+    p_met, p_missed = m[("flowserve_programs_slo_total", "met")], m[("flowserve_programs_slo_total", "missed")]
+    assert (v["programs-slo-met"], v["programs-slo-missed"]) == (f"{p_met:.0f}", f"{p_missed:.0f}") == ("1", "1")
+    assert v["programs-slo-window"] == v["programs-slo-total"] == pct(p_met, p_met + p_missed) == "50.0%"
+    assert (v["open-one.id"], v["open-one.status"], v["open-one.calls"], v["open-one.calls_in_flight"]) == (
+        "open-one", "open", "1", "0")
+    assert "trip.id" not in v and "late.id" not in v
     for inst in ("sim-0", "sim-1"):
         assert v[f"{inst}.queued"] == f"{m[('flowserve_instance_queue_depth', inst)]:.0f}"
         assert v[f"{inst}.running"] == f"{m[('flowserve_instance_inflight', inst)]:.0f}" == "1"

@@ -1,0 +1,220 @@
+"""The core's book of running queries: each workflow's graph, from the query's arrival to
+the one QueryDone or QueryFailed it ends with.
+
+The workflow's hooks run here (`start`, `on_done`, and for an open-ended workflow — a
+program — `on_input` and `on_close`); the LLM steps they add go to the call book,
+batchable ops to the op book, other ops to the driver (`RunOp`). A finished step
+completes its node and adds to the query's attained service: in all, and along the
+critical path to the step (what Autellix's PLAS and ATLAS order by). An open-ended query
+reports each step as it ends (`StepDone`); one of its steps that fails or is cancelled
+ends alone; and when it finishes, its calls per stage teach the stage priors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from flowserve.core.state import CallRecord, CallState, QueryState
+from flowserve.errors import FlowserveError
+from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
+from flowserve.graph.passes import GraphPass
+from flowserve.graph.runtime import QueryRun
+from flowserve.profiles.stage_priors import StagePriors
+from flowserve.types.commands import Command, QueryDone, QueryFailed, RunOp, StepDone
+from flowserve.types.events import (
+    CallCancelled,
+    CallFinished,
+    CallProgress,
+    OpFinished,
+    QueryArrived,
+    QueryCancelled,
+    QueryClosed,
+    QueryInput,
+)
+from flowserve.types.work import ToolOp
+
+if TYPE_CHECKING:
+    from flowserve.core._calls import CallBook
+    from flowserve.core._ops import OpBook
+    from flowserve.core.view import ClusterView
+
+
+class RunBook:
+    def __init__(self, queries: dict[int, QueryState], calls: CallBook, ops: OpBook, view: ClusterView,
+                 passes: Sequence[GraphPass], record_calls: bool) -> None:
+        self.queries = queries
+        self._calls = calls
+        self._opbook = ops
+        self._view = view
+        self._passes = tuple(passes)
+        self.batch_sizes: Mapping[str, int] = ops.batch_sizes()
+        self.priors = StagePriors()
+        self._ops: dict[int, tuple[QueryState, str]] = {}  # tool ops the driver runs
+        self._ids = itertools.count(1)
+        self.call_log: list[CallRecord] | None = [] if record_calls else None
+        self.out: list[Command] = []
+
+    # ------------------------------------------------------------------ arrival and input
+
+    def arrive(self, ev: QueryArrived) -> None:
+        q = ev.query
+        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self.batch_sizes), self.priors)
+        self.queries[qs.id] = qs
+        self._advance(qs, qs.run.start)
+
+    def input(self, ev: QueryInput) -> None:
+        qs = self.queries.get(ev.query_id)
+        if qs is not None:  # else it ended meanwhile: the driver answers its client
+            self._advance(qs, lambda: qs.run.input(ev.data))
+
+    def close(self, ev: QueryClosed) -> None:
+        qs = self.queries.get(ev.query_id)
+        if qs is not None:
+            self._advance(qs, qs.run.close)
+
+    def cancel_query(self, ev: QueryCancelled) -> None:
+        """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
+        qs = self.queries.get(ev.query_id)
+        if qs is not None:
+            self.fail(qs, ev.reason)
+
+    def cancel(self, ev: CallCancelled) -> None:
+        qs = self.queries.get(ev.query_id)
+        cs = None if qs is None else next((c for c in qs.inflight.values() if c.node.key == ev.node), None)
+        if cs is None:
+            return  # it ended meanwhile
+        self._calls.drop(cs)
+        self.end_call(cs, ev.reason)
+
+    # ------------------------------------------------------------------ the graph
+
+    def _advance(self, qs: QueryState, step: Callable[[], list[Node]]) -> None:
+        """Run a workflow hook; a workflow error or exception fails its own query."""
+        try:
+            nodes = step()
+        except FlowserveError as e:
+            self.fail(qs, str(e))
+            return
+        except Exception as e:  # the workflow's own code: end its query, keep the others
+            self.fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}")
+            return
+        now = self._view.now
+        for node in nodes:
+            if qs.ended:
+                return
+            if isinstance(node, LLMNode):
+                self._calls.ready(qs, node, next(self._ids), now)
+            else:
+                op = ToolOp(next(self._ids), qs.id, node.key, node.stage, node.op, node.args)
+                if isinstance(node, OpNode) and self._opbook.runs(node):
+                    self._opbook.ready(qs, node, op)
+                    continue
+                self._ops[op.id] = (qs, node.key)
+                self.out.append(RunOp(op))
+        if not qs.ended and qs.run.finished:
+            self._finish(qs)
+
+    def _complete(self, qs: QueryState, key: str, result: NodeResult,
+                  step: Callable[[], list[Node]] | None = None, service_s: float = 0.0) -> None:
+        qs.progressed = self._view.now
+        node = qs.run.nodes.get(key)
+        qs.attain(key, node.deps if node is not None else (), service_s)
+        if step is None and qs.run.workflow.open_ended:
+            self.out.append(StepDone(qs.id, key, result))
+        self._advance(qs, step or (lambda: qs.run.complete(key, result)))
+
+    def _finish(self, qs: QueryState) -> None:
+        q = qs.query
+        now = self._view.now
+        try:
+            output = qs.run.workflow.output(qs.run.results)
+        except Exception as e:
+            self.fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}")
+            return
+        del self.queries[q.id]
+        qs.ended = True
+        wf = qs.run.workflow
+        end = now
+        if wf.open_ended:  # a program ends with its last step, not when it was closed (maybe idle long after)
+            end = max((r.finished for r in qs.run.results.values() if r.finished is not None), default=q.arrival)
+        if wf.learns_remaining:
+            self.priors.observe(q.workflow, [(r.stage, r.prompt_tokens) for r in qs.run.results.values()
+                                             if r.instance is not None and r.error is None])
+        met = None if q.deadline is None else end <= q.deadline + 1e-9
+        self.out.append(QueryDone(q.id, now, end - q.arrival, met, output, qs.run.results))
+
+    def fail(self, qs: QueryState, reason: str) -> None:
+        """Fail the whole query: cancel its calls everywhere and say why."""
+        if qs.ended:
+            return
+        qs.ended = qs.failed = True
+        for cs in list(qs.inflight.values()):
+            self._calls.drop(cs)
+        qs.inflight.clear()
+        for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
+            del self._ops[op_id]
+        self._opbook.drop_query(qs)
+        self.queries.pop(qs.id, None)
+        self.out.append(QueryFailed(qs.id, self._view.now, reason))
+
+    def end_call(self, cs: CallState, reason: str) -> None:
+        """A call that failed or was cancelled (and was dropped from the books): an
+        open-ended query goes on without it (its step's result carries the reason); any
+        other query fails."""
+        qs = cs.query
+        if not qs.run.workflow.open_ended:
+            self.fail(qs, reason)
+            return
+        qs.inflight.pop(cs.id, None)
+        self._complete(qs, cs.node.key, NodeResult(error=reason, stage=cs.stage, ready=cs.ready,
+                                                   finished=self._view.now))
+
+    # ------------------------------------------------------------------ completions
+
+    def call_finished(self, ev: CallFinished) -> None:
+        taken = self._calls.take_running(ev.call_id, ev.instance)
+        if taken is None:
+            return  # stale: cancelled or moved meanwhile
+        cs, inst = taken
+        call, qs = cs.call, cs.query
+        assert call is not None
+        inst.completed += 1
+        self._calls.on_finished(cs, inst, ev)
+        released = cs.released if cs.released is not None else ev.time
+        if self.call_log is not None:
+            self.call_log.append(CallRecord(
+                call.id, call.query_id, call.workflow, call.stage, inst.name,
+                call.input_tokens, ev.output_tokens, ev.cached_tokens, cs.ready, cs.enqueued,
+                released, ev.started, ev.first_token, ev.time, ev.preemptions, cs.attempts + 1))
+        del qs.inflight[call.id]
+        qs.last_instance = inst.name
+        started = ev.started if ev.started is not None else released
+        self._complete(qs, call.node, NodeResult(
+            output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,
+            instance=inst.name,
+            prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
+            first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra),
+            service_s=max(ev.time - started, 0.0))
+
+    def progress(self, ev: CallProgress) -> None:
+        cs = self._calls.running_on(ev.call_id, ev.instance)
+        if cs is None:
+            return
+        self._calls.on_progress(cs)
+        if not cs.query.run.streams:
+            return
+        qs, key = cs.query, cs.node.key
+        result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
+                            finished=ev.time)
+        self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
+
+    def op_finished(self, ev: OpFinished) -> None:
+        batched = self._opbook.finished(ev)
+        entry = (batched.query, batched.node.key) if batched is not None else self._ops.pop(ev.op_id, None)
+        if entry is None:
+            return
+        qs, key = entry
+        self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
+                                           finished=ev.time))

@@ -1,0 +1,305 @@
+"""Programs in the gateway: OpenAI calls that name a program become the steps of one core
+query that grows call by call (`flowserve.graph.program`).
+
+A program opens with its first call (the gateway admits it like any query: 429 when
+full), which also fixes its tenant, priority, class and — with `x-slo-ms` — its
+end-to-end deadline, counted from that call. Each later call is a `QueryInput` to the
+same query and is answered on its own (`StepDone`). A program ends when its client
+deletes it (`DELETE /v1/programs/{id}`: its summary), when no call came for
+`programs.idle_s`, or when the core fails it; its summary is kept (`programs.kept`) so a
+late call gets a clear 409 and `GET` still answers. Limits — calls per program, duration,
+open programs per tenant — answer with a 4xx JSON error and change nothing. Program ids
+are global: another tenant's id is refused (409) and its program is never shown (404).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from flowserve.engines.backend import TokenSink
+from flowserve.gateway.driver import LiveDriver
+from flowserve.gateway.openai_api import APIError
+from flowserve.gateway.program_headers import ProgramHeaders
+from flowserve.gateway.query import CallHandle, QueryHandle, QueryResult
+from flowserve.gateway.settings import ProgramSettings
+from flowserve.gateway.tenancy import Headers
+from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, ProgramCall
+from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
+
+
+@dataclass(eq=False)
+class OpenProgram:
+    id: str
+    tenant: str
+    priority: int
+    cls: str
+    slo_s: float | None
+    opened: float  # the driver's clock at its first call
+    handle: QueryHandle | None = None  # None while its first call is being admitted
+    ready: asyncio.Future[None] | None = None
+    last: float = 0.0  # its latest call (idle timeout)
+    calls: int = 0
+    inflight: set[str] = field(default_factory=set)
+    ended: str | None = None  # why it ends: "deleted", "idle", "duration"
+    summary: dict[str, Any] | None = None
+
+
+class ProgramBook:
+    def __init__(self, driver: LiveDriver, settings: ProgramSettings, clock: Callable[[], float]) -> None:
+        self.driver = driver
+        self.settings = settings
+        self.clock = clock
+        self.open: dict[str, OpenProgram] = {}
+        self.ended: OrderedDict[str, OpenProgram] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._sweeper: asyncio.Task[None] | None = None
+        r = driver.metrics.registry
+        self.m_open = Gauge("flowserve_programs_open", "Programs open now", registry=r)
+        self.m_open.set_function(lambda: len(self.open))
+        self.m_ended = Counter("flowserve_programs_ended", "Programs that ended, by how (deleted, idle, duration, "
+                               "failed, shutdown)", ["how"], registry=r)
+        self.m_calls = Counter("flowserve_program_calls", "Calls of programs, by outcome (sent, refused)",
+                               ["outcome"], registry=r)
+        self.m_slo = Counter("flowserve_programs_slo", "Ended programs with a deadline (x-slo-ms): met or missed",
+                             ["result"], registry=r)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="flowserve-programs")
+
+    async def stop(self) -> None:
+        """Stop the sweeper and close the open programs: each finishes once its calls are
+        done, within the gateway's drain (not held open until the drain times out)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        for prog in list(self.open.values()):
+            h = prog.handle
+            if h is not None and prog.ended is None:
+                prog.ended = "shutdown"
+                await self.driver.inputs.deliver(h.id, lambda now, qid=h.id: QueryClosed(now, qid))
+
+    # ------------------------------------------------------------------ calls
+
+    async def call(self, ph: ProgramHeaders, hdr: Headers, explicit: Mapping[str, str], stage: str,
+                   prompt: tuple[Any, ...], max_tokens: int, model: str, params: Mapping[str, Any],
+                   sink: TokenSink | None) -> CallHandle:
+        """Send one call of program `ph.program`, opening the program with its first call;
+        returns the handle its answer comes to (raises APIError for a refused call)."""
+        prog = await self._program(ph.program, hdr)
+        if prog.ended is not None:  # deleted, its last calls still running
+            raise self._refused(self._ended_error(prog))
+        self._check(prog, hdr, explicit)
+        prog.calls += 1
+        key = f"c{prog.calls}"
+        handle = prog.handle
+        assert handle is not None
+        loop = asyncio.get_running_loop()
+        ch = CallHandle(next(self._ids), handle.id, key, loop.create_future(), loop.create_future(), sink,
+                        self.clock())
+        handle.steps[key] = ch  # before the input: the core may send it at once
+        prog.inflight.add(key)
+        prog.last = ch.sent
+        ch.done.add_done_callback(lambda _f: self._call_ended(prog, key))
+        data = ProgramCall(key, prompt, max_tokens, stage, ph.thread or MAIN_THREAD, model, params)
+        if not await self.driver.inputs.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
+            handle.steps.pop(key, None)
+            prog.inflight.discard(key)
+            raise self._ended_error(prog)
+        self.m_calls.labels("sent").inc()
+        return ch
+
+    def cancel(self, ch: CallHandle) -> None:
+        """The client of a call went away: cancel that call alone (the program goes on)."""
+        if not ch.done.done():
+            self._deliver(ch.query_id, lambda now: CallCancelled(now, ch.query_id, ch.key, "the client went away"))
+
+    def _deliver(self, query_id: int, event: Callable[[float], Any]) -> None:
+        """Feed an event without waiting (callbacks, the sweeper); an ended query takes none."""
+        task = asyncio.ensure_future(self.driver.inputs.deliver(query_id, event))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _program(self, program_id: str, hdr: Headers) -> OpenProgram:
+        prog = self.open.get(program_id)
+        if prog is None:
+            done = self.ended.get(program_id)
+            if done is not None:
+                raise self._refused(self._ended_error(done) if done.tenant == hdr.tenant else _taken(program_id))
+            return await self._open(program_id, hdr)
+        if prog.tenant != hdr.tenant:
+            raise self._refused(_taken(program_id))
+        await self._admitted(prog)
+        return prog
+
+    @staticmethod
+    async def _admitted(prog: OpenProgram) -> None:
+        """Wait while the program's first call is being admitted; its refusal is ours too."""
+        ready = prog.ready
+        if ready is None:
+            return
+        await asyncio.wait([ready])
+        if ready.cancelled():
+            raise APIError(503, f"the first call of program {prog.id!r} was abandoned; retry",
+                           "server_error", "service_unavailable")
+        if ready.exception() is not None:
+            raise ready.exception()  # type: ignore[misc]
+
+    async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
+        mine = sum(1 for p in self.open.values() if p.tenant == hdr.tenant)
+        if mine >= self.settings.max_open_per_tenant:
+            raise self._refused(APIError(
+                429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
+                     f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
+                "rate_limit_error", "program_limit_exceeded"))
+        now = self.clock()
+        prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
+                           ready=asyncio.get_running_loop().create_future(), last=now)
+        self.open[program_id] = prog  # at once: a concurrent first call waits for this one
+        h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, hdr.priority,
+                                  hdr.slo_s, cls=hdr.cls)
+        assert prog.ready is not None
+        try:
+            await self.driver.submit(h)
+        except Exception as e:
+            del self.open[program_id]
+            prog.ready.set_exception(e)
+            prog.ready.exception()  # retrieved: the waiters re-raise it
+            raise
+        except asyncio.CancelledError:
+            del self.open[program_id]
+            prog.ready.cancel()
+            raise
+        prog.handle = h
+        h.done.add_done_callback(lambda f: self._query_ended(prog, f))
+        prog.ready.set_result(None)
+        prog.ready = None
+        return prog
+
+    def _check(self, prog: OpenProgram, hdr: Headers, explicit: Mapping[str, str]) -> None:
+        """A call that would change the program's settings, or break its limits, is refused."""
+        for header, sent, fixed in (("x-slo-ms", hdr.slo_s, prog.slo_s), ("x-priority", hdr.priority, prog.priority),
+                                    ("x-flowserve-class", hdr.cls, prog.cls)):
+            if header in explicit and sent != fixed:
+                raise self._refused(APIError(400, f"{header}: the program's value was set by its first call",
+                                             param=header))
+        s = self.settings
+        if prog.calls >= s.max_calls:
+            raise self._refused(APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls "
+                                              f"{s.max_calls})", "rate_limit_error", "program_limit_exceeded"))
+        if self.clock() - prog.opened > s.max_duration_s:
+            self._close(prog, "duration")
+            raise self._refused(self._ended_error(prog))
+
+    def _refused(self, e: APIError) -> APIError:
+        self.m_calls.labels("refused").inc()
+        return e
+
+    def _ended_error(self, prog: OpenProgram) -> APIError:
+        how = {"deleted": "was deleted", "idle": f"ended after {self.settings.idle_s:g} s without a call",
+               "duration": "ran longer than programs.max_duration_s", "failed": "failed",
+               "shutdown": "ended when the gateway shut down"}.get(prog.ended or "",
+                                                                                          "has ended")
+        return APIError(409, f"program {prog.id!r} {how}; send later calls under a new program id",
+                        code="program_ended", param="x-flowserve-program")
+
+    def _call_ended(self, prog: OpenProgram, key: str) -> None:
+        prog.inflight.discard(key)
+        prog.last = self.clock()
+
+    # ------------------------------------------------------------------ ending
+
+    def _close(self, prog: OpenProgram, how: str) -> None:
+        """No more calls: the program finishes when its calls are done."""
+        if prog.ended is not None:
+            return
+        prog.ended = how
+        h = prog.handle
+        if h is not None:
+            self._deliver(h.id, lambda now: QueryClosed(now, h.id))
+
+    def _query_ended(self, prog: OpenProgram, fut: asyncio.Future[QueryResult]) -> None:
+        result = fut.result()
+        if result.status != "completed":
+            prog.ended = prog.ended or "failed"
+        self.open.pop(prog.id, None)
+        prog.summary = summary(prog, result)
+        self.m_ended.labels("failed" if result.status != "completed" else prog.ended or "deleted").inc()
+        if prog.slo_s is not None:
+            self.m_slo.labels("met" if result.deadline_met else "missed").inc()
+        if self.settings.kept:
+            self.ended[prog.id] = prog
+            while len(self.ended) > self.settings.kept:
+                self.ended.popitem(last=False)
+
+    async def delete(self, program_id: str, tenant: str) -> dict[str, Any]:
+        """End a program and return its summary once its calls are done."""
+        prog = self._find(program_id, tenant)
+        if prog.summary is not None:
+            raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
+                           param="program_id")
+        await self._admitted(prog)
+        self._close(prog, "deleted")
+        assert prog.handle is not None
+        await asyncio.shield(prog.handle.done)
+        assert prog.summary is not None
+        return prog.summary
+
+    def state(self, program_id: str, tenant: str) -> dict[str, Any]:
+        prog = self._find(program_id, tenant)
+        if prog.summary is not None:
+            return prog.summary
+        now = self.clock()
+        return {"id": prog.id, "status": "closing" if prog.ended else "open", "calls": prog.calls,
+                "calls_in_flight": len(prog.inflight), "age_s": now - prog.opened, "idle_s": now - prog.last,
+                "slo_ms": None if prog.slo_s is None else prog.slo_s * 1000}
+
+    def _find(self, program_id: str, tenant: str) -> OpenProgram:
+        prog = self.open.get(program_id) or self.ended.get(program_id)
+        if prog is None or prog.tenant != tenant:  # another tenant's program is not shown
+            raise APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
+        return prog
+
+    def sweep(self) -> None:
+        """End the programs idle for `idle_s` or open longer than `max_duration_s`."""
+        now = self.clock()
+        for prog in list(self.open.values()):
+            if prog.handle is None or prog.inflight:
+                continue
+            if now - prog.last >= self.settings.idle_s:
+                self._close(prog, "idle")
+            elif now - prog.opened > self.settings.max_duration_s:
+                self._close(prog, "duration")
+
+    async def _sweep_forever(self) -> None:
+        every = min(1.0, self.settings.idle_s / 4)
+        while True:
+            await asyncio.sleep(every)
+            self.sweep()
+
+
+def _taken(program_id: str) -> APIError:
+    return APIError(409, f"program id {program_id!r} is in use; choose another id", code="program_id_taken",
+                    param="x-flowserve-program")
+
+
+def summary(prog: OpenProgram, r: QueryResult) -> dict[str, Any]:
+    """What a program did, as `DELETE` returns it."""
+    out = r.output
+    return {"id": prog.id, "status": "failed" if r.status != "completed" else "ended", "ended": prog.ended,
+            "reason": r.reason, "calls": out.get("calls", prog.calls), "failed_calls": out.get("failed_calls", 0),
+            "prompt_tokens": out.get("prompt_tokens", 0), "cached_tokens": out.get("cached_tokens", 0),
+            "output_tokens": out.get("output_tokens", 0), "threads": out.get("threads", []),
+            "latency_s": r.latency_s if math.isfinite(r.latency_s) else None,
+            "slo_ms": None if prog.slo_s is None else prog.slo_s * 1000, "deadline_met": r.deadline_met,
+            "instances": sorted({s["instance"] for s in out.get("steps", {}).values() if s.get("instance")})}

@@ -1,0 +1,90 @@
+"""Program-level attained service: Autellix's PLAS and ATLAS (Luo et al., 2025, "Autellix:
+An Efficient Serving Engine for LLM Agents as General Programs", §4.1–4.2).
+
+A program's calls are ordered by the service its program has already had — least first,
+like least-attained-service scheduling of processes — so short programs are not stuck
+behind long ones, with no knowledge of how long a program will run:
+
+* PLAS (`plas`): a call's priority is its program's attained service, the engine seconds
+  of its finished calls (single-threaded programs);
+* ATLAS (`atlas`): the service attained along the critical path to the call — the most
+  any of its finished dependencies accumulated — so the threads that hold a
+  multi-threaded program back go first.
+
+As in Autellix, priorities are discretised into `levels` queues (level i holds service
+in [q·g^(i−1), q·g^i), `quantum_s` q and `growth` g; FCFS inside a level), and a call
+whose wait exceeds `starvation` × its program's service (at least one quantum) is
+promoted to the first level. Autellix also preempts running calls at quantum ends; the
+core releases calls to engines and never preempts them, so only the queue order applies.
+The core keeps the accounts (`QueryState.service_s`, `QueryState.path_service`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from flowserve.core.state import CallState, InstanceState
+from flowserve.core.view import ClusterView
+from flowserve.policies.base import QueuePolicy
+
+
+def priority_level(service_s: float, quantum_s: float, growth: float, levels: int) -> int:
+    """Autellix's discretised priority: 0 below one quantum, then one level per factor
+    `growth` of attained service, the last level open-ended."""
+    if service_s < quantum_s:
+        return 0
+    return min(levels - 1, 1 + int(math.log(service_s / quantum_s, growth)))
+
+
+def starved(waited_s: float, service_s: float, quantum_s: float, ratio: float) -> bool:
+    """Autellix's anti-starvation test: waited ≥ ratio × max(attained service, one quantum)."""
+    return waited_s >= ratio * max(service_s, quantum_s)
+
+
+class PLASQueue(QueuePolicy):
+    """Least attained program service first (see the module docstring)."""
+
+    name = "plas"
+    path = False  # ATLAS: attained service along the critical path
+
+    def __init__(self, quantum_s: float = 1.0, growth: float = 2.0, levels: int = 8,
+                 starvation: float = 8.0) -> None:
+        if quantum_s <= 0 or growth <= 1 or levels < 1 or starvation <= 0:
+            raise ValueError(f"need quantum_s > 0, growth > 1, levels ≥ 1 and starvation > 0; got {quantum_s}, "
+                             f"{growth}, {levels}, {starvation}")
+        self.quantum_s, self.growth, self.levels, self.starvation = quantum_s, growth, levels, starvation
+        self._q: dict[int, CallState] = {}
+
+    def service(self, cs: CallState) -> float:
+        qs = cs.query
+        return qs.path_service(cs.node.deps) if self.path else qs.service_s
+
+    def push(self, cs: CallState) -> None:
+        self._q[cs.id] = cs
+
+    def remove(self, cs: CallState, released: bool) -> None:
+        del self._q[cs.id]
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def __iter__(self) -> Iterator[CallState]:
+        return iter(self._q.values())
+
+    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        best, best_key = None, (math.inf, math.inf)
+        now = view.now
+        for cs in self._q.values():
+            service = self.service(cs)
+            level = 0 if starved(now - cs.enqueued, service, self.quantum_s, self.starvation) else \
+                priority_level(service, self.quantum_s, self.growth, self.levels)
+            key = (level, cs.enqueued)
+            if key < best_key:
+                best, best_key = cs, key
+        return best
+
+
+class ATLASQueue(PLASQueue):
+    name = "atlas"
+    path = True

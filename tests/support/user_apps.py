@@ -1,0 +1,39 @@
+"""A user's own workflows, as an application team would write them (tests import them by path)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from flowserve.graph.nodes import NodeResult
+from flowserve.graph.workflow import Graph, Workflow
+
+
+class Summarize(Workflow):
+    """Summarize a document in two steps: outline, then write."""
+
+    name = "summarize"
+
+    def __init__(self, document: str, style: str = "plain", words: int = 8) -> None:
+        if words < 1:
+            raise ValueError("words must be positive")
+        self.document, self.style, self.words = document, style, words
+
+    def start(self, g: Graph) -> None:
+        outline = g.llm("outline", ["Outline this document:\n", self.document], max_tokens=self.words)
+        g.tool("lookup", "lookup", query=outline)
+        g.llm("write", [f"Write a {self.style} summary from the outline:\n", outline], max_tokens=2 * self.words,
+              after=["lookup"])
+
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
+        return {"summary": results["write"].text, "looked_up": results["lookup"].value}
+
+    tools: ClassVar[dict[str, Any]] = {"lookup": lambda args: f"{len(str(args['query']).split())} words looked up"}
+
+
+class NotAWorkflow:
+    pass
+
+
+def broken_factory() -> None:
+    raise RuntimeError("not a class")

@@ -1,0 +1,73 @@
+"""flowserve.client against a gateway on simulated engines: one program per context,
+its summary on exit, async too, and served workflows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import openai
+import pytest
+from live_support import MODEL
+
+from flowserve.client import FlowserveError, aprogram, arun_workflow, program, run_workflow, stage
+from flowserve.gateway.app import create_app
+from flowserve.gateway.server import BackgroundServer
+from flowserve.gateway.settings import serve_config
+
+KEY = "sk-client"
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}],
+                        "api_keys": [KEY],
+                        "gateway": {"time_scale": 200.0, "dispatch": "flowserve", "queue": "flowserve",
+                                    "workflows": {"brief": {"app": "user_apps:Summarize"}}}}, "test")
+    with BackgroundServer(create_app(cfg)) as srv:
+        yield srv.url
+
+
+def test_program_context_puts_every_call_in_one_program_and_ends_it(url: str) -> None:
+    p = program(url, api_key=KEY, slo_ms=60_000, tenant="team-a")
+    with p as client:
+        first = client.completions.create(model=MODEL, prompt="the agent's context " * 30, max_tokens=3)
+        planner = client.with_options(default_headers=stage("act", thread="t1"))
+        second = planner.chat.completions.create(model=MODEL, max_tokens=2,
+                                                 messages=[{"role": "user", "content": "next step?"}])
+        assert p.summary is None  # still open
+    s = p.summary
+    assert s is not None and s["id"] == p.program_id and s["status"] == "ended" and s["ended"] == "deleted"
+    assert s["calls"] == 2 and s["output_tokens"] == 5 and s["threads"] == ["main", "t1"]
+    assert s["prompt_tokens"] == first.usage.prompt_tokens + second.usage.prompt_tokens
+    assert s["slo_ms"] == 60_000 and s["deadline_met"] is True
+    late = program(url, api_key=KEY, program_id=p.program_id, tenant="team-a")
+    with pytest.raises(openai.ConflictError, match="was deleted"), late as again:  # it ended with the context
+        again.completions.create(model=MODEL, prompt="late", max_tokens=1)
+    assert late.summary == s  # the ended program's summary, not a second error
+
+
+def test_async_program_and_workflows(url: str) -> None:
+    async def body() -> dict:
+        p = aprogram(url, api_key=KEY)
+        async with p as client:
+            await asyncio.gather(*[client.completions.create(model=MODEL, prompt=f"call {i}", max_tokens=2)
+                                   for i in range(3)])
+        out = await arun_workflow(url, "brief", {"document": "a report " * 10, "words": 2}, api_key=KEY)
+        return {"summary": p.summary, "workflow": out}
+
+    got = asyncio.run(body())
+    assert got["summary"]["calls"] == 3 and got["summary"]["output_tokens"] == 6
+    assert got["workflow"]["status"] == "completed" and len(got["workflow"]["output"]["summary"].split()) == 4
+    sync = run_workflow(url, "brief", {"document": "a memo"}, api_key=KEY, slo_ms=30_000)
+    assert sync["status"] == "completed" and sync["deadline_met"] is True
+    with pytest.raises(FlowserveError) as e:
+        run_workflow(url, "brief", {"document": "x", "pages": 2}, api_key=KEY)
+    assert e.value.status == 400 and "pages" in e.value.message
+    with pytest.raises(FlowserveError) as e:
+        run_workflow(url, "brief", {"document": "x"}, api_key="wrong")
+    assert e.value.status == 401
+    p = program(url, api_key=KEY)
+    with p:  # no call made: nothing to end, no error
+        pass
+    assert p.summary is None
