@@ -47,19 +47,19 @@ def main() -> None:
         x = torch.randn(tokens, HIDDEN, device=dev, dtype=torch.bfloat16)
         xs = {k: (x if i == HIDDEN else torch.randn(tokens, i, device=dev, dtype=torch.bfloat16))
               for k, (i, _) in MATS.items()}
-        t = timed(lambda: [xs[k] @ w for k, w in weights.items()])
+        t = timed(lambda xs=xs: [xs[k] @ w for k, w in weights.items()])
         flops = 2 * params * tokens
         result["prefill"].append({"tokens": tokens, "s": t, "tflops": flops / t / 1e12, "mfu": flops / t / peak_flops})
     for batch in (1, 8, 32, 64):
         xs = {k: torch.randn(batch, i, device=dev, dtype=torch.bfloat16) for k, (i, _) in MATS.items()}
-        t = timed(lambda: [xs[k] @ w for k, w in weights.items()], reps=50)
+        t = timed(lambda xs=xs: [xs[k] @ w for k, w in weights.items()], reps=50)
         nbytes = 2 * params
         result["decode"].append({"batch": batch, "s": t, "gbps": nbytes / t / 1e9, "mbu": nbytes / t / peak_bw})
     for batch, ctx in ((1, 4096), (16, 4096), (64, 2048)):
         q = torch.randn(batch, HEADS, 1, HEAD_DIM, device=dev, dtype=torch.bfloat16)
         k = torch.randn(batch, HEADS, ctx, HEAD_DIM, device=dev, dtype=torch.bfloat16)
         v = torch.randn_like(k)
-        t = timed(lambda: F.scaled_dot_product_attention(q, k, v), reps=50)
+        t = timed(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), reps=50)
         nbytes = 2 * batch * KV_HEADS * ctx * HEAD_DIM * 2  # GQA: the real cache holds KV_HEADS
         result["attention_decode"].append({"batch": batch, "ctx": ctx, "s": t,
                                            "kv_gbps_equiv": nbytes / t / 1e9})

@@ -147,19 +147,25 @@ def test_an_interactive_call_waits_only_for_the_tenants_not_ahead_of_it() -> Non
 def test_pin_before_replicate_for_deadline_free_calls() -> None:
     h, (a, b) = harness_with(["a", "b"], FlowserveQueue)
     h.view.prefix_index.add(P, "a", 0.0)
-    for _ in range(4):  # a is busy: it finishes the call later than idle b
-        h.enqueue(call(P + (7,)), a)
-    tight = FlowserveDispatch(w_free=0.0, efficiency=0.0)
-    pinning = FlowserveDispatch(w_free=1.0, efficiency=0.0)
-    free_call = call(P + (9,))  # no deadline: pinned within 1 + w_free of the best finish
+    h.enqueue(call(tuple(range(10**6, 10**6 + 5000))), a)  # a owes an uncached 5000-token prefill first
+    free_call = call(P + (9,))
+    wait_a = COST.prefill_time(5000, 0)
+    finish_a = wait_a + h.view.t_comp(free_call, a)  # queued prefill, then its own uncached tail
+    finish_b = h.view.t_cold(free_call, b)  # idle b computes the whole prompt
+    assert finish_b < finish_a < 2.0 * finish_b and finish_a > 1.5 * finish_b
+    # without pinning the earliest finish wins
     assert FlowserveDispatch(w_free=1.0, efficiency=0.0, pin=False).choose(free_call, [a, b], h.view) is b
+    # w_free = 1: pinned while a finishes within (1 + 1) × b's finish
+    pinning = FlowserveDispatch(w_free=1.0, efficiency=0.0)
     assert pinning.choose(free_call, [a, b], h.view) is a and pinning.stats["pinned"] == 1
+    # w_free = 0, but one of two instances has calls waiting (backlog 0.5): guard 1.5 < finish_a / finish_b
+    tight = FlowserveDispatch(w_free=0.0, efficiency=0.0)
     assert tight.choose(call(P + (8,)), [a, b], h.view) is b and tight.stats["replicated"] == 1
     assert tight.choose(call(P + (6,), deadline=100.0), [a, b], h.view) is b  # deadlines: the score decides
 
 
 def test_running_book_and_waiting_tally() -> None:
-    h, (a,) = harness_with(["a"], FlowserveQueue)
+    _, (a,) = harness_with(["a"], FlowserveQueue)
     book = RunningBook()
     x, y = call(), call(cls="batch")
     for cs in (x, y):
