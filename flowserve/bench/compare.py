@@ -46,6 +46,7 @@ CONTESTANTS: dict[str, PolicySpec] = {
     "llmd": PolicySpec("llmd", "fcfs"),
     "dynamo_kv": PolicySpec("dynamo_kv", "fcfs"),
     "power_of_two": PolicySpec("power_of_two", "fcfs"),
+    "autellix ATLAS": PolicySpec("autellix", "atlas"),
     "flowserve": PolicySpec("flowserve", "flowserve"),
 }
 OURS = "flowserve"

@@ -137,6 +137,7 @@ SINGLE: dict[str, Case] = {
 TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the built-in workloads' rates
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
 SINGLE["llm_sql"] = Case("llm_sql", "preble-a6000", _statements, batch_only=True)
+SINGLE["programs"] = Case("programs", "preble-a6000", _builtin("programs", 1.5))  # agents, `bench programs`' rate
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),

@@ -332,3 +332,25 @@ def bench_teola(
                            ensure_llama_server(progress=echo), model=live_model)
             return
         run_teola_bench(out, app_ or APPS, queries or 200, rate, seed, echo)
+
+
+@bench_app.command("fairness")
+def bench_fairness(
+    out: Annotated[Path, output_folder(help="folder for the JSON report")] = Path("out/bench-fairness"),
+    light: Annotated[int, typer.Option(help="queries of the light tenant (its normal rate, 0.3/s)")] = 40,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    live: Annotated[bool, typer.Option(help="also run the gateway's driver on simulated engines")] = True,
+    time_scale: Annotated[float, typer.Option(help="live: the simulated engines run this many times faster than "
+                                                   "the modelled GPUs")] = 4.0,
+) -> None:
+    """Two tenants 3:1, the heavy one flooding at 3× capacity: the light tenant's latency against
+    its latency alone and the token shares against the weights, with and without the
+    sweet-spot gate, simulated and live."""
+    with user_errors():
+        from flowserve.bench.fairness import run_fairness_bench
+        from flowserve.errors import ConfigError
+
+        if light < 2 or time_scale <= 0:
+            raise ConfigError("--light must be ≥ 2 and --time-scale positive")
+        run_fairness_bench(out, console, light, seed, live, time_scale,
+                           lambda s: console.print(f"[dim]{s}[/]", highlight=False))

@@ -9,11 +9,13 @@ from pathlib import Path
 from flowserve.docgen.cli_reference import cli_reference
 from flowserve.docgen.config_reference import config_reference
 from flowserve.docgen.policy_catalogue import policy_catalogue
+from flowserve.docgen.sweet_spots import sweet_spot_table
 
 GENERATED: dict[str, Callable[[], str]] = {
     "reference/configuration.md": config_reference,
     "reference/policies.md": policy_catalogue,
     "reference/cli.md": cli_reference,
+    "reference/sweet-spots.md": sweet_spot_table,
 }
 
 

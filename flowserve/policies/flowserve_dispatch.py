@@ -34,12 +34,16 @@ computes the prefix once and from then on shares the traffic (the index shows bo
 prompt). On top, Preble's T_hbal guard (`t_hbal`, off by default) caps how far one
 instance may run ahead of the lightest.
 
-Queue: interactive before batch. Interactive calls by Hexgen's urgency (Eq. 5–7), with
-weighted fair shares across tenants (VTC, `flowserve.core.tenants`): when the most urgent
-call's tenant is ahead of the least-served backlogged tenant by more than `fair_slack`
-weighted tokens, that tenant's most urgent call goes first. Batch calls FCFS, released
-only when no interactive call waits at the instance and fewer than `batch_share` of its
-sequence slots run batch work — so batch fills idle capacity and yields to interactive.
+Queue (`flowserve.policies.flowserve_queue`): interactive before batch. Interactive calls by
+Hexgen's urgency (Eq. 5–7), with weighted fair shares across tenants (VTC,
+`flowserve.core.tenants`). An engine gets calls only while its running batch stays within
+its batching sweet spot (`flowserve.profiles.sweet_spot`); the rest wait in the core, where
+that order acts. Batch calls FCFS, released only when no interactive call waits at the
+instance, and beside running interactive calls only to a stricter sweet spot, one batch
+prefill at a time — so batch fills idle capacity and yields to interactive work.
+
+Calls without a deadline pin their prefix (`_pin`): they stay with an instance holding it
+while it finishes them within (1 + w) × the best finish elsewhere.
 
 Defaults were chosen once for every workload of `bench compare` (docs/policies.md), not
 per workload.

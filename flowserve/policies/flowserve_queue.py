@@ -40,6 +40,12 @@ def batch_gap(prefill_s: float, share: float) -> float:
     return prefill_s / share
 
 
+def entitled_slots(weight: float, active_weights: float, spot: int) -> float:
+    """A tenant's weighted share of the engine's sweet spot among the tenants with calls
+    running or waiting there: spot × w / Σ w (weighted fair queueing's share, in slots)."""
+    return spot * weight / active_weights if active_weights > 0 else float(spot)
+
+
 def engine_slots(inst: InstanceState) -> int:
     """The sequences the engine may run at once: its slots, or `max_inflight` if fewer."""
     slots = inst.spec.engine.max_num_seqs
@@ -62,7 +68,7 @@ class FlowserveQueue(UrgencyQueue):
 
     def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
                  gain: float = DEFAULT_GAIN, batch_share: float = 1.0,
-                 batch_gain: float = 0.8) -> None:
+                 batch_gain: float = 0.8, tenant_memory_s: float = 30.0) -> None:
         super().__init__()
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
@@ -73,6 +79,11 @@ class FlowserveQueue(UrgencyQueue):
             raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
         self.batch_share = batch_share
         self.batch_gain = batch_gain
+        if tenant_memory_s < 0:
+            raise ValueError(f"tenant_memory_s must be ≥ 0, got {tenant_memory_s}")
+        self.tenant_memory_s = tenant_memory_s
+        self._seen: dict[str, float] = {}  # tenant → when its last call was released here
+        self._over: set[str] = set()  # the tenants over their share at the last `select` (`_over_share`)
         self._beside_spots = SweetSpots(batch_gain)
         self._spots = SweetSpots(gain)  # raises on a gain outside [0, 1]
         self._batch: OrderedDict[int, CallState] = OrderedDict()
@@ -109,6 +120,8 @@ class FlowserveQueue(UrgencyQueue):
             if inst is not None:
                 self._running.sync(inst)
             self._running.start(cs, view.now, pf)
+            if not is_batch(cs):
+                self._seen[cs.query.query.tenant] = view.now
             if cs.id == self._batch_pick:
                 self._next_batch = view.now + batch_gap(pf, self.batch_share)
         if cs.id in self._batch:
@@ -146,7 +159,8 @@ class FlowserveQueue(UrgencyQueue):
             return self._tally.total(lambda g: g is not None)
         limit = view.tenants.counter(tenant) + self.fair_slack
         counter = view.tenants.counter
-        return self._tally.total(lambda g: g is not None and (g == tenant or counter(g) <= limit))
+        over = self._over if tenant not in self._over else ()
+        return self._tally.total(lambda g: g is not None and (g == tenant or (counter(g) <= limit and g not in over)))
 
     def __len__(self) -> int:
         return len(self._q) + len(self._batch)
@@ -177,9 +191,14 @@ class FlowserveQueue(UrgencyQueue):
         if self._q:
             if self._running.interactive >= limit:
                 return None  # batch calls running do not hold interactive ones back: they end soon
-            if len(inst.waiting_tenants) > 1:
-                return self._fair_select(inst, view)
-            return super().select(inst, view)
+            top = self._fair_select(inst, view) if len(inst.waiting_tenants) > 1 else super().select(inst, view)
+            if top is None or len(inst.running) < self._beside(inst):
+                self._over = set()  # nobody is held back below the stricter spot
+                return top
+            over = self._over_share(inst, view, limit)
+            if not over or top.query.query.tenant not in over:
+                return top
+            return self._most_urgent(lambda c: c.query.query.tenant not in over)
         if not self._batch or len(inst.running) >= limit:
             return None
         if self._running.interactive and (view.now < self._next_batch or len(inst.running) >= self._beside(inst)):
@@ -187,6 +206,22 @@ class FlowserveQueue(UrgencyQueue):
         top = next(iter(self._batch.values()))
         self._batch_pick = top.id
         return top
+
+    def _over_share(self, inst: InstanceState, view: ClusterView, spot: int) -> set[str]:
+        """Tenants running at least their weighted share of the sweet spot (`entitled_slots`)
+        while another tenant has calls here: beyond the stricter spot they wait, so a light
+        tenant's calls keep a batch near the size it would find alone (a flood cannot fill
+        the engine around them), while a lone tenant still gets the whole spot."""
+        running = self._running.tenants
+        horizon = view.now - self.tenant_memory_s
+        active = {t for t, seen in self._seen.items() if seen >= horizon}.union(running, inst.waiting_tenants)
+        if len(active) < 2:
+            self._over = set()
+            return self._over
+        weight = view.tenants.weight
+        total = sum(weight(t) for t in active)
+        self._over = {t for t, n in running.items() if n >= entitled_slots(weight(t), total, spot)}
+        return self._over
 
     def _most_urgent(self, keep) -> CallState | None:
         best, best_key = None, -math.inf

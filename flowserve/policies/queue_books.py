@@ -19,35 +19,48 @@ from flowserve.core.view import TYPICAL_CONTEXT
 @dataclass(slots=True)
 class Started:
     interactive: bool
+    tenant: str | None  # an interactive call's tenant; None for batch work
     start: float  # release time
     prefill_s: float  # seconds its uncached prompt holds the token budget
     context: float  # prompt + half the predicted output
 
 
 class RunningBook:
-    __slots__ = ("_calls", "_context", "interactive")
+    __slots__ = ("_calls", "_context", "interactive", "tenants")
 
     def __init__(self) -> None:
         self._calls: dict[int, Started] = {}
         self._context = 0.0
         self.interactive = 0  # interactive calls running
+        self.tenants: dict[str, int] = {}  # interactive calls running per tenant
 
     def __len__(self) -> int:
         return len(self._calls)
 
     def start(self, cs: CallState, now: float, prefill_s: float) -> None:
         """The call was released (call `sync` first: the core adds it to `inst.running` after)."""
-        s = Started(cs.query.query.cls != "batch", now, prefill_s, cs.input_tokens + cs.predicted_output / 2)
+        q = cs.query.query
+        interactive = q.cls != "batch"
+        s = Started(interactive, q.tenant if interactive else None, now, prefill_s,
+                    cs.input_tokens + cs.predicted_output / 2)
         old = self._calls.pop(cs.id, None)
         if old is not None:
             self._drop(old)
         self._calls[cs.id] = s
         self._context += s.context
         self.interactive += s.interactive
+        if s.tenant is not None:
+            self.tenants[s.tenant] = self.tenants.get(s.tenant, 0) + 1
 
     def _drop(self, s: Started) -> None:
         self._context -= s.context
         self.interactive -= s.interactive
+        if s.tenant is not None:
+            left = self.tenants[s.tenant] - 1
+            if left:
+                self.tenants[s.tenant] = left
+            else:
+                del self.tenants[s.tenant]
 
     def sync(self, inst: InstanceState) -> None:
         """Forget the calls that left the instance (finished, failed or moved). Every call

@@ -1,0 +1,27 @@
+"""`bench live --peer`'s workload and summary by hand (the live run itself is a benchmark)."""
+
+from __future__ import annotations
+
+from flowserve.bench.peer_live import PREFIXES, arrivals, prompts, summarize
+
+
+def test_prompts_share_prefixes_and_differ_in_their_question() -> None:
+    texts = prompts(40, seed=3)
+    docs = {t.split("\nquestion")[0] for t in texts}
+    assert 1 < len(docs) <= PREFIXES and len(set(texts)) == 40
+    assert prompts(40, seed=3) == texts  # seeded
+    times = arrivals(40, 10.0, seed=3)
+    assert times == sorted(times) and 1.0 < times[-1] < 10.0  # 40 at 10/s: about 4 s
+
+
+def test_summary_averages_repetitions_and_needs_all_three_figures_better() -> None:
+    def run(router: str, slots: int, mean: float, p99: float, hit: float) -> dict:
+        return {"router": router, "slots": slots, "mean_s": mean, "p99_s": p99, "hit_rate": hit}
+
+    runs = [run("flowserve", 1, 0.2, 0.5, 0.6), run("flowserve", 1, 0.4, 0.7, 0.8),
+            run("sglang-router", 1, 0.35, 0.9, 0.6), run("sglang-router", 1, 0.35, 0.9, 0.6),
+            run("flowserve", 4, 0.1, 0.2, 0.5), run("sglang-router", 4, 0.2, 0.4, 0.6)]
+    one, four = summarize(runs)
+    assert abs(one["flowserve"]["mean_s"] - 0.3) < 1e-12
+    assert one["flowserve"]["reps"] == 2 and one["flowserve_better"]  # 0.3 < 0.35, 0.6 < 0.9, 0.7 > 0.6
+    assert not four["flowserve_better"]  # faster, but a lower hit rate
