@@ -14,7 +14,7 @@ from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantLedger
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies.flowserve_dispatch import FlowserveDispatch, pinned, slot_wait
-from flowserve.policies.flowserve_queue import FlowserveQueue, batch_gap, engine_slots
+from flowserve.policies.flowserve_queue import FlowserveQueue, batch_gap, engine_slots, entitled_slots
 from flowserve.policies.queue_books import RunningBook, WaitingTally
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.sweet_spot import (
@@ -142,6 +142,42 @@ def test_an_interactive_call_waits_only_for_the_tenants_not_ahead_of_it() -> Non
     assert ahead_gold.calls == 1 and ahead_gold.work_s == pytest.approx(gold.t_comp)
     assert q.waiting_before(call(tenant="free")).calls == 4  # gold is behind free: it goes first
     assert q.waiting_before(call(cls="batch")).calls == 4
+
+
+def test_entitled_slots_by_hand() -> None:
+    assert entitled_slots(3.0, 4.0, 29) == pytest.approx(21.75)  # gold:3 of gold:3 + free:1
+    assert entitled_slots(1.0, 4.0, 29) == pytest.approx(7.25)
+    assert entitled_slots(1.0, 0.0, 29) == 29.0
+
+
+def test_a_tenant_over_its_share_waits_beyond_the_stricter_spot_while_another_is_active() -> None:
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, batch_gain=0.9, tenant_weights="gold:3,free:1",
+                                                         fair_slack=1e12))
+    q = a.queue
+    gold = call(tenant="gold")
+    h.enqueue(gold, a)
+    assert q.select(a, h.view) is gold
+    h.release(gold, a)
+    # at the running calls' 2k-token context (A100, 8B): spot 29 at gain 0.5, 4 at 0.9; free's share 29 / 4
+    assert q.batch_limit(a) == 29 and q._beside(a) == 4
+    free = [call(tenant="free") for _ in range(12)]
+    for cs in free:
+        h.enqueue(cs, a)
+    for cs in free[:8]:  # up to 7 running it is within 7.25; the 8th still goes
+        assert q.select(a, h.view) is cs
+        h.release(cs, a)
+    assert q.select(a, h.view) is None  # 8 ≥ 7.25 and 9 running ≥ 4: free waits below the spot of 29
+    later = call(tenant="gold")
+    h.enqueue(later, a)
+    assert q.waiting_before(call(tenant="gold")).calls == 1  # gold's wait skips free's four held calls
+    assert q.waiting_before(call(tenant="free")).calls == 5
+    assert q.select(a, h.view) is later
+    h.release(later, a)
+    del a.running[gold.id], a.running[later.id]
+    h.at(10.0)
+    assert q.select(a, h.view) is None  # gold was here 10 s ago: still active (tenant_memory_s 30)
+    h.at(31.0)
+    assert q.select(a, h.view) is free[8]  # gold is gone: free may use the whole spot
 
 
 def test_pin_before_replicate_for_deadline_free_calls() -> None:
