@@ -122,6 +122,18 @@ def _statements(n: int, seed: int) -> Workload:
     return llm_sql_job(max(4, n // 10), seed, every_s=5.0)
 
 
+def _programs(n: int, seed: int) -> Workload:
+    """Agentic programs as `flowserve bench programs` makes them (prefill-heavy agent calls),
+    at its near-saturation rate: their calls and stages are learnt online, as live."""
+    from flowserve.bench.programs_setup import SHAPE
+    from flowserve.workloads.programs import program_traces, traced_workload
+
+    return traced_workload("programs", program_traces(n, PROGRAMS_RATE, seed, SHAPE))
+
+
+PROGRAMS_RATE = 1.5  # programs per second
+
+
 def _two_tenants(n: int, seed: int) -> Workload:
     """Two tenants 3:1 on one workload: `free` floods at 3× `gold`'s rate."""
     gold = load_workload("text2sql-mixed", {"rate": 0.3, "queries": n, "seed": seed})
@@ -137,7 +149,7 @@ SINGLE: dict[str, Case] = {
 TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the built-in workloads' rates
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
 SINGLE["llm_sql"] = Case("llm_sql", "preble-a6000", _statements, batch_only=True)
-SINGLE["programs"] = Case("programs", "preble-a6000", _builtin("programs", 1.5))  # agents, `bench programs`' rate
+SINGLE["programs"] = Case("programs", "preble-a6000", _programs)
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),

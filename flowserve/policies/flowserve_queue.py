@@ -68,7 +68,7 @@ class FlowserveQueue(UrgencyQueue):
 
     def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
                  gain: float = DEFAULT_GAIN, batch_share: float = 1.0,
-                 batch_gain: float = 0.8, tenant_memory_s: float = 30.0) -> None:
+                 batch_gain: float = 0.8, tenant_memory_s: float = 30.0, reserve: bool = False) -> None:
         super().__init__()
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
@@ -82,6 +82,7 @@ class FlowserveQueue(UrgencyQueue):
         if tenant_memory_s < 0:
             raise ValueError(f"tenant_memory_s must be ≥ 0, got {tenant_memory_s}")
         self.tenant_memory_s = tenant_memory_s
+        self.reserve = reserve
         self._seen: dict[str, float] = {}  # tenant → when its last call was released here
         self._over: set[str] = set()  # the tenants over their share at the last `select` (`_over_share`)
         self._beside_spots = SweetSpots(batch_gain)
@@ -192,13 +193,17 @@ class FlowserveQueue(UrgencyQueue):
             if self._running.interactive >= limit:
                 return None  # batch calls running do not hold interactive ones back: they end soon
             top = self._fair_select(inst, view) if len(inst.waiting_tenants) > 1 else super().select(inst, view)
-            if top is None or len(inst.running) < self._beside(inst):
-                self._over = set()  # nobody is held back below the stricter spot
-                return top
+            if top is None:
+                return None
             over = self._over_share(inst, view, limit)
-            if not over or top.query.query.tenant not in over:
+            if top.query.query.tenant not in over:
                 return top
-            return self._most_urgent(lambda c: c.query.query.tenant not in over)
+            under = self._most_urgent(lambda c: c.query.query.tenant not in over)
+            if under is not None:
+                return under  # a tenant within its share of the spot goes first
+            if self.reserve and len(inst.running) >= self._beside(inst):
+                return None  # `reserve`: the flooder stays below the stricter spot
+            return top
         if not self._batch or len(inst.running) >= limit:
             return None
         if self._running.interactive and (view.now < self._next_batch or len(inst.running) >= self._beside(inst)):
@@ -209,9 +214,11 @@ class FlowserveQueue(UrgencyQueue):
 
     def _over_share(self, inst: InstanceState, view: ClusterView, spot: int) -> set[str]:
         """Tenants running at least their weighted share of the sweet spot (`entitled_slots`)
-        while another tenant has calls here: beyond the stricter spot they wait, so a light
-        tenant's calls keep a batch near the size it would find alone (a flood cannot fill
-        the engine around them), while a lone tenant still gets the whole spot."""
+        while another tenant has calls here or had within `tenant_memory_s`: the others'
+        calls go first, and interactive waits do not count theirs. With `reserve` they also
+        wait beyond the stricter spot when nobody else waits, so a light tenant's calls find
+        a batch near the size they would find alone (a flood cannot fill the engine around
+        them) at the price of throughput; a lone tenant always gets the whole spot."""
         running = self._running.tenants
         horizon = view.now - self.tenant_memory_s
         active = {t for t, seen in self._seen.items() if seen >= horizon}.union(running, inst.waiting_tenants)

@@ -150,9 +150,9 @@ def test_entitled_slots_by_hand() -> None:
     assert entitled_slots(1.0, 0.0, 29) == 29.0
 
 
-def test_a_tenant_over_its_share_waits_beyond_the_stricter_spot_while_another_is_active() -> None:
+def test_a_tenant_over_its_share_goes_after_the_others_and_with_reserve_waits() -> None:
     h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, batch_gain=0.9, tenant_weights="gold:3,free:1",
-                                                         fair_slack=1e12))
+                                                         fair_slack=1e12, reserve=True))
     q = a.queue
     gold = call(tenant="gold")
     h.enqueue(gold, a)
@@ -166,7 +166,10 @@ def test_a_tenant_over_its_share_waits_beyond_the_stricter_spot_while_another_is
     for cs in free[:8]:  # up to 7 running it is within 7.25; the 8th still goes
         assert q.select(a, h.view) is cs
         h.release(cs, a)
-    assert q.select(a, h.view) is None  # 8 ≥ 7.25 and 9 running ≥ 4: free waits below the spot of 29
+    assert q.select(a, h.view) is None  # reserve: 8 ≥ 7.25 and 9 running ≥ 4, free waits below the spot of 29
+    q.reserve = False
+    assert q.select(a, h.view) is free[8]  # work-conserving (the default): nobody else waits, free goes on
+    q.reserve = True
     later = call(tenant="gold")
     h.enqueue(later, a)
     assert q.waiting_before(call(tenant="gold")).calls == 1  # gold's wait skips free's four held calls
