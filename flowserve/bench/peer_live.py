@@ -114,7 +114,8 @@ def flowserve_yaml(out: Path, urls: Sequence[str], profile: Path, slots: int) ->
     names = [f"llama{i}" for i in range(len(urls))]
     path = out / f"serve-peer-{slots}.yaml"
     path.write_text(yaml.safe_dump({
-        "instances": [{"name": n, "profile": str(profile.resolve()), "backend": "openai", "url": u, "max_inflight": slots}
+        "instances": [{"name": n, "profile": str(profile.resolve()), "backend": "openai", "url": u,
+                       "max_inflight": slots}
                       for n, u in zip(names, urls, strict=True)],
         "gateway": {"dispatch": "flowserve", "queue": "flowserve", "engine_kinds": dict.fromkeys(names, "llamacpp"),
                     "cache_sequences": dict.fromkeys(names, slots)}}))
