@@ -23,7 +23,9 @@ from flowserve.policies.preble_costs import (
     load_cost,
     overloaded,
     priority_group,
+    queueing_time,
     run_cost,
+    run_window,
     should_exploit,
 )
 from flowserve.policies.prefix_groups import PrefixGroups
@@ -340,3 +342,11 @@ def test_group_count_validated():
     with pytest.raises(ConfigError, match="groups"):
         queue_factory("prefix_groups", {"groups": "0"})
     assert math.isclose(PrefixGroups(4).groups, 4)
+
+
+def test_replication_watches_queueing_time_over_a_window_that_scales_with_the_run() -> None:
+    assert queueing_time(1.5, 0.4) == pytest.approx(1.1)  # TTFT less its own prefill
+    assert queueing_time(0.3, 0.4) == 0.0  # a cold first prefill is not waiting
+    assert run_window(180.0, 40.0) == 40.0  # a 40 s run: its halves are 20 s each
+    assert run_window(180.0, 500.0) == 180.0  # Preble's H once the run is longer
+    assert run_window(180.0, 0.2) == 1.0  # at least the floor
