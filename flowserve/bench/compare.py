@@ -22,6 +22,7 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.bench.mixes import MIXED, SINGLE, Case, mix, tag
+from flowserve.bench.programs_setup import SLO_SCALE as PROGRAM_SLO_SCALE
 from flowserve.bench.scales import ScaleSearch
 from flowserve.bench.sql_jobs import calls_of, llm_sql_job
 from flowserve.config import load_cluster
@@ -112,13 +113,15 @@ def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairv
     batch_ids = {q.id for q in wl.queries if q.cls == "batch"}
 
     def run(scale: float | None) -> SimResult:
-        res = simulate(specs, wl, policy, scale, standalone, jobs=JOBS, clairvoyant=clairvoyant)
+        at = PROGRAM_SLO_SCALE if case.by_latency else scale  # programs: `bench programs`' deadlines
+        res = simulate(specs, wl, policy, at, standalone, jobs=JOBS, clairvoyant=clairvoyant)
         full[scale] = res
         return interactive_only(res, batch_ids)
 
     t0 = time.perf_counter()
-    # a workload of batch work alone has no SLO: one run, judged by its latency
-    search = ScaleSearch(run, policy.uses_deadline() and len(batch_ids) < len(wl.queries), GRID)
+    # a workload of batch work alone has no SLO, programs are judged by their latency: one run
+    aware = policy.uses_deadline() and len(batch_ids) < len(wl.queries) and not case.by_latency
+    search = ScaleSearch(run, aware, GRID)
     hint = hint or {}
     loose = search.loosest()
     summary = search.summary(hint.get("0.95"), hint.get("0.99"))
@@ -165,16 +168,16 @@ def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, Poli
     others = [k for k in results if k not in (OURS, ORACLE)]
     out: dict[str, Any] = {"workload": case.name, "cluster": case.cluster, "mixed": case.mixed,
                            "queries": len(wl.queries), "results": results}
-    if OURS in results and others and case.batch_only:
-        # batch work alone: the mean statement latency decides (lower is better)
-        lat = {k: results[k]["batch_latency_mean_s"] for k in others}
+    if OURS in results and others and (case.batch_only or case.by_latency):
+        # batch work alone, or programs: the mean latency decides (lower is better)
+        key = "batch_latency_mean_s" if case.batch_only else "latency_mean_s"
+        lat = {k: results[k][key] for k in others}
         best = min(lat, key=lambda k: (lat[k] is None, lat[k] or 0.0))
         for target in ("0.95", "0.99"):
             out[f"best_other_{target}"] = best
-            out[f"gain_{target}"] = better(results[OURS]["batch_latency_mean_s"], lat[best])
+            out[f"gain_{target}"] = better(results[OURS][key], lat[best])
             if ORACLE in results:
-                out[f"oracle_gap_{target}"] = better(results[ORACLE]["batch_latency_mean_s"],
-                                                     results[OURS]["batch_latency_mean_s"])
+                out[f"oracle_gap_{target}"] = better(results[ORACLE][key], results[OURS][key])
     elif OURS in results and others:
         for target in ("0.95", "0.99"):
             scales = {k: results[k]["min_slo_scale"][target] for k in others}

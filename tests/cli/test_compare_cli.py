@@ -27,3 +27,13 @@ def test_bench_compare_rejects_unknown_names(tmp_path):
     assert r.exit_code == 2 and "unknown 'nope'" in r.output
     r = runner.invoke(app, ["bench", "compare", "--policy", "magic", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "unknown dispatch policy 'magic'" in r.output
+
+
+def test_programs_are_judged_by_mean_latency(tmp_path):
+    r = runner.invoke(app, ["bench", "compare", "--workload", "programs", "--policy", "round_robin",
+                            "--policy", "flowserve", "--queries", "8", "--no-oracle", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    (case,) = json.loads((tmp_path / "bench-compare.json").read_text())["cases"]
+    lat = {k: v["latency_mean_s"] for k, v in case["results"].items()}
+    assert case["best_other_0.95"] == "round_robin"
+    assert case["gain_0.95"] == lat["round_robin"] / lat["flowserve"]  # latency ratio, not an SLO scale
