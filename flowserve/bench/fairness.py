@@ -12,8 +12,9 @@ cluster's capacity (measured: the completion rate of a saturating burst). Figure
 
 Each scenario runs in the simulator and live — the gateway's driver (asyncio, real time)
 on simulated engines `time_scale` times faster than the modelled GPUs — with the same
-workload, side by side; arms: `flowserve` and `flowserve` with the sweet-spot gate off
-(`gain` 0), so the gate's part is measured.
+workload, side by side. Arms: `flowserve` (the defaults: tenants within their share of the
+sweet spot go first), with `reserve` (flooders also held beyond the stricter spot) and with
+the sweet-spot gate off (`gain` 0), so each mechanism's part is measured; live, the defaults.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ CLUSTER = "hetero-1"
 WEIGHTS = "gold:3,free:1"
 LIGHT_RATE = 0.3  # the light tenant's normal rate (the `two-tenants` mix's)
 FLOOD = 3.0  # the heavy tenant's rate, in multiples of the cluster's capacity
-ARMS: dict[str, dict[str, Any]] = {"flowserve": {}, "flowserve, no gate": {"gain": 0.0}}
+ARMS: dict[str, dict[str, Any]] = {"flowserve": {}, "flowserve, reserve": {"reserve": True},
+                                   "flowserve, no gate": {"gain": 0.0}}
+LIVE_ARMS = ("flowserve",)  # the defaults, live (each live arm replays every scenario in real time)
 GOAL_RATIO = 1.25
 GOAL_SHARE = 0.10
 
@@ -155,7 +158,7 @@ def run_fairness_bench(out: Path, console: Console, light: int = 40, seed: int =
                             "queries": {k: len(w.queries) for k, w in wls.items()}, "runs": {}}
     rows = []
     for driver in ("sim", "live") if live else ("sim",):
-        for arm in ARMS:
+        for arm in ARMS if driver == "sim" else LIVE_ARMS:
             res = {}
             for name, wl in wls.items():
                 if say:
