@@ -34,7 +34,7 @@ import yaml
 from rich.console import Console
 
 from flowserve.bench.live_workload import shared_prefix_workload
-from flowserve.bench.procs import served
+from flowserve.bench.procs import llama_servers, served
 from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
 from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.calibrate.validate import engine_instance
@@ -140,15 +140,6 @@ def overhead_bench(n: int, console: Console) -> dict[str, Any]:
 # --------------------------------------------------------------------------- llama-server parts
 
 
-def _servers(n: int, model: Path, binary: Path, parallel: int, cache_ram: int | None) -> list[LlamaServer]:
-    OUT.mkdir(parents=True, exist_ok=True)
-    servers = [LlamaServer(model, ctx_size=8192 * parallel // 2, parallel=parallel, threads=1, cache_ram=cache_ram,
-                           alias="tiny-llama", binary=binary, log_path=OUT / f"llama-{i}.log") for i in range(n)]
-    for s in servers:
-        s.start()
-    return servers
-
-
 async def _profile(server: LlamaServer, path: Path, settings: ProfileSettings) -> Path:
     async with EngineClient(server.base_url, model="tiny-llama", engine="llamacpp") as c:
         facts = await engine_facts(c)
@@ -159,8 +150,7 @@ async def _profile(server: LlamaServer, path: Path, settings: ProfileSettings) -
 
 def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path, binary: Path,
                  console: Console, say: Callable[[str], None]) -> dict[str, Any]:
-    servers = _servers(2, model, binary, parallel=SLOTS, cache_ram=0)
-    try:
+    with llama_servers(2, model, binary, SLOTS, OUT) as servers:
         say("profiling the engine")
         profile = asyncio.run(_profile(servers[0], OUT / "tiny-np2.yaml", ProfileSettings()))
         # one sequence at a time per engine (one CPU thread); its SLOTS slot caches keep prefixes
@@ -190,9 +180,6 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
                             "token_hit_rate": hit_rate(outcomes),
                             "calls_per_instance": {i["name"]: i["completed"] for i in insts},
                             "sim_latency_s": pcts(sim_lat)}
-    finally:
-        for s in servers:
-            s.stop()
     first, last = runs[policies[0]], runs[policies[-1]]
     summary = {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "prefix_tokens": 1500,
                             "suffix_tokens": 32, "output_tokens": 16},
@@ -229,13 +216,9 @@ def peer_part(model: Path, binary: Path, queries: int, rate: float, reps: int, s
     the engines' profile (for flowserve) is fitted once, on a fresh server."""
     from flowserve.bench.peer_live import peer_bench, table
 
-    servers = _servers(1, model, binary, parallel=SLOTS, cache_ram=0)
-    try:
+    with llama_servers(1, model, binary, SLOTS, OUT) as (server,):
         say("profiling the engine")
-        profile = asyncio.run(_profile(servers[0], OUT / "tiny-np4.yaml", ProfileSettings()))
-    finally:
-        for s in servers:
-            s.stop()
+        profile = asyncio.run(_profile(server, OUT / "tiny-np4.yaml", ProfileSettings()))
     data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say)
     console.print(table(data["summary"]), highlight=False)
     return data

@@ -28,8 +28,8 @@ import httpx
 import numpy as np
 import yaml
 
-from flowserve.bench.procs import served
-from flowserve.engines.llamacpp_server import LlamaServer, free_port
+from flowserve.bench.procs import llama_servers, served
+from flowserve.engines.llamacpp_server import free_port
 from flowserve.metrics.tables import markdown_table
 
 MODEL = "tiny-llama"
@@ -97,19 +97,6 @@ async def replay(url: str, texts: Sequence[str], times: Sequence[float]) -> dict
             "answered": len(lat), "failed": failed, "send_lag_max_s": max(lags, default=0.0)}
 
 
-@contextlib.contextmanager
-def engines(model: Path, binary: Path, slots: int, out: Path) -> Iterator[list[LlamaServer]]:
-    servers = [LlamaServer(model, ctx_size=4096 * slots, parallel=slots, threads=1, cache_ram=0, alias=MODEL,
-                           binary=binary, log_path=out / f"llama-{i}.log") for i in range(2)]
-    try:
-        for s in servers:
-            s.start()
-        yield servers
-    finally:
-        for s in servers:
-            s.stop()
-
-
 def flowserve_yaml(out: Path, urls: Sequence[str], profile: Path, slots: int) -> Path:
     names = [f"llama{i}" for i in range(len(urls))]
     path = out / f"serve-peer-{slots}.yaml"
@@ -145,7 +132,7 @@ def peer_bench(model: Path, binary: Path, profile: Path, out: Path, queries: int
             order = ROUTERS if rep % 2 == 0 else ROUTERS[::-1]  # alternate who runs first
             for name in order:
                 say(f"{name}, {slots} slot(s) per server, repetition {rep + 1}: {queries} requests at {rate}/s")
-                with engines(model, binary, slots, out) as servers:
+                with llama_servers(2, model, binary, slots, out, MODEL) as servers:
                     urls = [s.base_url for s in servers]
                     with router(name, urls, profile, slots, out) as url:
                         res = asyncio.run(replay(url, texts, times))

@@ -1,5 +1,6 @@
 """A benchmark's server as a child process: started in its own session, `/health` polled
-until it answers 200 (deadline, not a fixed sleep), and its whole process group stopped on exit."""
+until it answers 200 (deadline, not a fixed sleep), and its whole process group stopped on
+exit; `llama_servers`, a set of llama-servers stopped together."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.errors import FlowserveError
 
 
@@ -46,3 +48,15 @@ def served(args: Sequence[str], health: str, log: Path, timeout_s: float = 60.0,
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextlib.contextmanager
+def llama_servers(n: int, model: Path, binary: Path, slots: int, log_dir: Path, alias: str = "tiny-llama",
+                  cache_ram: int | None = 0) -> Iterator[list[LlamaServer]]:
+    """`n` llama-servers of one thread, `slots` slot caches of 4096 tokens each; every one
+    started is stopped on exit, also when a later one fails to start."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(LlamaServer(model, ctx_size=4096 * slots, parallel=slots, threads=1,
+                                               cache_ram=cache_ram, alias=alias, binary=binary,
+                                               log_path=log_dir / f"llama-{i}.log")) for i in range(n)]
