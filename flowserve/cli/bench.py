@@ -109,6 +109,11 @@ def bench_hexgen(
         run_hexgen_bench(out, quick, queries, console, jobs)
 
 
+LIVE_PARTS = ("overhead", "prefix", "validate", "admission", "peer")
+LIVE_DEFAULT_PARTS = "overhead,prefix,validate,admission"
+LIVE_REPS, LIVE_SLOTS = 3, "1,4"
+
+
 @bench_app.command("live")
 def bench_live(
     json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
@@ -119,12 +124,12 @@ def bench_live(
     rate: Annotated[float, typer.Option(help="arrival rate (per second) of the shared-prefix run")] = 3.0,
     overhead_requests: Annotated[int, typer.Option(help="requests of the gateway-overhead run")] = 300,
     parts: Annotated[str, typer.Option(help="comma-separated: overhead, prefix, validate, admission, peer")] = (
-        "overhead,prefix,validate,admission"),
+        LIVE_DEFAULT_PARTS),
     peer: Annotated[str | None, typer.Option(help="sglang-router: only the peer part, flowserve serve against "
                                                   "the sglang-router wheel (the bench extra)")] = None,
-    reps: Annotated[int, typer.Option(help="repetitions per setting of the peer part")] = 3,
+    reps: Annotated[int, typer.Option(help="repetitions per setting of the peer part")] = LIVE_REPS,
     slots: Annotated[str, typer.Option(help="comma-separated slots per server (and max_inflight) of the "
-                                            "peer part")] = "1,4",
+                                            "peer part")] = LIVE_SLOTS,
 ) -> None:
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
     with simulated engines, `validate` against llama-server, and flowserve against the
@@ -133,16 +138,29 @@ def bench_live(
         from flowserve.bench.live import run_live_bench
         from flowserve.errors import ConfigError
 
-        chosen = {p.strip() for p in parts.split(",")}
+        chosen = {p.strip() for p in parts.split(",") if p.strip()}
+        unknown = sorted(chosen - set(LIVE_PARTS))
+        if unknown or not chosen:
+            raise ConfigError(f"--parts: unknown {', '.join(map(repr, unknown)) or 'nothing'}; "
+                              f"known: {', '.join(LIVE_PARTS)}")
         if peer is not None:
             if peer != "sglang-router":
                 raise ConfigError(f"--peer: unknown {peer!r}; known: sglang-router")
+            if parts != LIVE_DEFAULT_PARTS:
+                raise ConfigError("--peer runs the peer part alone: leave out --parts, or name `peer` in --parts")
+            chosen = {"peer"}
+        if "peer" in chosen:
             import importlib.util
 
             if importlib.util.find_spec("sglang_router") is None:
-                raise ConfigError("--peer sglang-router needs the bench extra: pip install -e '.[bench]'")
-            chosen = {"peer"}
-        settings = [int(s) for s in slots.split(",") if s.strip()]
+                raise ConfigError("the peer part needs the bench extra (sglang-router): pip install -e '.[bench]'")
+        elif reps != LIVE_REPS or slots != LIVE_SLOTS:
+            raise ConfigError("--reps and --slots set the peer part, which is not chosen "
+                              "(--peer sglang-router, or `peer` in --parts)")
+        try:
+            settings = [int(s) for s in slots.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"--slots: comma-separated whole numbers, got {slots!r}") from None
         if reps < 1 or not settings or min(settings) < 1:
             raise ConfigError("--reps and --slots must be positive")
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
