@@ -1,7 +1,7 @@
 """Workloads of `bench compare`: each kind alone, and mixes of kinds, classes and tenants.
 
-`SINGLE` names every workload run alone (cluster, builder); `register` adds more (the
-Teola apps and the LLM-in-SQL batch job plug in here when they land). Mixing needs
+`SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes; their batch
+work is LLM-in-SQL statements (`flowserve.bench.sql_jobs`). Mixing needs
 prompts of different workloads not to share segment ids by accident: each part is
 shifted into its own id range.
 """
@@ -12,15 +12,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from flowserve.bench.sql_jobs import llm_sql_job
-from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, QueryPlan, Segment
+from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, Segment
 from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
-BATCH_WORKFLOW = "batch_job"
 ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
 
 
@@ -67,22 +64,6 @@ def mix(name: str, parts: list[Workload]) -> Workload:
         priors.update(w.output_priors)
         expectations.update(w.expectations)
     return Workload(name, queries, expectations, priors)
-
-
-def batch_job(rows: int, seed: int, start_s: float = 0.0, instruction: int = 400, row_tokens: int = 120,
-              output: int = 24, span_s: float = 5.0) -> Workload:
-    """A stand-in LLM-in-SQL statement until the relational workload lands: one call per
-    row, a shared instruction then the row's fields, short answers; the rows are
-    submitted within `span_s` seconds (a scan feeding the LLM operator)."""
-    rng = np.random.default_rng(seed)
-    head = Segment(1, instruction)
-    queries = []
-    for i in range(rows):
-        fields = Segment(1000 + i, max(8, int(rng.normal(row_tokens, row_tokens / 4))))
-        out = max(1, int(rng.normal(output, output / 3)))
-        plan = QueryPlan(BATCH_WORKFLOW, ((CallStep("llm_row", (head, fields), out),),))
-        queries.append(QuerySpec(i, start_s + span_s * i / rows, plan, cls="batch"))
-    return Workload(BATCH_WORKFLOW, tuple(queries), output_priors={(BATCH_WORKFLOW, "llm_row"): float(output)})
 
 
 def _builtin(ref: str, rate: float) -> Callable[[int, int], Workload]:
@@ -155,8 +136,3 @@ MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),
 }
-
-
-def register(case: Case) -> None:
-    """The hook for workloads that land later (Teola apps, the LLM-in-SQL batch job)."""
-    (MIXED if case.mixed else SINGLE)[case.name] = case

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from batch_job import BATCH_WORKFLOW, batch_job
+
 from flowserve.bench.compare import interactive_only, tenant_shares
-from flowserve.bench.mixes import BATCH_WORKFLOW, batch_job, mix, shift_plan, tag
+from flowserve.bench.mixes import mix, shift_plan, tag
 from flowserve.config import load_cluster
 from flowserve.graph.replay import plan_oracle
 from flowserve.sim.clairvoyant import ClairvoyantPredictor
