@@ -25,7 +25,7 @@ _COMMANDS = ("Command", "SendCall", "CancelCall", "RunOp", "RunBatch", "Tokenize
 _WHERE: dict[str, str] = {
     **dict.fromkeys(("simulate", "compare", "serve", "SimulationResult"), "flowserve.api"),
     **dict.fromkeys(("Workflow", "Graph"), "flowserve.graph.workflow"),
-    **dict.fromkeys(("DispatchPolicy", "QueuePolicy"), "flowserve.policies.base"),
+    **dict.fromkeys(("DispatchPolicy", "QueuePolicy"), "flowserve.core.policy"),
     **dict.fromkeys(("CallState", "InstanceState", "QueryState", "OpState"), "flowserve.core.state"),
     "CallStatus": "flowserve.core.lifecycle",
     "ClusterView": "flowserve.core.view",

@@ -87,8 +87,8 @@ def test_a_third_party_policy_runs_by_import_path_in_the_cli_and_python(tmp_path
 
 @pytest.mark.parametrize(("dispatch", "message"), [
     ("thirdparty:NoChoose", "class NoChoose does not implement choose"),
-    ("thirdparty:NotAPolicy", "class NotAPolicy does not derive from flowserve.policies.base.DispatchPolicy"),
-    ("thirdparty:Lifo", "class Lifo does not derive from flowserve.policies.base.DispatchPolicy"),
+    ("thirdparty:NotAPolicy", "class NotAPolicy does not derive from flowserve.core.policy.DispatchPolicy"),
+    ("thirdparty:Lifo", "class Lifo does not derive from flowserve.core.policy.DispatchPolicy"),
     ("thirdparty:Missing", "module 'thirdparty' has no attribute 'Missing'"),
     ("no_such_package.mod:X", "cannot import 'no_such_package.mod'"),
     ("not a policy", "unknown dispatch policy 'not a policy'"),

@@ -30,7 +30,7 @@ class ReplayOutcome:
 
     @property
     def latency_s(self) -> float | None:
-        return None if self.result is None or self.result.status != "completed" else self.result.latency_s
+        return None if self.result is None or not self.result.completed else self.result.latency_s
 
 
 async def replay_live(driver: LiveDriver, workload: Workload, model: str | None = None) -> list[ReplayOutcome]:

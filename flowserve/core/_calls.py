@@ -30,6 +30,7 @@ from flowserve.core.state import (
 )
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
+from flowserve.errors import FailureKind
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.prompt import estimate_tokens
 from flowserve.profiles.instance import InstanceProfile
@@ -49,9 +50,8 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
 if TYPE_CHECKING:
+    from flowserve.core.policy import DispatchPolicy, QueueFactory
     from flowserve.core.scheduler import SchedulerCore
-    from flowserve.policies.base import DispatchPolicy
-    from flowserve.policies.registry import QueueFactory
 
 S = CallStatus
 
@@ -114,10 +114,10 @@ class CallBook:
         limit = self.fleet.max_context(node.model)
         if limit is not None and len(tokens) + 1 > limit:
             self._fail_call(cs, f"prompt of {len(tokens)} tokens (stage {node.stage!r}) exceeds the "
-                                f"model's context of {limit} tokens")
+                                f"model's context of {limit} tokens", FailureKind.CONTEXT_OVERFLOW)
             return False
         if not tokens:
-            self._fail_call(cs, f"empty prompt (stage {node.stage!r})")
+            self._fail_call(cs, f"empty prompt (stage {node.stage!r})", FailureKind.BAD_REQUEST)
             return False
         cs.input_tokens = len(tokens)
         cs.call = LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
@@ -130,7 +130,8 @@ class CallBook:
         if cs is None or cs.status is not S.WAITING:
             return  # its query ended meanwhile
         if ev.tokens is None:
-            self._fail_call(cs, f"cannot tokenize the prompt of stage {cs.stage!r}: {ev.error or 'no tokens'}")
+            self._fail_call(cs, f"cannot tokenize the prompt of stage {cs.stage!r}: {ev.error or 'no tokens'}",
+                            ev.kind)
             return
         cs.move(S.READY)
         if self._make_call(cs, ev.tokens):
@@ -139,13 +140,13 @@ class CallBook:
             else:
                 self._dispatch(cs)
 
-    def _fail_call(self, cs: CallState, reason: str) -> None:
+    def _fail_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
         """The call cannot run: it fails, and so does its query (a program's, alone)."""
         if cs.status is S.WAITING and self.leaders is not None:
             self.leaders.forget(cs)
         cs.move(S.FAILED)
         self.drop(cs)
-        self._end_call(cs, reason)
+        self._end_call(cs, reason, kind)
 
     # ------------------------------------------------------------------ binding
 
@@ -158,7 +159,8 @@ class CallBook:
         """Early binding: choose among every up instance serving the call's model."""
         candidates = self.fleet.candidates(cs)
         if not candidates:
-            self._fail_call(cs, f"no instance is up that serves {cs.node.model or 'any model'}")
+            self._fail_call(cs, f"no instance is up that serves {cs.node.model or 'any model'}",
+                            FailureKind.NO_INSTANCE)
             return
         target = self._choose(cs, candidates)
         if not self._wait_for_leader(cs, target):
@@ -323,7 +325,7 @@ class CallBook:
             self._redispatch(cs)
         else:
             self._fail_call(cs, f"call {cs.stage!r} failed on {inst.name} after "
-                                f"{cs.attempts} attempt(s): {ev.reason}")
+                                f"{cs.attempts} attempt(s): {ev.reason}", ev.kind)
 
     def _redispatch(self, cs: CallState) -> None:
         cs.move(S.READY)

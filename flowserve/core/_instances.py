@@ -15,7 +15,7 @@ from flowserve.types.events import InstanceCapacity
 from flowserve.types.specs import InstanceSpec
 
 if TYPE_CHECKING:
-    from flowserve.policies.registry import QueueFactory
+    from flowserve.core.policy import QueueFactory
 
 
 class InstanceBook:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flowserve.core.state import OpState, QueryState
+from flowserve.errors import FailureKind
 from flowserve.graph.nodes import OpNode
 from flowserve.graph.primitives import OP_KINDS
 from flowserve.profiles.ops import OpProfile, op_profile
@@ -88,7 +89,7 @@ class OpBook:
         if not serving:
             known = ", ".join(sorted(self.kinds())) or "none"
             self._fail(qs, f"step {node.key!r}: no {kind} instance is up to run op {node.op!r} "
-                           f"(engine kinds up: {known})")
+                           f"(engine kinds up: {known})", FailureKind.NO_INSTANCE)
             return
         inst = min(serving, key=lambda i: (i.queued_units + sum(len(b) for b in i.batches.values()), i.name))
         st = OpState(op, node, qs, next(self._seq))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flowserve.core.state import CallRecord, CallState, QueryState
-from flowserve.errors import FlowserveError
+from flowserve.errors import FailureKind, FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass
 from flowserve.graph.runtime import QueryRun
@@ -78,7 +78,7 @@ class RunBook:
         """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
         qs = self.queries.get(ev.query_id)
         if qs is not None:
-            self.fail(qs, ev.reason)
+            self.fail(qs, ev.reason, FailureKind.CANCELLED)
 
     def cancel(self, ev: CallCancelled) -> None:
         qs = self.queries.get(ev.query_id)
@@ -86,7 +86,7 @@ class RunBook:
         if cs is None:
             return  # it ended meanwhile
         self._calls.drop(cs)
-        self.end_call(cs, ev.reason)
+        self.end_call(cs, ev.reason, FailureKind.CANCELLED)
 
     # ------------------------------------------------------------------ the graph
 
@@ -95,10 +95,10 @@ class RunBook:
         try:
             nodes = step()
         except FlowserveError as e:
-            self.fail(qs, str(e))
+            self.fail(qs, str(e), e.kind)
             return
         except Exception as e:  # the workflow's own code: end its query, keep the others
-            self.fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}")
+            self.fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}", FailureKind.APP_ERROR)
             return
         now = self._view.now
         for node in nodes:
@@ -131,7 +131,7 @@ class RunBook:
         try:
             output = qs.run.workflow.output(qs.run.results)
         except Exception as e:
-            self.fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}")
+            self.fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}", FailureKind.APP_ERROR)
             return
         del self.queries[q.id]
         qs.ended = True
@@ -145,7 +145,7 @@ class RunBook:
         met = None if q.deadline is None else end <= q.deadline + 1e-9
         self.out.append(QueryDone(q.id, now, end - q.arrival, met, output, qs.run.results))
 
-    def fail(self, qs: QueryState, reason: str) -> None:
+    def fail(self, qs: QueryState, reason: str, kind: FailureKind) -> None:
         """Fail the whole query: cancel its calls everywhere and say why."""
         if qs.ended:
             return
@@ -157,19 +157,19 @@ class RunBook:
             del self._ops[op_id]
         self._opbook.drop_query(qs)
         self.queries.pop(qs.id, None)
-        self.out.append(QueryFailed(qs.id, self._view.now, reason))
+        self.out.append(QueryFailed(qs.id, self._view.now, reason, kind))
 
-    def end_call(self, cs: CallState, reason: str) -> None:
+    def end_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
         """A call that failed or was cancelled (and was dropped from the books): an
         open-ended query goes on without it (its step's result carries the reason); any
         other query fails."""
         qs = cs.query
         if not qs.run.workflow.open_ended:
-            self.fail(qs, reason)
+            self.fail(qs, reason, kind)
             return
         qs.inflight.pop(cs.id, None)
         self._complete(qs, cs.node.key, NodeResult(error=reason, stage=cs.stage, ready=cs.ready,
-                                                   finished=self._view.now))
+                                                   finished=self._view.now, error_kind=kind))
 
     # ------------------------------------------------------------------ completions
 
@@ -217,4 +217,4 @@ class RunBook:
             return
         qs, key = entry
         self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
-                                           finished=ev.time))
+                                           finished=ev.time, error_kind=None if ev.error is None else ev.kind))

@@ -25,7 +25,7 @@ from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.specs import InstanceSpec
 
 if TYPE_CHECKING:
-    from flowserve.policies.base import QueuePolicy
+    from flowserve.core.policy import QueuePolicy
 
 
 class PolicyHarness:

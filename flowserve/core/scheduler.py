@@ -27,6 +27,7 @@ from flowserve.core._ops import OpBook
 from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallRecord, CallState, InstanceStatus, QueryState
+from flowserve.errors import FailureKind
 from flowserve.graph.passes import GraphPass
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
@@ -56,8 +57,7 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
 
 if TYPE_CHECKING:
-    from flowserve.policies.base import DispatchPolicy
-    from flowserve.policies.registry import QueueFactory
+    from flowserve.core.policy import DispatchPolicy, QueueFactory
 
 
 class SchedulerCore:
@@ -221,14 +221,14 @@ class SchedulerCore:
             return None
         return self._calls._choose(cs, candidates).name
 
-    def fail_call(self, cs: CallState, reason: str) -> None:
+    def fail_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
         """For the call book: a call that cannot run (and was dropped) ends alone in a
         program, else fails its query."""
-        self._runs.end_call(cs, reason)
+        self._runs.end_call(cs, reason, kind)
 
-    def fail_query(self, qs: QueryState, reason: str) -> None:
+    def fail_query(self, qs: QueryState, reason: str, kind: FailureKind) -> None:
         """For the op book: an op that cannot run fails its query."""
-        self._runs.fail(qs, reason)
+        self._runs.fail(qs, reason, kind)
 
     # ------------------------------------------------------------------ instances and caches
 

@@ -10,9 +10,9 @@ the transitions of `flowserve.core.lifecycle`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flowserve.core.lifecycle import TRANSITIONS, CallStatus
 from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
@@ -26,7 +26,6 @@ from flowserve.types.work import LLMCall, Query, ToolOp
 
 if TYPE_CHECKING:
     from flowserve.core.tenants import TenantLedger
-    from flowserve.policies.base import QueuePolicy
     from flowserve.profiles.instance import InstanceProfile
 
 HISTORY_LEN = 512
@@ -148,10 +147,43 @@ class FinishedCall:
     predicted_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """Waiting calls a queue would release before a given call: how many, Σ t_comp, Σ prefill s."""
+
+    calls: int = 0
+    work_s: float = 0.0
+    prefill_s: float = 0.0
+
+
+class InstanceQueue(Protocol):
+    """An instance's waiting calls, as its state holds them and dispatch policies read
+    them: the queue policy's object (`flowserve.core.policy.QueuePolicy` declares each
+    member with its default). `view` is the core's `ClusterView`, which reads this module
+    and so is not named here."""
+
+    tenant_weights: Mapping[str, float]
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[CallState]: ...
+    def bind(self, view: Any) -> None: ...
+    def push(self, cs: CallState) -> None: ...
+    def select(self, inst: InstanceState, view: Any) -> CallState | None: ...
+    def remove(self, cs: CallState, released: bool) -> None: ...
+    def order_key(self, op: OpState) -> tuple: ...
+    def waiting_work_s(self) -> float: ...
+    def waiting_prefill_s(self) -> float: ...
+    def running_prefill_s(self, inst: InstanceState, now: float) -> float: ...
+    def batch_waiting(self) -> int: ...
+    def waiting_before(self, cs: CallState) -> Ahead: ...
+    def running_context(self, inst: InstanceState) -> float: ...
+    def batch_limit(self, inst: InstanceState) -> int | None: ...
+
+
 class InstanceState:
     """One engine instance as the core sees it."""
 
-    def __init__(self, spec: InstanceSpec, cost: CostModel, queue: QueuePolicy) -> None:
+    def __init__(self, spec: InstanceSpec, cost: CostModel, queue: InstanceQueue) -> None:
         self.spec = spec
         self.name = spec.name
         self.cost = cost
@@ -193,7 +225,7 @@ class InstanceState:
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
 
 
-def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:
+def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: InstanceQueue) -> InstanceState:
     inst = InstanceState(spec, prof.cost, queue)
     inst.kv_capacity = prof.kv_capacity
     inst.max_context = prof.max_context

@@ -7,9 +7,9 @@ import inspect
 import typing
 from collections.abc import Mapping
 
+from flowserve.core.policy import BINDINGS
 from flowserve.docgen.config_reference import type_name, yaml_value
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
-from flowserve.policies.base import BINDINGS
 
 INTRO = """\
 # Policy catalogue

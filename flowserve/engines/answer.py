@@ -10,16 +10,29 @@ from typing import Any
 import httpx
 import orjson
 
-from flowserve.errors import FlowserveError
+from flowserve.errors import FailureKind, FlowserveError
 
 
 class EngineError(FlowserveError):
-    """A failed engine request; `retryable` says whether trying again (elsewhere) may help."""
+    """A failed engine request; `retryable` says whether trying again (elsewhere) may help,
+    `kind` what failed (by default from the engine's HTTP status: `status_kind`)."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None,
+                 kind: FailureKind | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.kind = kind if kind is not None else status_kind(status)
+
+
+def status_kind(status: int | None) -> FailureKind:
+    """An engine's HTTP status as a failure: 408 a timeout, any other 4xx a refusal of the
+    request, the rest (5xx, no answer) an engine error."""
+    if status == 408:
+        return FailureKind.TIMEOUT
+    if status is not None and 400 <= status < 500:
+        return FailureKind.ENGINE_REJECTED
+    return FailureKind.ENGINE_ERROR
 
 
 def retryable_status(status: int) -> bool:

@@ -50,6 +50,7 @@ from flowserve.engines.answer import (
     json_or_error_raw,
     retryable_status,
 )
+from flowserve.errors import FailureKind
 
 EngineKind = Literal["openai", "llamacpp", "vllm", "sglang"]
 Prompt = str | Sequence[int]
@@ -143,9 +144,10 @@ class EngineClient:
                 return await self._send(path, body, on_chunk)
         except TimeoutError:
             raise EngineError(f"{self.base_url}{path}: no complete answer within {limit} s",
-                              retryable=True) from None
+                              retryable=True, kind=FailureKind.TIMEOUT) from None
         except httpx.TimeoutException as e:
-            raise EngineError(f"{self.base_url}{path}: timed out ({type(e).__name__})", retryable=True) from None
+            raise EngineError(f"{self.base_url}{path}: timed out ({type(e).__name__})", retryable=True,
+                              kind=FailureKind.TIMEOUT) from None
         except (httpx.TransportError, aiohttp.ClientError) as e:  # refused, reset, closed mid-stream
             raise EngineError(f"{self.base_url}{path}: {type(e).__name__}: {e or 'connection failed'}",
                               retryable=True) from None
@@ -282,7 +284,8 @@ class EngineClient:
         try:
             resp = await self._http.request(method, path, json=body)
         except httpx.TimeoutException as e:
-            raise EngineError(f"{self.base_url}{path}: timed out ({type(e).__name__})", retryable=True) from None
+            raise EngineError(f"{self.base_url}{path}: timed out ({type(e).__name__})", retryable=True,
+                              kind=FailureKind.TIMEOUT) from None
         except httpx.TransportError as e:
             raise EngineError(f"{self.base_url}{path}: {type(e).__name__}: {e}", retryable=True) from None
         return json_or_error(resp)

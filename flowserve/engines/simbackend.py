@@ -113,7 +113,7 @@ class SimBackend:
             if fut is None or fut.done():
                 continue
             if isinstance(ev, CallFailed):
-                fut.set_exception(EngineError(ev.reason, retryable=ev.retryable))
+                fut.set_exception(EngineError(ev.reason, retryable=ev.retryable, kind=ev.kind))
             else:
                 fut.set_result(CallOutcome(
                     output_tokens=ev.output_tokens, cached_tokens=ev.cached_tokens,

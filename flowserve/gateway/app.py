@@ -163,8 +163,8 @@ class Gateway:
         finally:
             watch.stop()
         out = query_body(result)
-        if result.status != "completed":
-            err = failure_error(result.reason or "failed")
+        if not result.completed:
+            err = failure_error(result.kind, result.reason)
             return JSONResponse({**err.body(), **out}, status_code=err.status)
         return JSONResponse(out)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowserve.engines.backend import Backend, EngineError, EngineRequest
 from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.errors import FailureKind
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.parts import PartSink
@@ -173,7 +174,7 @@ class CallRunner:
                     reason = str(e) if not streamed else f"{e} (after part of the answer was streamed)"
                     opened = e.retryable and breaker.record_failure(now)
                     if not e.retryable or streamed or attempt > s.retries or breaker.state != "closed":
-                        self._put(CallFailed(now, call.id, name, reason, e.retryable and not streamed))
+                        self._put(CallFailed(now, call.id, name, reason, e.retryable and not streamed, e.kind))
                         if opened:
                             self._instance_failed(name, f"circuit opened: {e}")
                         return
@@ -183,7 +184,8 @@ class CallRunner:
                 except Exception as e:  # a backend bug must still end the call, with the reason
                     log.exception("call %d on %s failed unexpectedly", call.id, name)
                     self._metrics.engine_errors.labels(name, "false").inc()
-                    self._put(CallFailed(self._clock(), call.id, name, f"{type(e).__name__}: {e}", False))
+                    self._put(CallFailed(self._clock(), call.id, name, f"{type(e).__name__}: {e}", False,
+                                        FailureKind.INTERNAL))
                     return
                 if breaker.record_success() and name not in self.removed:
                     self._put(InstanceUp(self._clock(), self.specs[name]))

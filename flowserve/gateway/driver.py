@@ -32,6 +32,7 @@ from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import Backend, TokenSink
+from flowserve.errors import FailureKind
 from flowserve.gateway.admission import Admission
 from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
@@ -168,8 +169,8 @@ class LiveDriver:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), timeout)
         for h in list(self.book.open.values()):
-            self._resolve(h, "failed", f"the gateway shut down before the query finished "
-                                       f"(drain timeout {timeout:g} s)", self.clock(), None)
+            self._fail(h, FailureKind.SHUTDOWN, f"the gateway shut down before the query finished "
+                                                f"(drain timeout {timeout:g} s)", self.clock())
 
     async def shutdown(self, drain_timeout_s: float | None = None) -> None:
         """Drain (see `drain`), then stop every task and engine connection."""
@@ -297,8 +298,8 @@ class LiveDriver:
                 log.exception("driver failed on %r", item)
                 h = self.book.query_of(item)
                 if h is not None and not h.done.done():
-                    self._resolve(h, "failed", f"internal error while scheduling the query: "
-                                               f"{type(e).__name__}: {e}", now, None)
+                    self._fail(h, FailureKind.INTERNAL, f"internal error while scheduling the query: "
+                                                        f"{type(e).__name__}: {e}", now)
             assert self._progress is not None
             self._progress.set()
 
@@ -354,11 +355,11 @@ class LiveDriver:
         elif isinstance(cmd, QueryDone):
             h = self.book.open.get(cmd.query_id)
             if h is not None:
-                self._resolve(h, "completed", None, now, cmd.deadline_met, cmd)
+                self._resolve(h, now, cmd.deadline_met, cmd)
         elif isinstance(cmd, QueryFailed):
             h = self.book.open.get(cmd.query_id)
             if h is not None:
-                self._resolve(h, "failed", cmd.reason, now, False if h.slo_s is not None else None)
+                self._fail(h, cmd.kind, cmd.reason, now)
         elif isinstance(cmd, StepDone):
             self.book.step_done(cmd, now)
         elif isinstance(cmd, PolicyChanged):
@@ -372,9 +373,12 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ queries
 
-    def _resolve(self, h: QueryHandle, status: str, reason: str | None, now: float,
-                 met: bool | None, done: QueryDone | None = None) -> None:
-        self.book.resolve(h, status, reason, now, met, done)
+    def _fail(self, h: QueryHandle, kind: FailureKind, reason: str, now: float) -> None:
+        self._resolve(h, now, False if h.slo_s is not None else None, failure=(kind, reason))
+
+    def _resolve(self, h: QueryHandle, now: float, met: bool | None, done: QueryDone | None = None,
+                 failure: tuple[FailureKind, str] | None = None) -> None:
+        self.book.resolve(h, now, met, done, failure)
         if self._draining and not self.book.open and self._drained is not None:
             self._drained.set()
 

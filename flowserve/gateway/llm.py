@@ -119,8 +119,8 @@ class LLMRoutes:
         except asyncio.CancelledError:  # the client went away
             self._abandon(h)
             raise
-        if result.status != "completed":
-            return error_reply(failure_error(result.reason or "failed"))
+        if not result.completed:
+            return error_reply(failure_error(result.kind, result.reason))
         call = result.calls[-1]
         use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
         make = chat_body if kind == "chat" else completion_body
@@ -191,11 +191,11 @@ class LLMRoutes:
             if parts:
                 yield b"".join(parts)
         result = h.done.result()
-        if result.status == "completed":
+        if result.completed:
             call = result.calls[-1]
             use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens) if include_usage else None
             yield enc.final(call.finish_reason, use)
         else:  # in-band: the status line went out with the first byte
-            yield sse(failure_error(result.reason or "failed").body())
+            yield sse(failure_error(result.kind, result.reason).body())
         yield SSE_DONE
 

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from fastapi.responses import JSONResponse
+
+from flowserve.errors import FailureKind
 
 
 class APIError(Exception):
@@ -137,14 +139,38 @@ class ChunkEncoder:
         return sse(body)
 
 
-def failure_error(reason: str) -> APIError:
-    """The HTTP error for a query that failed, from the reason the core gave."""
-    if "exceeds the model's context" in reason or "exceeds the KV capacity" in reason:
-        return APIError(400, reason, code="context_length_exceeded", param="prompt")
-    if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:
-        return APIError(400, reason, code="engine_rejected")
-    if reason.startswith("text2sql: "):  # the agent could not answer this question (its reason)
-        return APIError(422, reason, code="unanswerable")
-    if "no instance is up" in reason or "shut down" in reason:
-        return APIError(503, reason, "server_error", "service_unavailable")
-    return APIError(502, reason, "server_error", "engine_error")
+@dataclass(frozen=True, slots=True)
+class HTTPFailure:
+    """How a failure kind answers a client."""
+
+    status: int
+    type: str
+    code: str
+    param: str | None = None
+
+
+_CLIENT, _SERVER = "invalid_request_error", "server_error"
+
+# The one table from what failed to what the client gets (docs/serving.md, "Errors").
+FAILURES: Mapping[FailureKind, HTTPFailure] = {
+    FailureKind.BAD_REQUEST: HTTPFailure(400, _CLIENT, "invalid_request"),
+    FailureKind.CONTEXT_OVERFLOW: HTTPFailure(400, _CLIENT, "context_length_exceeded", "prompt"),
+    FailureKind.ENGINE_REJECTED: HTTPFailure(400, _CLIENT, "engine_rejected"),
+    FailureKind.UNANSWERABLE: HTTPFailure(422, _CLIENT, "unanswerable"),
+    FailureKind.LIMIT: HTTPFailure(429, "rate_limit_error", "limit_exceeded"),
+    FailureKind.CANCELLED: HTTPFailure(499, _CLIENT, "cancelled"),
+    FailureKind.INTERNAL: HTTPFailure(500, _SERVER, "internal_error"),
+    FailureKind.APP_ERROR: HTTPFailure(500, _SERVER, "app_error"),
+    FailureKind.TOOL_ERROR: HTTPFailure(502, _SERVER, "tool_error"),
+    FailureKind.ENGINE_ERROR: HTTPFailure(502, _SERVER, "engine_error"),
+    FailureKind.NO_INSTANCE: HTTPFailure(503, _SERVER, "service_unavailable"),
+    FailureKind.SHUTDOWN: HTTPFailure(503, _SERVER, "service_unavailable"),
+    FailureKind.TIMEOUT: HTTPFailure(504, _SERVER, "timeout"),
+}
+
+
+def failure_error(kind: FailureKind | None, reason: str | None) -> APIError:
+    """The HTTP error for a query that failed: its kind through `FAILURES`, its reason as
+    the message."""
+    f = FAILURES[kind if kind is not None else FailureKind.INTERNAL]
+    return APIError(f.status, reason or "failed", f.type, f.code, f.param)

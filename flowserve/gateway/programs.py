@@ -21,6 +21,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -36,6 +37,24 @@ from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, Prog
 from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
 
 
+class ProgramEnd(StrEnum):
+    """Why a program ends (its value is what summaries and metrics show)."""
+
+    DELETED = "deleted"  # its client deleted it
+    IDLE = "idle"  # no call came for programs.idle_s
+    DURATION = "duration"  # open longer than programs.max_duration_s
+    FAILED = "failed"  # the core failed it
+    SHUTDOWN = "shutdown"  # the gateway shut down
+
+
+ENDED_HOW: Mapping[ProgramEnd, str] = {
+    ProgramEnd.DELETED: "was deleted",
+    ProgramEnd.DURATION: "ran longer than programs.max_duration_s",
+    ProgramEnd.FAILED: "failed",
+    ProgramEnd.SHUTDOWN: "ended when the gateway shut down",
+}
+
+
 @dataclass(eq=False)
 class OpenProgram:
     id: str
@@ -49,7 +68,7 @@ class OpenProgram:
     last: float = 0.0  # its latest call (idle timeout)
     calls: int = 0
     inflight: set[str] = field(default_factory=set)
-    ended: str | None = None  # why it ends: "deleted", "idle", "duration"
+    ended: ProgramEnd | None = None  # why it ends (None: open)
     summary: dict[str, Any] | None = None
 
 
@@ -87,7 +106,7 @@ class ProgramBook:
         for prog in list(self.open.values()):
             h = prog.handle
             if h is not None and prog.ended is None:
-                prog.ended = "shutdown"
+                prog.ended = ProgramEnd.SHUTDOWN
                 await self.driver.inputs.deliver(h.id, lambda now, qid=h.id: QueryClosed(now, qid))
 
     # ------------------------------------------------------------------ calls
@@ -198,7 +217,7 @@ class ProgramBook:
             raise self._refused(APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls "
                                               f"{s.max_calls})", "rate_limit_error", "program_limit_exceeded"))
         if self.clock() - prog.opened > s.max_duration_s:
-            self._close(prog, "duration")
+            self._close(prog, ProgramEnd.DURATION)
             raise self._refused(self._ended_error(prog))
 
     def _refused(self, e: APIError) -> APIError:
@@ -206,10 +225,10 @@ class ProgramBook:
         return e
 
     def _ended_error(self, prog: OpenProgram) -> APIError:
-        how = {"deleted": "was deleted", "idle": f"ended after {self.settings.idle_s:g} s without a call",
-               "duration": "ran longer than programs.max_duration_s", "failed": "failed",
-               "shutdown": "ended when the gateway shut down"}.get(prog.ended or "",
-                                                                                          "has ended")
+        if prog.ended is ProgramEnd.IDLE:
+            how = f"ended after {self.settings.idle_s:g} s without a call"
+        else:
+            how = ENDED_HOW.get(prog.ended, "has ended") if prog.ended is not None else "has ended"
         return APIError(409, f"program {prog.id!r} {how}; send later calls under a new program id",
                         code="program_ended", param="x-flowserve-program")
 
@@ -219,7 +238,7 @@ class ProgramBook:
 
     # ------------------------------------------------------------------ ending
 
-    def _close(self, prog: OpenProgram, how: str) -> None:
+    def _close(self, prog: OpenProgram, how: ProgramEnd) -> None:
         """No more calls: the program finishes when its calls are done."""
         if prog.ended is not None:
             return
@@ -230,11 +249,11 @@ class ProgramBook:
 
     def _query_ended(self, prog: OpenProgram, fut: asyncio.Future[QueryResult]) -> None:
         result = fut.result()
-        if result.status != "completed":
-            prog.ended = prog.ended or "failed"
+        if not result.completed:
+            prog.ended = prog.ended or ProgramEnd.FAILED
         self.open.pop(prog.id, None)
         prog.summary = summary(prog, result)
-        self.m_ended.labels("failed" if result.status != "completed" else prog.ended or "deleted").inc()
+        self.m_ended.labels(ProgramEnd.FAILED if not result.completed else prog.ended or ProgramEnd.DELETED).inc()
         if prog.slo_s is not None:
             self.m_slo.labels("met" if result.deadline_met else "missed").inc()
         if self.settings.kept:
@@ -249,7 +268,7 @@ class ProgramBook:
             raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
                            param="program_id")
         await self._admitted(prog)
-        self._close(prog, "deleted")
+        self._close(prog, ProgramEnd.DELETED)
         assert prog.handle is not None
         await asyncio.shield(prog.handle.done)
         assert prog.summary is not None
@@ -277,9 +296,9 @@ class ProgramBook:
             if prog.handle is None or prog.inflight:
                 continue
             if now - prog.last >= self.settings.idle_s:
-                self._close(prog, "idle")
+                self._close(prog, ProgramEnd.IDLE)
             elif now - prog.opened > self.settings.max_duration_s:
-                self._close(prog, "duration")
+                self._close(prog, ProgramEnd.DURATION)
 
     async def _sweep_forever(self) -> None:
         every = min(1.0, self.settings.idle_s / 4)
@@ -296,7 +315,7 @@ def _taken(program_id: str) -> APIError:
 def summary(prog: OpenProgram, r: QueryResult) -> dict[str, Any]:
     """What a program did, as `DELETE` returns it."""
     out = r.output
-    return {"id": prog.id, "status": "failed" if r.status != "completed" else "ended", "ended": prog.ended,
+    return {"id": prog.id, "status": "failed" if not r.completed else "ended", "ended": prog.ended,
             "reason": r.reason, "calls": out.get("calls", prog.calls), "failed_calls": out.get("failed_calls", 0),
             "prompt_tokens": out.get("prompt_tokens", 0), "cached_tokens": out.get("cached_tokens", 0),
             "output_tokens": out.get("output_tokens", 0), "threads": out.get("threads", []),

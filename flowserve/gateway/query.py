@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from flowserve.engines.backend import TokenSink
+from flowserve.errors import FailureKind
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.workflow import Workflow
@@ -40,16 +42,28 @@ class CallReport:
     extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs)
 
 
+class QueryStatus(StrEnum):
+    """How a query ended (its value is what JSON bodies show)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
 @dataclass(frozen=True)
 class QueryResult:
     id: int
     workflow: str
-    status: str  # "completed" | "failed"
-    reason: str | None
+    status: QueryStatus
+    reason: str | None  # why it failed, for people
     latency_s: float
     deadline_met: bool | None
     output: dict[str, Any]
     calls: tuple[CallReport, ...]
+    kind: FailureKind | None = None  # what failed (None: completed)
+
+    @property
+    def completed(self) -> bool:
+        return self.status is QueryStatus.COMPLETED
 
 
 def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from flowserve.errors import FailureKind
 from flowserve.gateway.metrics import GatewayMetrics
-from flowserve.gateway.query import QueryHandle, QueryResult, call_reports
+from flowserve.gateway.query import QueryHandle, QueryResult, QueryStatus, call_reports
 from flowserve.gateway.record import QueryRecorder
 from flowserve.types.commands import QueryDone, StepDone
 from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
@@ -53,12 +54,16 @@ class QueryBook:
             return None if qid is None else self.open.get(qid)
         return None
 
-    def resolve(self, h: QueryHandle, status: str, reason: str | None, now: float,
-                met: bool | None, done: QueryDone | None = None) -> None:
-        """End a query: its client's result, its metrics, and it moves to the finished."""
+    def resolve(self, h: QueryHandle, now: float, met: bool | None, done: QueryDone | None = None,
+                failure: tuple[FailureKind, str] | None = None) -> None:
+        """End a query — completed (`done`) or failed (`failure`: its kind and reason) —
+        with its client's result and its metrics; it moves to the finished."""
+        assert (done is None) != (failure is None)
+        status = QueryStatus.COMPLETED if failure is None else QueryStatus.FAILED
+        kind, reason = failure if failure is not None else (None, None)
         self.open.pop(h.id, None)
         if self.recorder is not None and self.recorder.records(h):
-            self.recorder.ended(h, done if status == "completed" else None)
+            self.recorder.ended(h, done)
         for cid in h.call_ids:
             self.calls.pop(cid, None)
         # a program's latency ends with its last call (`done.latency`), not when it was closed
@@ -66,10 +71,10 @@ class QueryBook:
         output = dict(done.output) if done is not None else {}
         calls = call_reports(dict(done.results)) if done is not None else ()
         if not h.done.done():
-            h.done.set_result(QueryResult(h.id, h.workflow, status, reason, latency, met, output, calls))
+            h.done.set_result(QueryResult(h.id, h.workflow, status, reason, latency, met, output, calls, kind))
         m = self.metrics
         m.queries.labels(h.workflow, status).inc()
-        if status == "completed":
+        if failure is None:
             m.latency.labels(h.workflow).observe(latency)
         if h.slo_s is not None:
             m.slo.labels(h.tenant, "met" if met else "missed").inc()
@@ -78,8 +83,8 @@ class QueryBook:
             m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
         for ch in h.steps.values():  # a program's calls still waiting end with it
             if not ch.done.done():
-                ch.done.set_result(QueryResult(ch.id, h.workflow, "failed", reason or status, now - ch.sent, None,
-                                               {}, ()))
+                ch.done.set_result(QueryResult(ch.id, h.workflow, QueryStatus.FAILED, reason or "ended", now - ch.sent,
+                                               None, {}, (), kind or FailureKind.CANCELLED))
         h.steps.clear()
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
@@ -92,7 +97,8 @@ class QueryBook:
         if ch is None or ch.done.done():
             return
         r = cmd.result
-        status = "failed" if r.error is not None else "completed"
+        status = QueryStatus.FAILED if r.error is not None else QueryStatus.COMPLETED
         calls = call_reports({cmd.key: r}) if r.error is None else ()
         self.metrics.queries.labels("program-call", status).inc()
-        ch.done.set_result(QueryResult(ch.id, h.workflow, status, r.error, now - ch.sent, None, {}, calls))
+        ch.done.set_result(QueryResult(ch.id, h.workflow, status, r.error, now - ch.sent, None, {}, calls,
+                                       None if r.error is None else r.error_kind or FailureKind.INTERNAL))

@@ -199,7 +199,7 @@ class GatewayTokens:
         try:
             return Tokenized(clock(), cmd.call_id, await self.prompt(cmd.prompt, cmd.model))
         except EngineError as e:
-            return Tokenized(clock(), cmd.call_id, error=str(e))
+            return Tokenized(clock(), cmd.call_id, error=str(e), kind=e.kind)
 
 
 def chat_key(chat: Chat, model: str | None) -> Hashable:

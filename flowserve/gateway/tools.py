@@ -19,12 +19,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flowserve.errors import ConfigError
+from flowserve.errors import ConfigError, FailureKind
 from flowserve.graph.oracle import ToolOutcome
 from flowserve.graph.primitives import PART
 from flowserve.retrieval.errors import RetrievalError
 from flowserve.retrieval.executors import Executor
-from flowserve.sqlexec import SandboxLimits, SQLError, WorkerPool, run_query
+from flowserve.sqlexec import SandboxLimits, SQLError, SQLRefused, WorkerPool, run_query
 from flowserve.types.events import OpFinished
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import ToolOp
@@ -33,7 +33,12 @@ MAX_ROWS = 20
 
 
 class ToolError(Exception):
-    """The tool ran and reports an error (the workflow decides what to do with it)."""
+    """The tool ran and reports an error (the workflow decides what to do with it); `kind`:
+    a limit refused it, or it failed."""
+
+    def __init__(self, message: str, kind: FailureKind = FailureKind.TOOL_ERROR) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS, pool: WorkerPool | None = None,
@@ -44,6 +49,8 @@ def run_sql(path: str, sql: str, time_limit_s: float, max_rows: int = MAX_ROWS, 
     limits = SandboxLimits(time_limit_s=time_limit_s, max_rows=max_rows, worker_memory_bytes=memory_bytes)
     try:
         return pool.run(path, sql, limits) if pool is not None else run_query(path, sql, limits)
+    except SQLRefused as e:
+        raise ToolError(str(e), FailureKind.LIMIT) from None
     except SQLError as e:
         raise ToolError(str(e)) from None
 
@@ -100,7 +107,9 @@ class ToolRunner:
         still ends the op, with the reason)."""
         try:
             return OpFinished(clock(), op.id, result=await self.run(op, replayed, instance))
-        except (ToolError, RetrievalError) as e:
+        except ToolError as e:
+            return OpFinished(clock(), op.id, error=str(e), kind=e.kind)
+        except RetrievalError as e:
             return OpFinished(clock(), op.id, error=str(e))
         except asyncio.CancelledError:
             raise

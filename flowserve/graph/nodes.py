@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowserve.errors import FailureKind
 from flowserve.graph.prompt import Chat, Out, Prompt, Segment, output_segment_id, refs, required, value_parts
 
 EMPTY: Mapping[str, Any] = {}
@@ -72,7 +73,8 @@ class NodeResult:
     """What a finished node produced; the runtime keeps it in the query's object store.
 
     LLM calls: the answer (text live, None simulated), its token counts and where it ran;
-    tool ops: their value or error. `missing`: the step has no output and did not run
+    tool ops: their value or error (`error`: why, for people and prompts; `error_kind`:
+    what failed, `flowserve.errors.FailureKind`). `missing`: the step has no output and did not run
     (a part beyond those its source produced, or a step that needed such a part).
     """
 
@@ -91,6 +93,7 @@ class NodeResult:
     # LLM calls: the engine's answer beyond its text, as plain JSON (`tool_calls`, `logprobs`)
     extra: Mapping[str, Any] | None = None
     missing: bool = False
+    error_kind: FailureKind | None = None
 
     def parts(self, query_id: int, key: str) -> Prompt:
         """How this result reads inside a later prompt (`Out(key)`)."""

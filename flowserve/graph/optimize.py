@@ -21,15 +21,26 @@ never do IO. Each is tested on a small graph (tests/graph/test_optimize.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from flowserve.graph.nodes import LLMNode, Node, OpNode
+from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.primitives import AGGREGATE, PART, micro_key, op_units
 from flowserve.graph.prompt import Out, estimate_tokens
 
-if TYPE_CHECKING:
-    from flowserve.graph.passes import PassContext
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a pass may read besides the batch: the graph so far and its results."""
+
+    nodes: Mapping[str, Node]
+    results: Mapping[str, NodeResult]
+    # op name → the micro-batch size (units) its component runs efficiently, from the
+    # component's cost profile (`flowserve.profiles.ops`); absent ops are never split
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)
+
+
+GraphPass = Callable[[Sequence[Node], PassContext], Sequence[Node]]
 
 MIN_PREFILL_TOKENS = 16  # a shorter ready prefix is not worth a request of its own
 

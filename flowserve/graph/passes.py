@@ -9,26 +9,13 @@ Passes are registered by name and chosen by a config string (`--passes a,b`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from flowserve.errors import ConfigError
 from flowserve.graph import optimize
-from flowserve.graph.nodes import Node, NodeResult
+from flowserve.graph.optimize import GraphPass, PassContext
 
-
-@dataclass(frozen=True)
-class PassContext:
-    """What a pass may read besides the batch: the graph so far and its results."""
-
-    nodes: Mapping[str, Node]
-    results: Mapping[str, NodeResult]
-    # op name → the micro-batch size (units) its component runs efficiently, from the
-    # component's cost profile (`flowserve.profiles.ops`); absent ops are never split
-    batch_sizes: Mapping[str, int] = field(default_factory=dict)
-
-
-GraphPass = Callable[[Sequence[Node], PassContext], Sequence[Node]]
+__all__ = ["PASSES", "GraphPass", "PassContext", "make_passes"]
 
 # Teola's four passes (`flowserve.graph.optimize`), in the order `all` runs them.
 PASSES: dict[str, GraphPass] = {

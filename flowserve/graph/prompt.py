@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.types.work import Tokens
+from flowserve.types.tokens import Tokens
 
 MAX_SEGMENT = 1 << 18  # tokens in one segment
 OUTPUT_SEGMENT_BASE = 1 << 52  # ids of modelled outputs, above any workload's segment ids

@@ -272,7 +272,7 @@ def _part_of(whole: NodeResult, index: int, of: int, reported: bool) -> NodeResu
     if whole.missing:
         return MISSING
     if whole.error is not None:
-        return NodeResult(error=whole.error, finished=whole.finished)
+        return NodeResult(error=whole.error, finished=whole.finished, error_kind=whole.error_kind)
     source = whole.text if whole.text is not None else whole.value
     if isinstance(source, str | list | tuple):
         items = split_parts(source) if isinstance(source, str) else source

@@ -1,12 +1,13 @@
 """Scheduling policies: global dispatch (which instance) and local queues (which call
-next), one per module, chosen by name (`registry`). The contract they implement is
-`base`: `DispatchPolicy` and `QueuePolicy`."""
+next), one per module, chosen by name (`registry`). The contract they implement lives in
+the core that calls them (`flowserve.core.policy`: `DispatchPolicy`, `QueuePolicy`,
+`QueueFactory`); `base` names it for policies written against `flowserve.policies.base`."""
 
-from flowserve.policies.base import DispatchPolicy, QueuePolicy
+from flowserve.core.policy import DispatchPolicy, QueueFactory, QueuePolicy
 from flowserve.policies.registry import (
     DISPATCH_POLICIES,
     QUEUE_POLICIES,
-    QueueFactory,
+    NamedQueueFactory,
     build_policy,
     make_dispatch,
     queue_factory,
@@ -16,6 +17,7 @@ __all__ = [
     "DISPATCH_POLICIES",
     "QUEUE_POLICIES",
     "DispatchPolicy",
+    "NamedQueueFactory",
     "QueueFactory",
     "QueuePolicy",
     "build_policy",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import DispatchPolicy
 
 
 def dynamo_logit(prefill_tokens: float, active_blocks: float, block: int, overlap_weight: float) -> float:

@@ -25,9 +25,9 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
+from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import DispatchPolicy
 from flowserve.types.commands import Command
 from flowserve.types.events import Event
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import QueuePolicy
 
 
 def priority_level(service_s: float, quantum_s: float, growth: float, levels: int) -> int:

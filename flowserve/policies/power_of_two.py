@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import DispatchPolicy
 from flowserve.policies.sglang import request_load
 
 

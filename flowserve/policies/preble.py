@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from flowserve.cache.radix import RadixNode
+from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
-from flowserve.policies.base import DispatchPolicy
 from flowserve.policies.preble_costs import (
     doubled,
     is_decode_unit,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 
+from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
-from flowserve.policies.base import QueuePolicy
 from flowserve.policies.preble_costs import (
     group_quota,
     priority_group,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowserve.core.policy import Ahead
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import TYPICAL_CONTEXT
 
@@ -83,15 +84,6 @@ class RunningBook:
     def context(self) -> float:
         """Mean context of the running calls (TYPICAL_CONTEXT with none)."""
         return self._context / len(self._calls) if self._calls else TYPICAL_CONTEXT
-
-
-@dataclass(frozen=True, slots=True)
-class Ahead:
-    """Waiting calls a queue would release before a given call: how many, Σ t_comp, Σ prefill s."""
-
-    calls: int = 0
-    work_s: float = 0.0
-    prefill_s: float = 0.0
 
 
 class WaitingTally:

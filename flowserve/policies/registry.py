@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flowserve.core.policy import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.errors import ConfigError
 from flowserve.plugins import POLICY_GROUP, is_import_path, load_class, registered
 from flowserve.policies.autellix import AutellixBalancer
-from flowserve.policies.base import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.policies.dynamo import DynamoKV
 from flowserve.policies.fcfs import FCFS
 from flowserve.policies.flowserve_dispatch import FlowserveDispatch
@@ -167,9 +167,10 @@ def make_dispatch(ref: PolicyRef, params: Mapping[str, Any] | None = None) -> Di
 
 
 @dataclass(frozen=True)
-class QueueFactory:
+class NamedQueueFactory:
     """A queue policy by name and parameters, validated once: calling it builds one
-    instance's queue; `cls` carries the policy's declarations."""
+    instance's queue; `cls` carries the policy's declarations (the core's
+    `flowserve.core.policy.QueueFactory`)."""
 
     name: PolicyRef
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -185,5 +186,5 @@ class QueueFactory:
         return build_policy("queue", self.name, self.params)
 
 
-def queue_factory(name: PolicyRef, params: Mapping[str, Any] | None = None) -> QueueFactory:
-    return QueueFactory(name, dict(params or {}))
+def queue_factory(name: PolicyRef, params: Mapping[str, Any] | None = None) -> NamedQueueFactory:
+    return NamedQueueFactory(name, dict(params or {}))

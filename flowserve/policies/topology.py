@@ -6,9 +6,9 @@ import heapq
 from collections.abc import Iterator
 from typing import Any
 
+from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import QueuePolicy
 
 
 def topology_key(item: CallState | Any) -> tuple[float, int, int, int]:

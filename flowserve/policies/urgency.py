@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
+from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
-from flowserve.policies.base import QueuePolicy
 
 
 def call_budget(remaining_s: float, call_cost: float, remaining_cost: float) -> float:

@@ -23,6 +23,7 @@ import itertools
 from collections import deque
 
 from flowserve.cache.radix import RadixNode, RadixTree
+from flowserve.errors import FailureKind
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.marks import OutputMarks
 from flowserve.sim.sequence import DECODE, DONE, PREFILL, WAITING, Capacity, Seq
@@ -91,7 +92,7 @@ class SimEngine:
         if seq.prompt_len + 1 > self.capacity_tokens:
             return [CallFailed(now, call.id, self.name,
                                f"prompt of {seq.prompt_len} tokens exceeds the KV capacity of "
-                               f"{self.capacity_tokens} tokens on {self.name}", retryable=True)]
+                               f"{self.capacity_tokens} tokens on {self.name}", True, FailureKind.CONTEXT_OVERFLOW)]
         self.seqs[call.id] = seq
         self.waiting.append(seq)
         self._kick(now)

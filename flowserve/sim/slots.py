@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from flowserve.errors import FailureKind
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.slot_config import SlotConfig
 from flowserve.sim.engine import SimEngine
@@ -143,7 +144,7 @@ class SlotEngine(SimEngine):
         if call.input_tokens + 1 > self.slot_ctx:
             return [CallFailed(now, call.id, self.name,
                                f"prompt of {call.input_tokens} tokens exceeds the slot context of "
-                               f"{self.slot_ctx} tokens on {self.name}", retryable=True)]
+                               f"{self.slot_ctx} tokens on {self.name}", True, FailureKind.CONTEXT_OVERFLOW)]
         return super().submit(call, now, output_tokens, marks)
 
     @property

@@ -66,7 +66,7 @@ class LiveClusterBackend:
         wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model,
                       params=self.params, after=after)
         res = await self.driver.run("llm_sql", wf, model=self.model, cls=self.query_class)
-        if res.status != "completed":
+        if not res.completed:
             if len(requests) == 1:
                 return [Answer(None, res.reason or "the call failed")]
             return [None] * len(requests)

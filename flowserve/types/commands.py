@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flowserve.errors import FailureKind
 from flowserve.types.work import LLMCall, ToolOp
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ class StepDone:
 class QueryFailed:
     query_id: int
     time: float
-    reason: str
+    reason: str  # for people
+    kind: FailureKind  # for programs (the gateway's HTTP status)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowserve.errors import FailureKind
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
 
@@ -66,6 +67,7 @@ class CallFailed:
     instance: str
     reason: str
     retryable: bool = True
+    kind: FailureKind = FailureKind.ENGINE_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ class OpFinished:
     error: str | None = None
     result: Any = None
     output_tokens: int = 0  # modelled size of the result (simulated tools)
+    kind: FailureKind = FailureKind.TOOL_ERROR  # what failed, when `error` is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,7 @@ class Tokenized:
     call_id: int
     tokens: Tokens | None = None
     error: str | None = None
+    kind: FailureKind = FailureKind.ENGINE_ERROR  # what failed, when `error` is set
 
 
 @dataclass(frozen=True, slots=True)

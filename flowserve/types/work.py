@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from flowserve.types.tokens import Tokens
+
 if TYPE_CHECKING:
     from flowserve.graph.prompt import Chat
     from flowserve.graph.workflow import Workflow
 
-Tokens = tuple[int, ...]
 QueryClass = Literal["interactive", "batch"]
 QUERY_CLASSES: tuple[QueryClass, ...] = ("interactive", "batch")
 

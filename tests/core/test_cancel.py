@@ -5,6 +5,7 @@ import pytest
 from helpers import ScriptedDriver, ScriptProgram, live_spec, llm, query
 
 from flowserve.core.scheduler import SchedulerCore
+from flowserve.errors import FailureKind
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.types.commands import CancelCall, QueryFailed, SendCall
@@ -24,7 +25,8 @@ def test_a_cancelled_query_frees_its_slot_for_the_next_query(binding: str) -> No
     assert running.call.query_id == gone.id
     cmds = d.feed(QueryCancelled(1.0, gone.id, "the client disconnected"))
     assert CancelCall(running.call.id, "a") in cmds
-    assert [c for c in cmds if isinstance(c, QueryFailed)] == [QueryFailed(gone.id, 1.0, "the client disconnected")]
+    failed = QueryFailed(gone.id, 1.0, "the client disconnected", FailureKind.CANCELLED)
+    assert [c for c in cmds if isinstance(c, QueryFailed)] == [failed]
     # A2 never runs: the slot goes to B
     assert [c.call.query_id for c in cmds if isinstance(c, SendCall)] == [waiting.id]
     d.run_all()

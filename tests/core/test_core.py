@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowserve.core import CallStatus, InstanceStatus, SchedulerCore
+from flowserve.errors import FailureKind
 from flowserve.graph.nodes import LLMNode, OpNode
 from flowserve.graph.prompt import Toks
 from flowserve.types.commands import CancelCall, QueryDone, QueryFailed, SendCall
@@ -68,6 +69,7 @@ def test_cycle_and_unknown_dependency_fail_the_query_with_the_reason():
     d.arrive(dup)
     d.run_all()
     assert "duplicate" in d.ended[dup.id].reason
+    assert {d.ended[q.id].kind for q in (cyc, unk, dup)} == {FailureKind.APP_ERROR}
     assert not core.open_queries
 
 
@@ -78,6 +80,7 @@ def test_prompt_longer_than_context_fails_clearly():
     d.arrive(q)
     assert not d.sent
     assert "prompt of 5000 tokens" in d.ended[q.id].reason and "4096" in d.ended[q.id].reason
+    assert d.ended[q.id].kind is FailureKind.CONTEXT_OVERFLOW
 
 
 def test_release_respects_max_inflight_in_fcfs_order():
@@ -136,6 +139,7 @@ def test_failed_call_is_redispatched_then_query_fails_with_reason():
         d.feed(CallFailed(2.0, last.call.id, last.instance, "HTTP 503"))
     end = d.ended[q.id]
     assert isinstance(end, QueryFailed) and "HTTP 503" in end.reason and "3 attempt" in end.reason
+    assert end.kind is FailureKind.ENGINE_ERROR
     # the sibling call was cancelled, nothing is left anywhere
     assert any(isinstance(c, CancelCall) for c in d.commands)
     assert core.open_calls == 0 and all(not i.running and not i.queued for i in core.instance_status())
@@ -147,8 +151,8 @@ def test_non_retryable_failure_fails_at_once():
     q = query(ScriptProgram([llm("A")]))
     d.arrive(q)
     sc = d.sent[0]
-    d.feed(CallFailed(1.0, sc.call.id, sc.instance, "HTTP 400 bad request", retryable=False))
-    assert "HTTP 400" in d.ended[q.id].reason
+    d.feed(CallFailed(1.0, sc.call.id, sc.instance, "HTTP 400 bad request", False, FailureKind.ENGINE_REJECTED))
+    assert "HTTP 400" in d.ended[q.id].reason and d.ended[q.id].kind is FailureKind.ENGINE_REJECTED
 
 
 def test_instance_down_moves_its_calls_and_ignores_late_results():
@@ -181,6 +185,7 @@ def test_no_instance_for_model_fails_the_query():
     q = query(ScriptProgram([LLMNode("A", "s", (Toks((1, 2, 3)),), 5, model="llama-3.1-8b")]))
     d.arrive(q)
     assert "no instance is up that serves llama-3.1-8b" in d.ended[q.id].reason
+    assert d.ended[q.id].kind is FailureKind.NO_INSTANCE
 
 
 @settings(max_examples=60, deadline=None)

@@ -4,6 +4,7 @@ keeps going past a failed or cancelled call, and finishes when closed."""
 from helpers import ScriptedDriver, ScriptProgram, live_spec, llm, make_core, query
 
 from flowserve.core import CallStatus
+from flowserve.errors import FailureKind
 from flowserve.graph.program import Program, ProgramCall
 from flowserve.graph.prompt import Toks
 from flowserve.types.commands import CancelCall, QueryDone, QueryFailed, StepDone
@@ -53,6 +54,7 @@ def test_a_failed_call_ends_alone_and_the_program_goes_on():
     d.inflight.pop(sent.call.id)
     [step] = steps(d.feed(CallFailed(1.0, sent.call.id, "a", "engine error 500", retryable=False)))
     assert step.key == "c1" and "engine error 500" in step.result.error
+    assert step.result.error_kind is FailureKind.ENGINE_ERROR
     assert 2 not in d.ended
     d.feed(QueryInput(2.0, 2, pcall("c2")))
     d.finish(d.sent[-1].call.id)
@@ -71,6 +73,7 @@ def test_cancel_ends_one_call_of_a_program_but_fails_an_ordinary_query():
     assert CancelCall(first, "a") in cmds
     [step] = steps(cmds)
     assert step.key == "c1" and "cancelled" in step.result.error
+    assert step.result.error_kind is FailureKind.CANCELLED
     assert core.call_status(first) is None and 3 not in d.ended
     assert core.calls_of(3) == {d.sent[1].call.id: CallStatus.RELEASED}
     d.finish(d.sent[1].call.id)
@@ -82,6 +85,7 @@ def test_cancel_ends_one_call_of_a_program_but_fails_an_ordinary_query():
     d.arrive(ordinary)
     d.feed(CallCancelled(4.0, ordinary.id, "A", "the client went away"))
     assert isinstance(d.ended[ordinary.id], QueryFailed) and d.ended[ordinary.id].reason == "the client went away"
+    assert d.ended[ordinary.id].kind is FailureKind.CANCELLED
 
 
 def test_input_to_an_ended_query_is_ignored_and_a_closed_one_refuses_input():

@@ -27,7 +27,7 @@ from typing import Any
 
 from flowserve.apps.text2sql import prompts as P
 from flowserve.apps.text2sql.catalog import Catalog
-from flowserve.errors import WorkflowError
+from flowserve.errors import Unanswerable
 from flowserve.graph.nodes import CallEstimate, NodeResult
 from flowserve.graph.prompt import Out
 from flowserve.graph.workflow import Graph, Workflow
@@ -116,7 +116,7 @@ class ChessAgent(Workflow):
         else:
             self.tables = P.parse_tables(answer, names)
             if not self.tables:
-                raise WorkflowError(f"text2sql: no table of database {self.database!r} can answer the question "
+                raise Unanswerable(f"text2sql: no table of database {self.database!r} can answer the question "
                                     f"(schema selection answered {answer.strip()[:120]!r})")
         schema = self.catalog.schema(self.tables)
         for i, cand in enumerate(self.cands):
@@ -165,9 +165,9 @@ class ChessAgent(Workflow):
         if not ran:
             errors = [c.error for c in self.cands]
             if all(e == NO_SQL for e in errors):
-                raise WorkflowError(f"text2sql: {NO_SQL} (after {self.cfg.max_rounds} revision round(s))")
+                raise Unanswerable(f"text2sql: {NO_SQL} (after {self.cfg.max_rounds} revision round(s))")
             last = next(e for e in errors if e != NO_SQL)
-            raise WorkflowError(f"text2sql: no candidate SQL ran within {self.cfg.max_rounds} revision "
+            raise Unanswerable(f"text2sql: no candidate SQL ran within {self.cfg.max_rounds} revision "
                                 f"round(s); last error: {last}")
         values = [json.dumps(self.cands[i].value, sort_keys=True, default=str) for i in ran]
         modelled = any(self.cands[i].value is None for i in ran)
