@@ -1,16 +1,19 @@
 """The core's book of LLM engine instances: each built from its spec with its cost
-profile and its own queue policy object; the admission state engines report; which
-instances may take a call; the context limit per model."""
+profile and its own queue policy object; their lifecycle (added, up, taken down with
+the calls they held); the admission state engines report; which instances may take a
+call; the context limit per model. It owns the read-only `ClusterView` over them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from flowserve.core.state import CallState, InstanceState, new_instance
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.state import CallState, InstanceState, QueryState, leave_queue, new_instance
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
 from flowserve.profiles.instance import InstanceProfile
+from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.events import InstanceCapacity
 from flowserve.types.specs import InstanceSpec
 
@@ -20,29 +23,48 @@ if TYPE_CHECKING:
 
 class InstanceBook:
     def __init__(self, profile: Callable[[InstanceSpec], InstanceProfile], queues: QueueFactory,
-                 tenants: TenantLedger) -> None:
+                 tenants: TenantLedger, predictor: OutputPredictor, queries: dict[int, QueryState],
+                 prefix_index: PrefixIndex | None) -> None:
         self._profile = profile
         self._queues = queues
         self._tenants = tenants
         self.by_name: dict[str, InstanceState] = {}
-        self.view: ClusterView | None = None  # set once the view over these instances exists
+        self.view = ClusterView(self.by_name, predictor, queries, prefix_index, tenants.shares)
         self._limits: dict[str | None, int | None] = {}  # max context per model
         self._serving: dict[str | None, list[InstanceState]] = {}  # up instances per model
 
     def add(self, spec: InstanceSpec) -> InstanceState:
         """A new instance (or a replacement under the same name) with its own queue."""
-        assert self.view is not None
         inst = new_instance(spec, self._profile(spec), self._queues())
         self._tenants.set_weights(inst.queue.tenant_weights)
         inst.queue.bind(self.view)
         self.by_name[spec.name] = inst
         self._limits.clear()
-        self.changed()
+        self._serving.clear()
         return inst
 
-    def changed(self) -> None:
-        """An instance was added, or went up or down: the candidates per model change."""
+    def bring_up(self, spec: InstanceSpec) -> InstanceState:
+        """The instance of this spec is up: the known one, else a new one (added, or
+        replacing one of another spec under the name, which `take_down` emptied first)."""
+        inst = self.by_name.get(spec.name)
+        if inst is None or inst.spec != spec:
+            inst = self.add(spec)
+        inst.up = True
         self._serving.clear()
+        return inst
+
+    def take_down(self, inst: InstanceState) -> tuple[list[CallState], list[CallState]]:
+        """The instance is down: its queued and its running calls leave it (returned, for
+        the call book to move elsewhere); nothing is outstanding there any more."""
+        inst.up = False
+        self._serving.clear()
+        queued = list(inst.queue)
+        for cs in queued:
+            leave_queue(cs, inst, released=False)
+        running = list(inst.running.values())
+        inst.running.clear()
+        inst.outstanding = 0.0
+        return queued, running
 
     def capacity(self, ev: InstanceCapacity) -> InstanceState | None:
         """Apply what the engine reports it can start now."""

@@ -15,8 +15,8 @@ deadlines or prompts for `urgency` / `prefix_groups` to read).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from flowserve.core.state import OpState, QueryState
 from flowserve.errors import FailureKind
@@ -28,8 +28,11 @@ from flowserve.types.events import OpFinished
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import ToolOp
 
-if TYPE_CHECKING:
-    from flowserve.core.scheduler import SchedulerCore
+
+class QueryEnds(Protocol):
+    """Who fails a query whose op cannot run (the run book)."""
+
+    def fail(self, qs: QueryState, reason: str, kind: FailureKind) -> list[Command]: ...
 
 
 class OpInstance:
@@ -49,15 +52,24 @@ OrderKey = Callable[[OpState], tuple]
 
 
 class OpBook:
-    def __init__(self, core: SchedulerCore, order_key: OrderKey) -> None:
-        self._fail = core.fail_query
+    """Each method that may cause commands answers with them, in the order they were made."""
+
+    def __init__(self, ends: QueryEnds, order_key: OrderKey, instances: Sequence[InstanceSpec] = ()) -> None:
+        self._ends = ends
         self._order = order_key
         self.instances: dict[str, OpInstance] = {}
         self.ops: dict[int, OpState] = {}
         self._seq = itertools.count()
         self._batches = itertools.count(1)
         self._dirty: dict[str, None] = {}
-        self.out: list[Command] = []
+        self._out: list[Command] = []
+        for spec in instances:
+            self.add_instance(spec)
+
+    def _take(self) -> list[Command]:
+        out = self._out[:]  # one outbox list: see `flowserve.core._binding.Binder._take`
+        self._out.clear()
+        return out
 
     # ------------------------------------------------------------------ instances
 
@@ -83,13 +95,17 @@ class OpBook:
 
     # ------------------------------------------------------------------ ops
 
-    def ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> None:
+    def ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> list[Command]:
+        self._ready(qs, node, op)
+        return self._take()
+
+    def _ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> None:
         kind = OP_KINDS[node.op]
         serving = [i for i in self.instances.values() if i.up and i.spec.kind == kind]
         if not serving:
             known = ", ".join(sorted(self.kinds())) or "none"
-            self._fail(qs, f"step {node.key!r}: no {kind} instance is up to run op {node.op!r} "
-                           f"(engine kinds up: {known})", FailureKind.NO_INSTANCE)
+            self._out.extend(self._ends.fail(qs, f"step {node.key!r}: no {kind} instance is up to run op "
+                                                 f"{node.op!r} (engine kinds up: {known})", FailureKind.NO_INSTANCE))
             return
         inst = min(serving, key=lambda i: (i.queued_units + sum(len(b) for b in i.batches.values()), i.name))
         st = OpState(op, node, qs, next(self._seq))
@@ -135,11 +151,11 @@ class OpBook:
                     del inst.batches[st.batch]
                     self._dirty[inst.name] = None
 
-    def instance_down(self, name: str) -> None:
+    def instance_down(self, name: str) -> list[Command]:
         """Move a lost instance's ops (queued and running) to another of its kind."""
         inst = self.instances.get(name)
         if inst is None or not inst.up:
-            return
+            return []
         inst.up = False
         moved = list(inst.queue.values()) + [self.ops[i] for b in inst.batches.values() for i in b if i in self.ops]
         inst.queue.clear()
@@ -148,23 +164,26 @@ class OpBook:
         for st in moved:
             del self.ops[st.id]
             if not st.query.failed:
-                self.ready(st.query, st.node, st.op)
+                self._ready(st.query, st.node, st.op)
+        return self._take()
 
-    def instance_up(self, spec: InstanceSpec) -> None:
+    def instance_up(self, spec: InstanceSpec) -> list[Command]:
         inst = self.instances.get(spec.name)
         if inst is None or inst.spec != spec:
             self.add_instance(spec)
         else:
             inst.up = True
             self._dirty[spec.name] = None
+        return []
 
     # ------------------------------------------------------------------ batches
 
-    def release_all(self) -> None:
+    def release_all(self) -> list[Command]:
         while self._dirty:
             name = next(iter(self._dirty))
             del self._dirty[name]
             self._release(self.instances[name])
+        return self._take()
 
     def _release(self, inst: OpInstance) -> None:
         while inst.up and inst.queue and len(inst.batches) < inst.profile.concurrency:
@@ -185,4 +204,4 @@ class OpBook:
                 st.batch = bid
             inst.queued_units -= units
             inst.batches[bid] = {st.id for st in batch}
-            self.out.append(RunBatch(inst.name, tuple(st.op for st in batch)))
+            self._out.append(RunBatch(inst.name, tuple(st.op for st in batch)))

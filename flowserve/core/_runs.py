@@ -27,6 +27,7 @@ from flowserve.types.events import (
     CallCancelled,
     CallFinished,
     CallProgress,
+    InstanceUp,
     OpFinished,
     QueryArrived,
     QueryCancelled,
@@ -36,57 +37,75 @@ from flowserve.types.events import (
 from flowserve.types.work import ToolOp
 
 if TYPE_CHECKING:
+    from flowserve.core._binding import CallEnds
     from flowserve.core._calls import CallBook
-    from flowserve.core._ops import OpBook
-    from flowserve.core.view import ClusterView
+    from flowserve.core._ops import OpBook, QueryEnds
 
 
 class RunBook:
-    def __init__(self, queries: dict[int, QueryState], calls: CallBook, ops: OpBook, view: ClusterView,
-                 passes: Sequence[GraphPass], record_calls: bool) -> None:
+    def __init__(self, queries: dict[int, QueryState], calls: Callable[[CallEnds], CallBook],
+                 ops: Callable[[QueryEnds], OpBook], passes: Sequence[GraphPass], record_calls: bool) -> None:
+        """calls, ops: build the books of the queries' calls and batched ops, which hand
+        this book what they cannot run (`end_call`, `fail`)."""
         self.queries = queries
-        self._calls = calls
-        self._opbook = ops
-        self._view = view
+        self.calls = calls(self)
+        self.opbook = ops(self)
+        self._view = self.calls.view
         self._passes = tuple(passes)
-        self.batch_sizes: Mapping[str, int] = ops.batch_sizes()
+        self._batch_sizes: Mapping[str, int] = self.opbook.batch_sizes()
         self.priors = StagePriors()
         self._ops: dict[int, tuple[QueryState, str]] = {}  # tool ops the driver runs
         self._ids = itertools.count(1)
         self.call_log: list[CallRecord] | None = [] if record_calls else None
-        self.out: list[Command] = []
+        self._out: list[Command] = []
+
+    def _take(self) -> list[Command]:
+        """The commands made since the last take (each public method answers with these).
+        The outbox stays one list: a caller still extending it while a nested call took
+        from it appends in order."""
+        out = self._out[:]
+        self._out.clear()
+        return out
 
     # ------------------------------------------------------------------ arrival and input
 
-    def arrive(self, ev: QueryArrived) -> None:
+    def arrive(self, ev: QueryArrived) -> list[Command]:
         q = ev.query
-        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self.batch_sizes), self.priors)
+        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self._batch_sizes), self.priors)
         self.queries[qs.id] = qs
         self._advance(qs, qs.run.start)
+        return self._take()
 
-    def input(self, ev: QueryInput) -> None:
+    def input(self, ev: QueryInput) -> list[Command]:
         qs = self.queries.get(ev.query_id)
         if qs is not None:  # else it ended meanwhile: the driver answers its client
             self._advance(qs, lambda: qs.run.input(ev.data))
+        return self._take()
 
-    def close(self, ev: QueryClosed) -> None:
+    def close(self, ev: QueryClosed) -> list[Command]:
         qs = self.queries.get(ev.query_id)
         if qs is not None:
             self._advance(qs, qs.run.close)
+        return self._take()
 
-    def cancel_query(self, ev: QueryCancelled) -> None:
+    def cancel_query(self, ev: QueryCancelled) -> list[Command]:
         """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
         qs = self.queries.get(ev.query_id)
-        if qs is not None:
-            self.fail(qs, ev.reason, FailureKind.CANCELLED)
+        return [] if qs is None else self.fail(qs, ev.reason, FailureKind.CANCELLED)
 
-    def cancel(self, ev: CallCancelled) -> None:
+    def cancel(self, ev: CallCancelled) -> list[Command]:
         qs = self.queries.get(ev.query_id)
         cs = None if qs is None else next((c for c in qs.inflight.values() if c.node.key == ev.node), None)
         if cs is None:
-            return  # it ended meanwhile
-        self._calls.drop(cs)
-        self.end_call(cs, ev.reason, FailureKind.CANCELLED)
+            return []  # it ended meanwhile
+        self._out.extend(self.calls.drop(cs))
+        return self.end_call(cs, ev.reason, FailureKind.CANCELLED)
+
+    def op_instance_up(self, ev: InstanceUp) -> list[Command]:
+        """A non-LLM engine instance is up: graphs split batchable ops by its batch sizes."""
+        out = self.opbook.instance_up(ev.spec)
+        self._batch_sizes = self.opbook.batch_sizes()
+        return out
 
     # ------------------------------------------------------------------ the graph
 
@@ -95,24 +114,25 @@ class RunBook:
         try:
             nodes = step()
         except FlowserveError as e:
-            self.fail(qs, str(e), e.kind)
+            self._out.extend(self.fail(qs, str(e), e.kind))
             return
         except Exception as e:  # the workflow's own code: end its query, keep the others
-            self.fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}", FailureKind.APP_ERROR)
+            self._out.extend(self.fail(qs, f"workflow {qs.query.workflow!r} raised {type(e).__name__}: {e}",
+                                       FailureKind.APP_ERROR))
             return
         now = self._view.now
         for node in nodes:
             if qs.ended:
                 return
             if isinstance(node, LLMNode):
-                self._calls.ready(qs, node, next(self._ids), now)
+                self._out.extend(self.calls.ready(qs, node, next(self._ids), now))
             else:
                 op = ToolOp(next(self._ids), qs.id, node.key, node.stage, node.op, node.args)
-                if isinstance(node, OpNode) and self._opbook.runs(node):
-                    self._opbook.ready(qs, node, op)
+                if isinstance(node, OpNode) and self.opbook.runs(node):
+                    self._out.extend(self.opbook.ready(qs, node, op))
                     continue
                 self._ops[op.id] = (qs, node.key)
-                self.out.append(RunOp(op))
+                self._out.append(RunOp(op))
         if not qs.ended and qs.run.finished:
             self._finish(qs)
 
@@ -122,7 +142,7 @@ class RunBook:
         node = qs.run.nodes.get(key)
         qs.attain(key, node.deps if node is not None else (), service_s)
         if step is None and qs.run.workflow.open_ended:
-            self.out.append(StepDone(qs.id, key, result))
+            self._out.append(StepDone(qs.id, key, result))
         self._advance(qs, step or (lambda: qs.run.complete(key, result)))
 
     def _finish(self, qs: QueryState) -> None:
@@ -131,7 +151,8 @@ class RunBook:
         try:
             output = qs.run.workflow.output(qs.run.results)
         except Exception as e:
-            self.fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}", FailureKind.APP_ERROR)
+            self._out.extend(self.fail(qs, f"workflow {q.workflow!r} output failed: {type(e).__name__}: {e}",
+                                       FailureKind.APP_ERROR))
             return
         del self.queries[q.id]
         qs.ended = True
@@ -143,45 +164,46 @@ class RunBook:
             self.priors.observe(q.workflow, [(r.stage, r.prompt_tokens) for r in qs.run.results.values()
                                              if r.instance is not None and r.error is None])
         met = None if q.deadline is None else end <= q.deadline + 1e-9
-        self.out.append(QueryDone(q.id, now, end - q.arrival, met, output, qs.run.results))
+        self._out.append(QueryDone(q.id, now, end - q.arrival, met, output, qs.run.results))
 
-    def fail(self, qs: QueryState, reason: str, kind: FailureKind) -> None:
-        """Fail the whole query: cancel its calls everywhere and say why."""
+    def fail(self, qs: QueryState, reason: str, kind: FailureKind) -> list[Command]:
+        """Fail the whole query: cancel its calls everywhere and say why (the one path by
+        which a query fails)."""
         if qs.ended:
-            return
+            return self._take()
         qs.ended = qs.failed = True
         for cs in list(qs.inflight.values()):
-            self._calls.drop(cs)
+            self._out.extend(self.calls.drop(cs))
         qs.inflight.clear()
         for op_id in [k for k, (owner, _) in self._ops.items() if owner is qs]:
             del self._ops[op_id]
-        self._opbook.drop_query(qs)
+        self.opbook.drop_query(qs)
         self.queries.pop(qs.id, None)
-        self.out.append(QueryFailed(qs.id, self._view.now, reason, kind))
+        self._out.append(QueryFailed(qs.id, self._view.now, reason, kind))
+        return self._take()
 
-    def end_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
+    def end_call(self, cs: CallState, reason: str, kind: FailureKind) -> list[Command]:
         """A call that failed or was cancelled (and was dropped from the books): an
         open-ended query goes on without it (its step's result carries the reason); any
         other query fails."""
         qs = cs.query
         if not qs.run.workflow.open_ended:
-            self.fail(qs, reason, kind)
-            return
+            return self.fail(qs, reason, kind)
         qs.inflight.pop(cs.id, None)
         self._complete(qs, cs.node.key, NodeResult(error=reason, stage=cs.stage, ready=cs.ready,
                                                    finished=self._view.now, error_kind=kind))
+        return self._take()
 
     # ------------------------------------------------------------------ completions
 
-    def call_finished(self, ev: CallFinished) -> None:
-        taken = self._calls.take_running(ev.call_id, ev.instance)
+    def call_finished(self, ev: CallFinished) -> list[Command]:
+        taken = self.calls.finish(ev)
         if taken is None:
-            return  # stale: cancelled or moved meanwhile
-        cs, inst = taken
+            return []  # stale: cancelled or moved meanwhile
+        cs, inst, released_followers = taken
+        self._out.extend(released_followers)
         call, qs = cs.call, cs.query
         assert call is not None
-        inst.completed += 1
-        self._calls.on_finished(cs, inst, ev)
         released = cs.released if cs.released is not None else ev.time
         if self.call_log is not None:
             self.call_log.append(CallRecord(
@@ -197,24 +219,27 @@ class RunBook:
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
             first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra),
             service_s=max(ev.time - started, 0.0))
+        return self._take()
 
-    def progress(self, ev: CallProgress) -> None:
-        cs = self._calls.running_on(ev.call_id, ev.instance)
+    def progress(self, ev: CallProgress) -> list[Command]:
+        cs = self.calls.running_on(ev.call_id, ev.instance)
         if cs is None:
-            return
-        self._calls.on_progress(cs)
+            return []
+        self.calls.on_progress(cs)
         if not cs.query.run.streams:
-            return
+            return []
         qs, key = cs.query, cs.node.key
         result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
                             finished=ev.time)
         self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
+        return self._take()
 
-    def op_finished(self, ev: OpFinished) -> None:
-        batched = self._opbook.finished(ev)
+    def op_finished(self, ev: OpFinished) -> list[Command]:
+        batched = self.opbook.finished(ev)
         entry = (batched.query, batched.node.key) if batched is not None else self._ops.pop(ev.op_id, None)
         if entry is None:
-            return
+            return []
         qs, key = entry
         self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
                                            finished=ev.time, error_kind=None if ev.error is None else ev.kind))
+        return self._take()

@@ -37,7 +37,7 @@ class PolicyHarness:
         self.tenants = TenantLedger()
         self.view = ClusterView(self._instances, predictor or OutputPredictor(), self._queries, prefix_index,
                                 self.tenants.shares)
-        self.view._now = now
+        self.view.advance(now)
         for inst in instances:
             self.tenants.set_weights(inst.queue.tenant_weights)
             inst.queue.bind(self.view)
@@ -51,8 +51,8 @@ class PolicyHarness:
 
     def at(self, now: float) -> ClusterView:
         """The view, its clock moved to `now` (a new decision: index matches are recomputed)."""
-        self.view._now = now
-        self.view._epoch += 1
+        self.view.advance(now)
+        self.view.next_decision()
         return self.view
 
     def candidates(self) -> list[InstanceState]:

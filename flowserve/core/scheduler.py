@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
+from flowserve.core._binding import CallEnds
 from flowserve.core._calls import CallBook
 from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
-from flowserve.core._ops import OpBook
+from flowserve.core._ops import OpBook, QueryEnds
 from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallRecord, CallState, InstanceStatus, QueryState
-from flowserve.errors import FailureKind
+from flowserve.core.state import CallRecord, InstanceStatus, QueryState
 from flowserve.graph.passes import GraphPass
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
@@ -84,19 +84,23 @@ class SchedulerCore:
         if dispatch.needs_prefix_index or queue.cls.needs_prefix_index:
             window = dispatch.prefix_window_s
             prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window)
-        self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
-                               tokenizer or NoText(), max_retries, self._queries, prefill_sharing)
-        self._view = self._calls.view
-        # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
-        self._opbook = OpBook(self, queue.cls.order_key)
+        predictor = self._predictor
+
+        def call_book(ends: CallEnds) -> CallBook:
+            return CallBook(ends, dispatch, queue, profile, predictor, prefix_index, tokenizer or NoText(),
+                            max_retries, self._queries, prefill_sharing)
+
+        def op_book(ends: QueryEnds) -> OpBook:  # non-LLM engines (embedding, reranker, ...) batch their ops
+            return OpBook(ends, queue.cls.order_key, [s for s in instances if s.kind != "llm"])
+
+        self._runs = runs = RunBook(self._queries, call_book, op_book, passes, record_calls)
+        self._calls = calls = runs.calls
+        self._opbook = runs.opbook
+        self._view = calls.view
         for spec in instances:
             if spec.kind == "llm":
-                self._calls.fleet.add(spec)
-            else:
-                self._opbook.add_instance(spec)
-        self._runs = runs = RunBook(self._queries, self._calls, self._opbook, self._view, passes, record_calls)
-        calls = self._calls
-        self._handlers: Mapping[type, Callable] = {
+                calls.fleet.add(spec)
+        self._handlers: Mapping[type, Callable[[Any], list[Command]]] = {
             CallFinished: runs.call_finished,
             CallProgress: runs.progress,
             PrefillDone: calls.on_prefill_done,
@@ -122,13 +126,11 @@ class SchedulerCore:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise TypeError(f"unknown event {event!r}")
-        self._view._now = event.time
-        out: list[Command] = []
-        self._calls.out = self._opbook.out = self._runs.out = out
-        handler(event)
+        self._view.advance(event.time)
+        out = handler(event)
         out.extend(self._dispatch.observe(event, self._view))
-        self._calls.release_all()
-        self._opbook.release_all()
+        out.extend(self._calls.release_all())
+        out.extend(self._opbook.release_all())
         return out
 
     # ------------------------------------------------------------------ query API (drivers)
@@ -219,36 +221,26 @@ class SchedulerCore:
         candidates = self._calls.fleet.candidates(cs)
         if not candidates:
             return None
-        return self._calls._choose(cs, candidates).name
-
-    def fail_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
-        """For the call book: a call that cannot run (and was dropped) ends alone in a
-        program, else fails its query."""
-        self._runs.end_call(cs, reason, kind)
-
-    def fail_query(self, qs: QueryState, reason: str, kind: FailureKind) -> None:
-        """For the op book: an op that cannot run fails its query."""
-        self._runs.fail(qs, reason, kind)
+        return self._calls.choose(cs, candidates).name
 
     # ------------------------------------------------------------------ instances and caches
 
-    def _on_evicted(self, ev: PrefixEvicted) -> None:
+    def _on_evicted(self, ev: PrefixEvicted) -> list[Command]:
         if self._calls.prefix_index is not None:
             self._calls.prefix_index.discard(ev.instance, ev.tokens, ev.start, ev.time)
+        return []
 
-    def _on_instance_down(self, ev: InstanceDown) -> None:
+    def _on_instance_down(self, ev: InstanceDown) -> list[Command]:
         if ev.instance in self._opbook.instances:
-            self._opbook.instance_down(ev.instance)
-        else:
-            self._calls.on_instance_down(ev)
+            return self._opbook.instance_down(ev.instance)
+        return self._calls.on_instance_down(ev)
 
-    def _on_instance_up(self, ev: InstanceUp) -> None:
+    def _on_instance_up(self, ev: InstanceUp) -> list[Command]:
         if ev.spec.kind != "llm":
-            self._opbook.instance_up(ev.spec)
-            self._runs.batch_sizes = self._opbook.batch_sizes()
-        else:
-            self._calls.on_instance_up(ev)
+            return self._runs.op_instance_up(ev)
+        return self._calls.on_instance_up(ev)
 
 
-def _ignore(event: Event) -> None:
+def _ignore(event: Event) -> list[Command]:
     """Events only policies watch (ticks, finished jobs)."""
+    return []

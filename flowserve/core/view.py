@@ -47,8 +47,8 @@ class ClusterView:
     """What policies may read: instances, predicted costs, prefix index, queries, tenants.
 
     Read-only: every field is a property without a setter, the mappings are proxies and
-    the tenant accounts a reader (`TenantShares`). Only the core advances it (`now`, and
-    `epoch` at every dispatch decision, which invalidates per-call memos of index matches).
+    the tenant accounts a reader (`TenantShares`). Only the core advances it (`advance`:
+    `now`; `next_decision`: `epoch`, which invalidates per-call memos of index matches).
     """
 
     __slots__ = ("_costs", "_epoch", "_hits", "_instances", "_now", "_predictor", "_prefix_index", "_queries",
@@ -94,6 +94,15 @@ class ClusterView:
     @property
     def epoch(self) -> int:
         return self._epoch
+
+    def advance(self, now: float) -> None:
+        """The core's clock moved to the time of the event it handles (only the core and
+        the policy harness call this)."""
+        self._now = now
+
+    def next_decision(self) -> None:
+        """A new dispatch decision: index matches memoised for the previous one are stale."""
+        self._epoch += 1
 
     def cached_tokens(self, cs: CallState, inst: InstanceState) -> int:
         """Prompt tokens the router's index believes `inst` caches (0 without an index)."""

@@ -31,8 +31,9 @@ from flowserve.apps.user import user_workflow
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.backends import BackendFactory
 from flowserve.gateway.disconnect import ClientWatch
-from flowserve.gateway.driver import BackendFactory, LiveDriver
+from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
 from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (

@@ -3,17 +3,30 @@ of it in driver seconds."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import Backend
 from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.engines.simbackend import SimBackend
+from flowserve.gateway.calls import CallRunner
+from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
 from flowserve.types.specs import InstanceSpec
 
-if TYPE_CHECKING:
-    from flowserve.gateway.driver import LiveDriver
+
+class BackendHost(Protocol):
+    """What a backend factory may use of the live driver (`flowserve.gateway.driver.LiveDriver`)."""
+
+    settings: GatewaySettings
+    clock: Callable[[], float]
+    core: SchedulerCore
+    runner: CallRunner
+
+
+BackendFactory = Callable[[InstanceSpec, BackendHost], Backend]  # default: `default_backend`
 
 
 def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
@@ -25,7 +38,7 @@ def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
     return prof
 
 
-def default_backend(spec: InstanceSpec, driver: LiveDriver) -> Backend:
+def default_backend(spec: InstanceSpec, driver: BackendHost) -> Backend:
     s = driver.settings
     if spec.backend == "sim":
         return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,

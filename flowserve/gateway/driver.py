@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.engines.backend import Backend, TokenSink
+from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
 from flowserve.gateway.admission import Admission
-from flowserve.gateway.backends import default_backend, live_profile
+from flowserve.gateway.backends import BackendFactory, default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.instances import LiveInstances
 from flowserve.gateway.jobs import JobRunner
@@ -81,7 +81,6 @@ from flowserve.types.work import Query, QueryClass, ToolOp
 
 log = logging.getLogger("flowserve.gateway")
 
-BackendFactory = Callable[[InstanceSpec, "LiveDriver"], Backend]  # default: `backends.default_backend`
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -18,6 +18,7 @@ from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FlowserveError
 from flowserve.gateway import tenancy
+from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.gateway.openai_api import (
     SSE_DONE,
@@ -32,13 +33,25 @@ from flowserve.gateway.openai_api import (
 )
 from flowserve.gateway.openai_requests import ChatRequest, CompletionRequest, parse
 from flowserve.gateway.program_headers import ProgramHeaders, read_program_headers
+from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import CallHandle, QueryHandle
+from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.tenancy import read_headers
 from flowserve.graph.prompt import Chat, Toks
 from flowserve.types.work import Tokens
 
-if TYPE_CHECKING:
-    from flowserve.gateway.app import Gateway
+
+class LLMHost(Protocol):
+    """What the LLM routes use of the gateway (`flowserve.gateway.app.Gateway`)."""
+
+    config: ServeConfig
+    driver: LiveDriver
+    programs: ProgramBook
+
+    def check_key_header(self, auth: str, keys: Sequence[str]) -> None: ...
+    def model_of(self, name: str) -> str: ...
+    def check_context(self, model: str, prompt_tokens: int, max_tokens: int) -> None: ...
+    async def submit(self, h: QueryHandle) -> None: ...
 
 OnQuery = Callable[[int | Callable[[], None]], None]  # a query id, or how to cancel a program's call
 MAX_TOKEN_ID = 2**31 - 1  # engines' vocabularies are int32
@@ -74,7 +87,7 @@ def _ids_in_range(ids: list[int]) -> bool:
 
 
 class LLMRoutes:
-    def __init__(self, gw: Gateway) -> None:
+    def __init__(self, gw: LLMHost) -> None:
         self.gw = gw
         self.driver = gw.driver
 
