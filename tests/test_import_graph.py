@@ -111,6 +111,7 @@ def test_the_checker_finds_a_cycle_only_under_type_checking(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("importer", "imported"), [
     ("flowserve.core.state", "flowserve.core.policy"),
+    ("flowserve.types.work", "flowserve.graph.workflow"),
     ("flowserve.graph.prompt", "flowserve.types.work"),
 ])
 def test_named_layers_hold(importer: str, imported: str) -> None:

@@ -23,6 +23,7 @@ from flowserve.gateway.query import Rejected
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import WorkflowRef
 
 SCALE = 5.0
 PROMPT, OUTPUT = 1000, 200
@@ -41,7 +42,8 @@ async def _run(rate: float, queries: int, max_queue_s: float | None, seed: int) 
         nonlocal refused
         prompt = tuple(int(x) for x in rng.integers(100, 30_000, PROMPT))
         try:
-            h = await d.submit(d.new_query("completion", SingleCall("completion", prompt, OUTPUT, None)))
+            ref = WorkflowRef(SingleCall.name, ("completion", prompt, OUTPUT, None))
+            h = await d.submit(d.new_query("completion", ref))
         except Rejected:
             refused += 1
             return

@@ -27,7 +27,7 @@ from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.events import InstanceCapacity, QueryArrived
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query
+from flowserve.types.work import Query, WorkflowRef
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import QuerySpec, Workload
 
@@ -50,11 +50,13 @@ def dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dic
 
 
 def _dispatch_rate(cluster: tuple[InstanceSpec, ...], policy: str, n: int) -> dict[str, float]:
-    core = SchedulerCore(cluster, make_dispatch(policy), queue_factory("fcfs"), instance_profile)
+    core = SchedulerCore(cluster, make_dispatch(policy), queue_factory("fcfs"), instance_profile,
+                         workflows={SingleCall.name: SingleCall})
     for spec in cluster:  # every engine full: arrivals are dispatched and queued, not released
         core.handle(InstanceCapacity(0.0, spec.name, 0, 0, 0))
     prompts = [tuple(range(i * 7, i * 7 + 2048)) for i in range(64)]
-    queries = [Query(i, i * 1e-3, "chat", SingleCall("chat", prompts[i % 64], 64, None)) for i in range(n)]
+    queries = [Query(i, i * 1e-3, "chat", WorkflowRef(SingleCall.name, ("chat", prompts[i % 64], 64, None)))
+               for i in range(n)]
     t0 = time.perf_counter()
     for q in queries:
         core.handle(QueryArrived(q.arrival, q))

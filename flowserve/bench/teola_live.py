@@ -42,6 +42,7 @@ from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.process import SAMPLE_CORPUS as CORPUS
 from flowserve.retrieval.process import SearchServiceProcess, write_corpus
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import WorkflowRef
 
 
 @dataclass(frozen=True)
@@ -126,16 +127,18 @@ async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) 
         p.llm_params = params
         return p
 
+    d.workflows.register(app, program)  # a query's ref names the arm's app and its input
+
     async def one(i: int, at: float, t0: float) -> tuple[float, str | None, int]:
         await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
         start = time.perf_counter()
-        r = await d.run(app, program(i))
+        r = await d.run(app, WorkflowRef(app, (i,)))
         return (time.perf_counter() - start, None if r.status == "completed" else r.reason,
                 # engine calls only: a streamed part (`expand[0]`) reports its share of its source
                 sum(c.output_tokens for c in r.calls if "[" not in c.node))
 
     try:
-        await d.run(app, program(0))  # warm-up query (loads WordLlama and the tokenizer; not counted)
+        await d.run(app, WorkflowRef(app, (0,)))  # warm-up query (loads WordLlama and the tokenizer; not counted)
         t0 = time.perf_counter()
         if arm.alone:
             done = [await one(i, 0.0, time.perf_counter()) for i in range(len(times))]

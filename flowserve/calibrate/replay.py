@@ -19,6 +19,7 @@ from typing import Any
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import QueryResult, Rejected
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
+from flowserve.types.work import WorkflowRef
 from flowserve.workloads.base import Workload
 
 
@@ -43,8 +44,8 @@ async def replay_live(driver: LiveDriver, workload: Workload, model: str | None 
         if delay > 0:
             await asyncio.sleep(delay)  # the workload's own arrival process, not synchronisation
         plan = spec.plan
-        program = PlanWorkflow(plan, workload.expectations.get(plan.workflow), model)
-        h = driver.new_query(plan.workflow, program, model, spec.tenant, spec.priority, oracle=plan_oracle(plan))
+        ref = WorkflowRef(PlanWorkflow.name, (plan, workload.expectations.get(plan.workflow), model))
+        h = driver.new_query(plan.workflow, ref, model, spec.tenant, spec.priority, oracle=plan_oracle(plan))
         try:
             await driver.submit(h)
         except Rejected as e:

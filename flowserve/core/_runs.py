@@ -40,14 +40,18 @@ if TYPE_CHECKING:
     from flowserve.core._binding import CallEnds
     from flowserve.core._calls import CallBook
     from flowserve.core._ops import OpBook, QueryEnds
+    from flowserve.graph.registry import WorkflowRegistry
 
 
 class RunBook:
-    def __init__(self, queries: dict[int, QueryState], calls: Callable[[CallEnds], CallBook],
-                 ops: Callable[[QueryEnds], OpBook], passes: Sequence[GraphPass], record_calls: bool) -> None:
-        """calls, ops: build the books of the queries' calls and batched ops, which hand
-        this book what they cannot run (`end_call`, `fail`)."""
+    def __init__(self, queries: dict[int, QueryState], workflows: WorkflowRegistry,
+                 calls: Callable[[CallEnds], CallBook], ops: Callable[[QueryEnds], OpBook],
+                 passes: Sequence[GraphPass], record_calls: bool) -> None:
+        """workflows: how a query's `WorkflowRef` becomes its workflow object; calls, ops:
+        build the books of the queries' calls and batched ops, which hand this book what
+        they cannot run (`end_call`, `fail`)."""
         self.queries = queries
+        self._workflows = workflows
         self.calls = calls(self)
         self.opbook = ops(self)
         self._view = self.calls.view
@@ -70,8 +74,17 @@ class RunBook:
     # ------------------------------------------------------------------ arrival and input
 
     def arrive(self, ev: QueryArrived) -> list[Command]:
+        """A query arrives: its workflow is built from its ref (a query whose workflow
+        cannot be built fails at once) and started."""
         q = ev.query
-        qs = QueryState(q, QueryRun(q.program, q.id, self._passes, self._batch_sizes), self.priors)
+        try:
+            workflow = self._workflows.build(q.ref)
+        except FlowserveError as e:
+            return [QueryFailed(q.id, ev.time, str(e), e.kind)]
+        except Exception as e:  # the factory's own code
+            return [QueryFailed(q.id, ev.time, f"workflow {q.workflow!r} could not be built: {type(e).__name__}: {e}",
+                                FailureKind.APP_ERROR)]
+        qs = QueryState(q, QueryRun(workflow, q.id, self._passes, self._batch_sizes), self.priors)
         self.queries[qs.id] = qs
         self._advance(qs, qs.run.start)
         return self._take()

@@ -29,6 +29,7 @@ from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallRecord, InstanceStatus, QueryState
 from flowserve.graph.passes import GraphPass
+from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.tokenize.prompts import NoText, PromptTokenizer
@@ -73,9 +74,12 @@ class SchedulerCore:
         tokenizer: PromptTokenizer | None = None,
         passes: Sequence[GraphPass] = (),
         prefill_sharing: PrefillSharing | None = DEFAULT_SHARING,
+        *,
+        workflows: Mapping[str, WorkflowFactory] | None = None,
     ) -> None:
         """prefill_sharing: when a call waits for another's prefill of the long prefix they
-        share (`flowserve.core._leaders`); None: never."""
+        share (`flowserve.core._leaders`); None: never. workflows: the factories that build
+        each query's workflow from its `WorkflowRef` (the driver's registry)."""
         self._dispatch = dispatch
         self._predictor = predictor or OutputPredictor()
         self._queries: dict[int, QueryState] = {}
@@ -93,7 +97,8 @@ class SchedulerCore:
         def op_book(ends: QueryEnds) -> OpBook:  # non-LLM engines (embedding, reranker, ...) batch their ops
             return OpBook(ends, queue.cls.order_key, [s for s in instances if s.kind != "llm"])
 
-        self._runs = runs = RunBook(self._queries, call_book, op_book, passes, record_calls)
+        registry = workflows if isinstance(workflows, WorkflowRegistry) else WorkflowRegistry(workflows)
+        self._runs = runs = RunBook(self._queries, registry, call_book, op_book, passes, record_calls)
         self._calls = calls = runs.calls
         self._opbook = runs.opbook
         self._view = calls.view

@@ -18,8 +18,10 @@ import contextlib
 import hmac
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -46,7 +48,9 @@ from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import read_headers
+from flowserve.graph.workflow import Workflow
 from flowserve.schema import validate
+from flowserve.types.work import WorkflowRef
 
 _END = object()
 
@@ -71,6 +75,7 @@ class Gateway:
         for name, wf in self.workflows.items():
             if wf.tools is not None:
                 self.driver.tools.register(wf.tools(self.prepared[name]))
+            self.driver.workflows.register(app_ref_name(name), partial(build_app, wf, self.prepared[name]))
         unknown = sorted(set(config.gateway.workflows) - set(self.workflows))
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
@@ -148,11 +153,12 @@ class Gateway:
         if not isinstance(body.get("async", False), bool):
             raise APIError(400, "async: expected true or false", param="async")
         model = self.model_of(model) if model else None
-        try:
-            program = wf.build(inputs, self.prepared[name], model)
+        try:  # bad inputs answer 400 here, before the query exists; the core builds its own
+            wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
             raise APIError(400, str(e), param="input") from None
-        h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
+        ref = WorkflowRef(app_ref_name(name), (orjson.dumps(inputs), model))
+        h = self.driver.new_query(name, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",
@@ -206,6 +212,17 @@ class Gateway:
         except KeyError:
             raise APIError(404, f"no instance {name!r}", code="instance_not_found") from None
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
+
+
+def app_ref_name(name: str) -> str:
+    """The factory name a served workflow registers with the core (apart from the driver's own)."""
+    return f"app:{name}"
+
+
+def build_app(wf: WorkflowDef, settings: Mapping[str, Any], inputs: bytes, model: str | None) -> Workflow:
+    """A served workflow's object for a query: its inputs travel as JSON bytes (plain,
+    immutable data in the `QueryArrived` event)."""
+    return wf.build(orjson.loads(inputs), settings, model)
 
 
 def query_body(r: QueryResult) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flowserve.apps.single import SingleCall
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
@@ -47,7 +48,9 @@ from flowserve.gateway.settings import GatewaySettings
 from flowserve.gateway.tools import ToolRunner
 from flowserve.graph.oracle import Oracle
 from flowserve.graph.passes import make_passes
-from flowserve.graph.workflow import Workflow
+from flowserve.graph.program import Program
+from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
+from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
@@ -77,7 +80,7 @@ from flowserve.types.events import (
     Tick,
 )
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query, QueryClass, ToolOp
+from flowserve.types.work import Query, QueryClass, ToolOp, WorkflowRef
 
 log = logging.getLogger("flowserve.gateway")
 
@@ -98,9 +101,12 @@ class LiveDriver:
                  output_priors: dict[tuple[str, str], float] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  jobs: Mapping[str, Callable[..., Any]] | None = None,
-                 segments: TokenMaterializer | None = None) -> None:
+                 segments: TokenMaterializer | None = None,
+                 workflows: Mapping[str, WorkflowFactory] | None = None) -> None:
         """jobs: the RunJob registry (default: the α sweep); segments: how replayed
-        prompt segments become real token ids (`flowserve validate`)."""
+        prompt segments become real token ids (`flowserve validate`); workflows: factories
+        the queries' `WorkflowRef`s may name beyond the built-in one-call, program and
+        plan workflows (more can be registered on `self.workflows` before they are used)."""
         self.settings = s = settings
         self.clock = clock
         self.dispatch = dispatch = make_dispatch(s.dispatch, s.dispatch_params)  # the policy, for status pages
@@ -109,9 +115,12 @@ class LiveDriver:
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),
                                     lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
                                     self.circuit_state, s.tokenizers, segments, s.chat_templates)
+        self.workflows = WorkflowRegistry({SingleCall.name: SingleCall, Program.name: Program,
+                                           PlanWorkflow.name: PlanWorkflow, **(workflows or {})})
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
-                                  max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
+                                  max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes),
+                                  workflows=self.workflows)
         self.metrics = GatewayMetrics(s.dispatch)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
@@ -197,11 +206,13 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ public API
 
-    def new_query(self, workflow: str, program: Workflow, model: str | None = None, tenant: str = "default",
+    def new_query(self, workflow: str, ref: WorkflowRef, model: str | None = None, tenant: str = "default",
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
                   oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
+        """A query named `workflow` (metrics) running the workflow `ref` names (one of
+        `self.workflows`)."""
         loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, program, model, tenant, priority,
+        return QueryHandle(next(self._ids), workflow, ref, model, tenant, priority,
                            None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
                            oracle, cls=cls, routed=loop.create_future())
 
@@ -211,8 +222,8 @@ class LiveDriver:
         await handle.accepted
         return handle
 
-    async def run(self, workflow: str, program: Workflow, **kw: Any) -> QueryResult:
-        h = await self.submit(self.new_query(workflow, program, **kw))
+    async def run(self, workflow: str, ref: WorkflowRef, **kw: Any) -> QueryResult:
+        h = await self.submit(self.new_query(workflow, ref, **kw))
         return await h.done
 
     async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
@@ -313,8 +324,7 @@ class LiveDriver:
         deadline = None if h.slo_s is None else now + h.slo_s
         self.book.open[h.id] = h
         h.accepted.set_result(None)
-        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority,
-                                                h.cls)))
+        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.ref, deadline, h.tenant, h.priority, h.cls)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time

@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import orjson
@@ -38,7 +39,7 @@ from flowserve.gateway.query import CallHandle, QueryHandle
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.tenancy import read_headers
 from flowserve.graph.prompt import Chat, Toks
-from flowserve.types.work import Tokens
+from flowserve.types.work import Tokens, WorkflowRef
 
 
 class LLMHost(Protocol):
@@ -152,8 +153,8 @@ class LLMRoutes:
             if on_query is not None:
                 on_query(lambda: self.gw.programs.cancel(ch))
             return ch, (b"x-flowserve-program", ph.program.encode())
-        h = self.driver.new_query(kind, SingleCall(kind, prompt, max_tokens, model, params), model, hdr.tenant,
-                                  hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
+        ref = WorkflowRef(SingleCall.name, (kind, prompt, max_tokens, model, MappingProxyType(params)))
+        h = self.driver.new_query(kind, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
         await self.gw.submit(h)
         if on_query is not None:
             on_query(h.id)

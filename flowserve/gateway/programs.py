@@ -35,6 +35,7 @@ from flowserve.gateway.settings import ProgramSettings
 from flowserve.gateway.tenancy import Headers
 from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, ProgramCall
 from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
+from flowserve.types.work import WorkflowRef
 
 
 class ProgramEnd(StrEnum):
@@ -185,8 +186,8 @@ class ProgramBook:
         prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
                            ready=asyncio.get_running_loop().create_future(), last=now)
         self.open[program_id] = prog  # at once: a concurrent first call waits for this one
-        h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, hdr.priority,
-                                  hdr.slo_s, cls=hdr.cls)
+        h = self.driver.new_query(PROGRAM_WORKFLOW, WorkflowRef(Program.name, (program_id,)), None, hdr.tenant,
+                                  hdr.priority, hdr.slo_s, cls=hdr.cls)
         assert prog.ready is not None
         try:
             await self.driver.submit(h)

@@ -12,8 +12,7 @@ from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
-from flowserve.graph.workflow import Workflow
-from flowserve.types.work import QueryClass
+from flowserve.types.work import QueryClass, WorkflowRef
 
 
 class Rejected(Exception):
@@ -98,7 +97,7 @@ class QueryHandle:
 
     id: int
     workflow: str
-    program: Workflow
+    ref: WorkflowRef  # the workflow the core builds for it
     model: str | None
     tenant: str
     priority: int

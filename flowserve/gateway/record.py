@@ -47,7 +47,7 @@ class QueryRecorder:
 
     @staticmethod
     def records(h: QueryHandle) -> bool:
-        return not isinstance(h.program, SingleCall)
+        return h.ref.name != SingleCall.name
 
     def sent(self, call: LLMCall) -> None:
         """A call went to an engine: keep its prompt's shape (the last send, if retried)."""

@@ -35,11 +35,14 @@ class PlanWorkflow(Workflow):
     application knows its own static structure.
     """
 
+    name = "plan"  # drivers register it under this name (`WorkflowRef("plan", (plan, expectation, model, learned))`)
+
     def __init__(self, plan: Plan, expectation: Expectation | None = None, model: str | None = None,
                  learned: bool = False) -> None:
         """learned: the core predicts its remaining calls from finished queries of its
         workflow (a recorded program, replayed as the gateway sees programs live)."""
         self.plan = plan
+        self.attrs = plan.attrs
         self._expect = expectation
         self.learns_remaining = learned
         self._model = model

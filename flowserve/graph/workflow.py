@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from flowserve.errors import WorkflowError
@@ -45,11 +46,14 @@ class Workflow:
 
     A workflow that `learns_remaining` does not know the calls it still makes: the core
     predicts them from finished queries of the same name (stage priors); programs do.
+    `attrs` describe the query to tools that record it (the α tuner's trace: a replayed
+    plan's own attributes, e.g. its database).
     """
 
     name: ClassVar[str] = "workflow"
     open_ended: ClassVar[bool] = False
     learns_remaining: bool = False
+    attrs: Mapping[str, Any] = MappingProxyType({})
 
     def start(self, g: Graph) -> None:
         raise NotImplementedError

@@ -10,7 +10,9 @@ from typing import Any
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.graph.passes import make_passes
 from flowserve.graph.plan import standalone_latency
+from flowserve.graph.registry import WorkflowRegistry
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
+from flowserve.graph.workflow import Workflow
 from flowserve.policies import DispatchPolicy, make_dispatch, queue_factory
 from flowserve.policies.registry import PolicyRef, policy_name
 from flowserve.profiles.cost_model import CostModel
@@ -23,7 +25,7 @@ from flowserve.sim.slots import make_engine
 from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.tune.online import attach_tuner
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query
+from flowserve.types.work import Query, WorkflowRef
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 
@@ -85,6 +87,23 @@ def app_alone(q: QuerySpec, cluster: Sequence[InstanceSpec], workload: Workload,
     return math.inf if out.failed else out.latency
 
 
+APP = "app"  # the simulator's own workflow factory: an app query by its position in the workload
+
+
+def workload_workflows(workload: Workload) -> WorkflowRegistry:
+    """The factories the simulator's queries name: `plan` replays a recorded or generated
+    plan (the ref carries the plan itself and what the workload lets the core expect of
+    it, all frozen data); `app` builds the app query at that position of the workload
+    (`AppQuery.make`: a fresh object per run)."""
+
+    def app(i: int) -> Workflow:
+        query = workload.queries[i].plan
+        assert isinstance(query, AppQuery)
+        return query.make()
+
+    return WorkflowRegistry({PlanWorkflow.name: PlanWorkflow, APP: app})
+
+
 def simulate(
     cluster: Sequence[InstanceSpec],
     workload: Workload,
@@ -124,7 +143,7 @@ def simulate(
 
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
-                         passes=make_passes(policy.passes))
+                         passes=make_passes(policy.passes), workflows=workload_workflows(workload))
     engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
                            report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
     for engine in engines:
@@ -138,11 +157,9 @@ def simulate(
         for i, (spec, alone) in enumerate(zip(workload.queries, standalone, strict=True)):
             plan = spec.plan
             if isinstance(plan, AppQuery):
-                program, oracle = plan.make(), plan.oracle
+                ref, oracle = WorkflowRef(APP, (i,)), plan.oracle
             else:
-                program = PlanWorkflow(plan, workload.expectations.get(plan.workflow),
-                                       learned=plan.workflow in workload.learned)
-                oracle = plan_oracle(plan)
+                ref, oracle = workload.plan_ref(plan), plan_oracle(plan)
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel
@@ -150,7 +167,7 @@ def simulate(
                 deadline = None if slo_scale is None else spec.arrival + slo_scale * alone
             if spec.cls == "batch":
                 deadline = None  # batch work has no SLO
-            yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, program, deadline,
+            yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, ref, deadline,
                                  spec.tenant, spec.priority, spec.cls), alone, oracle)
 
     return Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,

@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 from flowserve.gateway.driver import LiveDriver
@@ -19,7 +20,7 @@ from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import QueryClass
+from flowserve.types.work import QueryClass, WorkflowRef
 
 
 class LiveClusterBackend:
@@ -33,7 +34,8 @@ class LiveClusterBackend:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="flowserve-sql-driver", daemon=True)
         self._thread.start()
-        self.driver = LiveDriver(list(cluster), settings or GatewaySettings(dispatch_params={"binding": "late"}))
+        self.driver = LiveDriver(list(cluster), settings or GatewaySettings(dispatch_params={"binding": "late"}),
+                                 workflows={LLMBatch.name: LLMBatch})
         self._await(self.driver.start())
         self._t0: float | None = None
         self._t1 = 0.0
@@ -63,9 +65,10 @@ class LiveClusterBackend:
 
     async def _batch(self, requests: list[Request], stage: str) -> list[Answer | None]:
         after = [r.after for r in requests] if len(requests) > 1 else None
-        wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model,
-                      params=self.params, after=after)
-        res = await self.driver.run("llm_sql", wf, model=self.model, cls=self.query_class)
+        ref = WorkflowRef(LLMBatch.name, (tuple(r.prompt for r in requests), tuple(r.max_tokens for r in requests),
+                                          stage, self.model, MappingProxyType(self.params),
+                                          None if after is None else tuple(after)))
+        res = await self.driver.run("llm_sql", ref, model=self.model, cls=self.query_class)
         if not res.completed:
             if len(requests) == 1:
                 return [Answer(None, res.reason or "the call failed")]

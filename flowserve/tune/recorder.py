@@ -90,9 +90,8 @@ class TraceRecorder:
             if qs is None:  # failed at once (no instance for it): nothing to replay
                 return []
             q = qs.query
-            plan = getattr(q.program, "plan", None)
             rec = _Record(qs, q.arrival, None if q.deadline is None else q.deadline - q.arrival,
-                          dict(getattr(plan, "attrs", {}) or {}))
+                          dict(qs.run.workflow.attrs))
             self._records[q.id] = rec
             touched = [rec]
         elif isinstance(event, CallFinished | CallFailed):

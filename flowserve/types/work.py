@@ -13,7 +13,6 @@ from flowserve.types.tokens import Tokens
 
 if TYPE_CHECKING:
     from flowserve.graph.prompt import Chat
-    from flowserve.graph.workflow import Workflow
 
 QueryClass = Literal["interactive", "batch"]
 QUERY_CLASSES: tuple[QueryClass, ...] = ("interactive", "batch")
@@ -60,14 +59,27 @@ class ToolOp:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkflowRef:
+    """The workflow a query runs, as plain data: the name of a factory its driver
+    registered with the core (`flowserve.graph.registry.WorkflowRegistry`) and the
+    arguments the factory is called with (plain, immutable data: token ids, strings,
+    numbers, frozen dataclasses, JSON bytes). The core builds the workflow object from it
+    when the query arrives and keeps it in its own books, so events stay plain data and an
+    event stream replays into a fresh core."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Query:
     """One end-to-end application request. `workflow` names it (metrics, predictors);
-    `program` is its own workflow object (`flowserve.graph.workflow.Workflow`)."""
+    `ref` says which workflow it runs (`WorkflowRef`)."""
 
     id: int
     arrival: float
     workflow: str
-    program: Workflow
+    ref: WorkflowRef
     deadline: float | None = None  # absolute time on the events' clock
     tenant: str = "default"
     priority: int = 0

@@ -9,9 +9,9 @@ from typing import Any
 
 from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.plan import CallStep, Plan
-from flowserve.graph.replay import Expectation
+from flowserve.graph.replay import Expectation, PlanWorkflow
 from flowserve.graph.workflow import Workflow
-from flowserve.types.work import QueryClass
+from flowserve.types.work import QueryClass, WorkflowRef
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,12 @@ class Workload:
     # workflows whose remaining calls the core learns from the queries that finish (recorded
     # programs replayed as the gateway sees them live), instead of from `expectations`
     learned: frozenset[str] = frozenset()
+
+    def plan_ref(self, plan: Plan, model: str | None = None) -> WorkflowRef:
+        """How a query replaying `plan` names its workflow (`PlanWorkflow`, registered under
+        its name by both drivers), with what this workload lets the core expect of it."""
+        return WorkflowRef(PlanWorkflow.name, (plan, self.expectations.get(plan.workflow), model,
+                                               plan.workflow in self.learned))
 
     @property
     def calls(self) -> int:

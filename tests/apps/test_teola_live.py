@@ -20,7 +20,7 @@ from flowserve.retrieval.embedding import Embedder
 from flowserve.retrieval.process import SearchServiceProcess, free_port
 from flowserve.tokenize.words import word_ids
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall
+from flowserve.types.work import LLMCall, WorkflowRef
 
 DOCUMENT = "\n\n".join(TOPICS.values())
 
@@ -55,7 +55,9 @@ async def _run(wf, inputs: dict, settings: dict, embedder: Embedder, search_url:
     d.retrieval._embedder = embedder  # the session's loaded model (else loaded on first use)
     await d.start()
     try:
-        r = await d.run(wf.name, wf.build(inputs, wf.prepare(settings), None))
+        prepared = wf.prepare(settings)
+        d.workflows.register(wf.name, lambda: wf.build(inputs, prepared, None))
+        r = await d.run(wf.name, WorkflowRef(wf.name))
     finally:
         await d.shutdown()
     return r, llm

@@ -21,6 +21,7 @@ from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import QueryResult
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import WorkflowRef
 
 MODEL = "llama-3.1-8b"
 QUESTION = "How many albums does AC/DC have?"
@@ -34,12 +35,13 @@ def spec(url: str) -> InstanceSpec:
 def ask(prepared: dict[str, Any], url: str, question: str, database: str = "chinook",
         settings: GatewaySettings | None = None) -> QueryResult:
     async def body() -> QueryResult:
-        d = LiveDriver([spec(url)], settings or GatewaySettings())
+        d = LiveDriver([spec(url)], settings or GatewaySettings(),
+                       workflows={"text2sql": lambda q, db: TEXT2SQL.build({"question": q, "database": db}, prepared,
+                                                                           None)})
         d.tools.register(TEXT2SQL.tools(prepared))
         await d.start()
         try:
-            return await d.run("text2sql", TEXT2SQL.build({"question": question, "database": database},
-                                                          prepared, None))
+            return await d.run("text2sql", WorkflowRef("text2sql", (question, database)))
         finally:
             await d.shutdown()
     return run(body())

@@ -2,7 +2,7 @@
 its running calls, drops its queued ones, and the freed room goes to the next query."""
 
 import pytest
-from helpers import ScriptedDriver, ScriptProgram, live_spec, llm, query
+from helpers import TEST_WORKFLOWS, ScriptedDriver, ScriptProgram, live_spec, llm, query
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.errors import FailureKind
@@ -15,7 +15,7 @@ from flowserve.types.events import QueryCancelled
 @pytest.mark.parametrize("binding", ["ready", "late"])
 def test_a_cancelled_query_frees_its_slot_for_the_next_query(binding: str) -> None:
     core = SchedulerCore([live_spec("a", max_inflight=1)], make_dispatch("least_load", {"binding": binding}),
-                         queue_factory("fcfs"), instance_profile)
+                         queue_factory("fcfs"), instance_profile, workflows=TEST_WORKFLOWS)
     d = ScriptedDriver(core)
     gone = query(ScriptProgram([llm("A1"), llm("A2", base=500)]))
     waiting = query(ScriptProgram([llm("B", base=900)]))
@@ -35,7 +35,8 @@ def test_a_cancelled_query_frees_its_slot_for_the_next_query(binding: str) -> No
 
 
 def test_cancelling_an_unknown_or_finished_query_does_nothing() -> None:
-    core = SchedulerCore([live_spec("a")], make_dispatch("round_robin"), queue_factory("fcfs"), instance_profile)
+    core = SchedulerCore([live_spec("a")], make_dispatch("round_robin"), queue_factory("fcfs"), instance_profile,
+                         workflows=TEST_WORKFLOWS)
     d = ScriptedDriver(core)
     q = query(ScriptProgram([llm("A")]))
     d.arrive(q)

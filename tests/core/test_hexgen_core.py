@@ -13,10 +13,13 @@ from flowserve.profiles.instance import instance_profile
 from flowserve.types.commands import QueryDone, SendCall
 from flowserve.types.events import CallFinished, QueryArrived
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query
+from flowserve.types.work import Query, WorkflowRef
 
 MODEL = "llama-3.1-70b"
 MAT = Materializer()
+
+
+PLANS = {PlanWorkflow.name: PlanWorkflow}
 
 
 def live(name: str, gpu: str) -> InstanceSpec:
@@ -26,7 +29,7 @@ def live(name: str, gpu: str) -> InstanceSpec:
 
 def one_call_query(qid: int, arrival: float, deadline: float | None, prompt: int = 2000) -> Query:
     plan = QueryPlan("wf", ((CallStep("s", (Segment(qid, prompt),), 50),),))
-    return Query(qid, arrival, "wf", PlanWorkflow(plan), deadline)
+    return Query(qid, arrival, "wf", WorkflowRef(PlanWorkflow.name, (plan,)), deadline)
 
 
 def sends(commands):
@@ -35,7 +38,8 @@ def sends(commands):
 
 @pytest.mark.parametrize(("queue", "second"), [("urgency", 3), ("fcfs", 2)])
 def test_release_order_when_a_slot_frees(queue, second):
-    core = SchedulerCore([live("m", "A100-80G")], HexgenWB(), queue_factory(queue), instance_profile)
+    core = SchedulerCore([live("m", "A100-80G")], HexgenWB(), queue_factory(queue), instance_profile,
+                         workflows=PLANS)
     first = sends(core.handle(QueryArrived(0.0, one_call_query(1, 0.0, 1000.0))))
     assert [s.call.query_id for s in first] == [1]
     assert not sends(core.handle(QueryArrived(1.0, one_call_query(2, 1.0, 600.0))))  # loose deadline
@@ -47,7 +51,7 @@ def test_release_order_when_a_slot_frees(queue, second):
 
 def test_queued_work_leaves_t_queue_when_calls_finish():
     core = SchedulerCore([live("fast", "A100-80G"), live("slow", "A6000")], HexgenWB(alpha=0.0),
-                         queue_factory("urgency"), instance_profile)
+                         queue_factory("urgency"), instance_profile, workflows=PLANS)
     def status(name: str) -> InstanceStatus:
         return next(s for s in core.instance_status() if s.name == name)
 

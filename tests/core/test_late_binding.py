@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import ScriptedDriver, live_spec, make_core, query
+from helpers import TEST_WORKFLOWS, ScriptedDriver, live_spec, make_core, query
 
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.core.scheduler import SchedulerCore
@@ -15,11 +15,14 @@ from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.commands import QueryDone
+from flowserve.types.work import WorkflowRef
 from flowserve.workloads.base import QuerySpec, Workload
 
 
 class Rows(Workflow):
     """One statement of LLM-in-SQL: an independent call per row."""
+
+    name = "rows"
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -45,10 +48,10 @@ def test_binding_is_a_declared_property_of_dispatch_policies():
 def test_a_statement_of_20000_calls_binds_only_what_instances_have_room_for():
     specs = [live_spec("a", max_inflight=4), live_spec("b", max_inflight=4)]
     core = SchedulerCore(specs, make_dispatch("least_load", {"binding": "late"}), queue_factory("fcfs"),
-                         instance_profile)
+                         instance_profile, workflows={**TEST_WORKFLOWS, Rows.name: Rows})
     d = ScriptedDriver(core)
     n = 20_000
-    d.arrive(query(Rows(n), qid=1))
+    d.arrive(query(WorkflowRef(Rows.name, (n,)), qid=1))
     bound_max = 0
     decisions_before = core.decisions
     while d.inflight:
@@ -67,8 +70,8 @@ def test_a_statement_of_20000_calls_binds_only_what_instances_have_room_for():
 
 def test_early_binding_queues_everything_at_once():
     specs = [live_spec("a", max_inflight=4), live_spec("b", max_inflight=4)]
-    d = ScriptedDriver(make_core(specs, dispatch="least_load"))
-    d.arrive(query(Rows(1000), qid=1))
+    d = ScriptedDriver(make_core(specs, dispatch="least_load", workflows={Rows.name: Rows}))
+    d.arrive(query(WorkflowRef(Rows.name, (1000,)), qid=1))
     st = d.core.instance_status()
     assert sum(s.queued + s.running for s in st) == 1000
 

@@ -9,7 +9,7 @@ from flowserve.profiles.ops import OpProfile
 from flowserve.types.commands import QueryFailed, RunBatch, RunOp
 from flowserve.types.events import OpFinished, QueryArrived
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query
+from flowserve.types.work import Query, WorkflowRef
 
 LLM = InstanceSpec("llm", "A100-80G", "llama-3.1-8b", 1, max_inflight=4, backend="openai")
 
@@ -29,8 +29,13 @@ class Embed(Workflow):
             prev = g.tool(f"e{i}", "embed", batchable=True, units=self.units, x=prev)
 
 
-def arrive(core, qid: int, wf: Workflow, t: float = 0.0):
-    return core.handle(QueryArrived(t, Query(qid, t, "w", wf)))
+def arrive(core, qid: int, wf: type[Workflow], *args, t: float = 0.0):
+    """A query of workflow class `wf` built with `args` (the core builds it from the ref)."""
+    return core.handle(QueryArrived(t, Query(qid, t, "w", WorkflowRef(wf.__name__, args))))
+
+
+def core_of(specs, queue: str = "fcfs"):
+    return make_core(specs, queue=queue, workflows={c.__name__: c for c in (Embed, Branches, Tool, Bad)})
 
 
 def batches(cmds) -> list[RunBatch]:
@@ -38,30 +43,30 @@ def batches(cmds) -> list[RunBatch]:
 
 
 def test_one_batch_holds_many_queries_ops():
-    core = make_core([LLM, emb_spec()])
-    first = batches(arrive(core, 1, Embed()))
+    core = core_of([LLM, emb_spec()])
+    first = batches(arrive(core, 1, Embed))
     assert [[op.query_id for op in b.ops] for b in first] == [[1]]
-    assert batches(arrive(core, 2, Embed(), 0.1)) == []  # the instance runs a batch: queued
-    assert batches(arrive(core, 3, Embed(), 0.2)) == []
+    assert batches(arrive(core, 2, Embed, t=0.1)) == []  # the instance runs a batch: queued
+    assert batches(arrive(core, 3, Embed, t=0.2)) == []
     nxt = batches(core.handle(OpFinished(0.3, first[0].ops[0].id)))
     assert len(nxt) == 1 and sorted(op.query_id for op in nxt[0].ops) == [2, 3]
     assert nxt[0].instance == "emb"
 
 
 def test_batches_respect_max_units():
-    core = make_core([LLM, emb_spec(max_units=10)])
-    first = batches(arrive(core, 1, Embed(4)))
+    core = core_of([LLM, emb_spec(max_units=10)])
+    first = batches(arrive(core, 1, Embed, 4))
     for q in (2, 3, 4):
-        arrive(core, q, Embed(4), 0.1)
+        arrive(core, q, Embed, 4, t=0.1)
     nxt = batches(core.handle(OpFinished(0.3, first[0].ops[0].id)))
     assert [op.query_id for op in nxt[0].ops] == [2, 3]  # 8 units; a third would exceed 10
 
 
 def test_topology_orders_buckets_by_arrival_then_depth():
-    core = make_core([LLM, emb_spec(max_units=1)], queue="topology")
-    first = batches(arrive(core, 1, Embed()))
-    arrive(core, 3, Embed(), 0.2)  # a later query: its bucket comes second
-    arrive(core, 2, Embed(chained=2), 0.1)  # e0 has depth 3
+    core = core_of([LLM, emb_spec(max_units=1)], queue="topology")
+    first = batches(arrive(core, 1, Embed))
+    arrive(core, 3, Embed, t=0.2)  # a later query: its bucket comes second
+    arrive(core, 2, Embed, 1, 2, t=0.1)  # chained: e0 has depth 3
     order = []
     cmds = core.handle(OpFinished(0.3, first[0].ops[0].id))
     while (b := batches(cmds)):
@@ -85,9 +90,9 @@ class Branches(Workflow):
 
 def test_inside_a_bucket_the_deepest_node_goes_first():
     def first_two(queue: str, short_first: bool) -> list[str]:
-        core = make_core([LLM, emb_spec(max_units=1)], queue=queue)
-        busy = batches(arrive(core, 1, Embed()))
-        arrive(core, 2, Branches(short_first), 0.1)
+        core = core_of([LLM, emb_spec(max_units=1)], queue=queue)
+        busy = batches(arrive(core, 1, Embed))
+        arrive(core, 2, Branches, short_first, t=0.1)
         b = batches(core.handle(OpFinished(0.3, busy[0].ops[0].id)))
         return [b[0].ops[0].node, batches(core.handle(OpFinished(0.4, b[0].ops[0].id)))[0].ops[0].node]
 
@@ -97,25 +102,27 @@ def test_inside_a_bucket_the_deepest_node_goes_first():
 
 
 def test_no_instance_of_the_kind_fails_the_query_with_its_reason():
-    core = make_core([LLM])
-    out = arrive(core, 1, Embed())
+    core = core_of([LLM])
+    out = arrive(core, 1, Embed)
     fail = [c for c in out if isinstance(c, QueryFailed)]
     assert fail and "no embedding instance is up to run op 'embed'" in fail[0].reason
 
 
-def test_non_batchable_ops_stay_driver_tools():
-    class Tool(Workflow):
-        def start(self, g: Graph) -> None:
-            g.tool("s", "web_search", q="x")
+class Tool(Workflow):
+    def start(self, g: Graph) -> None:
+        g.tool("s", "web_search", q="x")
 
-    out = arrive(make_core([LLM, emb_spec()]), 1, Tool())
+
+class Bad(Workflow):
+    def start(self, g: Graph) -> None:
+        g.tool("s", "embed", batchable=True, after=["nowhere"])
+
+
+def test_non_batchable_ops_stay_driver_tools():
+    out = arrive(core_of([LLM, emb_spec()]), 1, Tool)
     assert [c.op.op for c in out if isinstance(c, RunOp)] == ["web_search"]
 
 
 def test_a_step_reading_data_nothing_produces_fails_clearly():
-    class Bad(Workflow):
-        def start(self, g: Graph) -> None:
-            g.tool("s", "embed", batchable=True, after=["nowhere"])
-
-    out = arrive(make_core([LLM, emb_spec()]), 1, Bad())
+    out = arrive(core_of([LLM, emb_spec()]), 1, Bad)
     assert "depends on unknown node 'nowhere'" in next(c for c in out if isinstance(c, QueryFailed)).reason

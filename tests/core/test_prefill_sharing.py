@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from helpers import ScriptedDriver, ScriptProgram, live_spec, llm, query
+from helpers import TEST_WORKFLOWS, ScriptedDriver, ScriptProgram, live_spec, llm, query
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +29,7 @@ class IndexedRoundRobin(RoundRobin):
 
 def core_with(specs, sharing: PrefillSharing | None = DEFAULT_SHARING, dispatch=None, **kw) -> SchedulerCore:
     return SchedulerCore(specs, dispatch or IndexedRoundRobin(), queue_factory("fcfs"), instance_profile,
-                         prefill_sharing=sharing, **kw)
+                         prefill_sharing=sharing, workflows=TEST_WORKFLOWS, **kw)
 
 
 def shared(key: str, tail: int, n_tail: int = 100) -> LLMNode:

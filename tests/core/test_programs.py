@@ -9,7 +9,7 @@ from flowserve.graph.program import Program, ProgramCall
 from flowserve.graph.prompt import Toks
 from flowserve.types.commands import CancelCall, QueryDone, QueryFailed, StepDone
 from flowserve.types.events import CallCancelled, CallFailed, CallFinished, QueryClosed, QueryInput
-from flowserve.types.work import Query
+from flowserve.types.work import Query, WorkflowRef
 
 
 def pcall(key: str, n: int = 50, stage: str = "step", thread: str = "main") -> ProgramCall:
@@ -17,7 +17,7 @@ def pcall(key: str, n: int = 50, stage: str = "step", thread: str = "main") -> P
 
 
 def program_query(qid: int, t: float = 0.0, deadline: float | None = None) -> Query:
-    return Query(qid, t, "program", Program(f"p{qid}"), deadline)
+    return Query(qid, t, "program", WorkflowRef(Program.name, (f"p{qid}",)), deadline)
 
 
 def steps(cmds) -> list[StepDone]:

@@ -27,6 +27,7 @@ from flowserve.profiles.fitted import load_profile
 from flowserve.tokenize.template import ChatTemplate
 from flowserve.tokenize.text import LocalTokenizer
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import WorkflowRef
 
 KEY = "sk-chat-llama"
 TOOLS = [{"type": "function", "function": {
@@ -126,10 +127,10 @@ def test_workflow_steps_carry_a_response_format_to_llama_server(llama_server: Ll
     async def run() -> dict:
         spec = InstanceSpec("llama", "A100-80G", tiny_model.name, backend="openai", url=llama_server.base_url,
                             profile=profile)
-        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"llama": "llamacpp"}))
+        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"llama": "llamacpp"}), workflows={"pick": Pick})
         await driver.start()
         try:
-            return (await driver.run("pick", Pick(), model=tiny_model.name)).output
+            return (await driver.run("pick", WorkflowRef("pick"), model=tiny_model.name)).output
         finally:
             await driver.shutdown()
 

@@ -14,6 +14,7 @@ from flowserve.gateway.backends import live_profile
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.query import Rejected
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.types.work import WorkflowRef
 
 
 def test_sim_instances_answer_single_calls_through_the_core() -> None:
@@ -310,10 +311,10 @@ class _BrokenProgram(SingleCall):
 
 def test_a_workflow_bug_fails_its_query_with_the_reason_and_serving_goes_on() -> None:
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=100.0))
+        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=100.0), workflows={"broken": _BrokenProgram})
         await d.start()
         try:
-            broken = await d.run("completion", _BrokenProgram())
+            broken = await d.run("completion", WorkflowRef("broken"))
             fine = await d.run("completion", single(range(10)))
         finally:
             await d.shutdown()

@@ -19,7 +19,7 @@ from flowserve.graph.primitives import split_parts
 from flowserve.profiles.ops import op_profile
 from flowserve.types.events import CallProgress
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall, ToolOp
+from flowserve.types.work import LLMCall, ToolOp, WorkflowRef
 
 
 def test_each_complete_line_is_one_part_with_its_token_count() -> None:
@@ -72,7 +72,8 @@ def _searches(passes: str) -> tuple[list[str], list[str]]:
     async def body() -> tuple[list[str], list[str]]:
         llm = LineByLine(ext_spec("llm"))
         search = InstanceSpec("search-0", "", "search", kind="search", op_profile=op_profile("search"))
-        d = LiveDriver([llm.spec, search], GatewaySettings(passes=passes), backend_factory=lambda s, _d: llm)
+        d = LiveDriver([llm.spec, search], GatewaySettings(passes=passes), backend_factory=lambda s, _d: llm,
+                       workflows={SearchGen.name: SearchGen})
         queries: list[str] = []
 
         async def web_search(op: ToolOp, instance: InstanceSpec | None) -> list[str]:
@@ -82,8 +83,8 @@ def _searches(passes: str) -> tuple[list[str], list[str]]:
         d.tools._executors["web_search"] = web_search
         await d.start()
         try:
-            h = await d.submit(d.new_query("search_gen", SearchGen("q?", n_queries=3, results=1, max_tokens=8,
-                                                                   query_tokens=8, draft_tokens=8)))
+            ref = WorkflowRef(SearchGen.name, ("q?", 3, 1, 8, 8, 8))
+            h = await d.submit(d.new_query("search_gen", ref))
             await llm.judging.wait()
             if passes != "none":
                 await d.until(lambda: bool(queries))

@@ -22,6 +22,7 @@ from flowserve.graph.prompt import Out
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import WorkflowRef
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -72,12 +73,14 @@ def test_chat_steps_run_in_the_simulator_in_the_neutral_layout() -> None:
 def test_chat_steps_run_a_tool_loop_on_a_real_engine() -> None:
     async def run(engine: ToolEngine) -> tuple[dict[str, Any], WeatherAgent]:
         spec = InstanceSpec("e", "A100-80G", engine.model, backend="openai", url=engine.url)
-        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"e": "vllm"}))
+        built: list[WeatherAgent] = []  # the agent the core builds, to read what it saw
+        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"e": "vllm"}),
+                            workflows={"weather": lambda: built.append(WeatherAgent()) or built[-1]})
         await driver.start()
         try:
-            agent = WeatherAgent()
-            result = await driver.run("weather", agent, model=engine.model)
+            result = await driver.run("weather", WorkflowRef("weather"), model=engine.model)
             assert result.status == "completed", result.reason
+            [agent] = built
             return result.output, agent
         finally:
             await driver.shutdown()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import ScriptProgram, call_state
+from helpers import ScriptProgram, call_state, ref_of
 
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.harness import PolicyHarness
@@ -45,8 +45,8 @@ def view_with(names: list[str], queue=FCFS) -> tuple[ClusterView, list[InstanceS
 def call(prompt: tuple[int, ...] = P, cls: str = "interactive", tenant: str = "default",
          deadline: float | None = None, out: int = 16) -> CallState:
     qid = next(_ids)
-    q = Query(qid, 0.0, "w", ScriptProgram([]), deadline, tenant, 0, cls)
-    qs = QueryState(q, QueryRun(q.program, qid))
+    q = Query(qid, 0.0, "w", ref_of(ScriptProgram([])), deadline, tenant, 0, cls)
+    qs = QueryState(q, QueryRun(ScriptProgram([]), qid))
     cs = call_state(LLMCall(next(_ids), qid, "n", "s", "w", prompt, out, out, tenant=tenant), qs)
     cs.t_comp = COST.call_time(len(prompt), out)
     return cs

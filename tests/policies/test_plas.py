@@ -17,14 +17,14 @@ from flowserve.policies.fcfs import FCFS
 from flowserve.policies.plas import ATLASQueue, PLASQueue, priority_level, starved
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall, Query
+from flowserve.types.work import LLMCall, Query, WorkflowRef
 
 COST = cost_model_for("A100-80G", "llama-3.1-8b")
 _ids = iter(range(1, 10**6))
 
 
 def program(qid: int, service_s: float = 0.0) -> QueryState:
-    qs = QueryState(Query(qid, 0.0, "program", Program()), QueryRun(Program(), qid))
+    qs = QueryState(Query(qid, 0.0, "program", WorkflowRef(Program.name)), QueryRun(Program(), qid))
     qs.service_s = service_s
     return qs
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallState, QueryState
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
+from flowserve.graph.program import Program
 from flowserve.graph.prompt import Toks
+from flowserve.graph.registry import WorkflowFactory
+from flowserve.graph.replay import PlanWorkflow
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
 from flowserve.types.commands import QueryDone, QueryFailed, RunOp, SendCall
 from flowserve.types.events import CallFinished, OpFinished, QueryArrived
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall, Query
+from flowserve.types.work import LLMCall, Query, WorkflowRef
 
 
 def live_spec(name: str, max_inflight: int = 4, model: str = "llama-3.1-8b", gpu: str = "A100-80G"):
@@ -23,8 +26,10 @@ def live_spec(name: str, max_inflight: int = 4, model: str = "llama-3.1-8b", gpu
 
 
 def make_core(specs: Sequence[InstanceSpec], dispatch: str = "round_robin", queue: str = "fcfs",
-              **kw) -> SchedulerCore:
-    return SchedulerCore(specs, make_dispatch(dispatch), queue_factory(queue), instance_profile, **kw)
+              workflows: Mapping[str, WorkflowFactory] | None = None, **kw) -> SchedulerCore:
+    """A core serving the tests' workflows (`TEST_WORKFLOWS`) and `workflows`."""
+    return SchedulerCore(specs, make_dispatch(dispatch), queue_factory(queue), instance_profile,
+                         workflows={**TEST_WORKFLOWS, **(workflows or {})}, **kw)
 
 
 def llm(key: str, n: int = 100, deps: tuple[str, ...] = (), out: int = 10, base: int = 0) -> LLMNode:
@@ -33,6 +38,8 @@ def llm(key: str, n: int = 100, deps: tuple[str, ...] = (), out: int = 10, base:
 
 class ScriptProgram(Workflow):
     """A workflow from ready-made nodes: `first` at the start, `expand[key]` when `key` finishes."""
+
+    name = "script"
 
     def __init__(self, first: list[Node], expand: dict[str, list[Node]] | None = None) -> None:
         self.first = first
@@ -50,11 +57,30 @@ class ScriptProgram(Workflow):
         return [CallEstimate("x", 100)]
 
 
+def script(first: Sequence[Node], expand: Sequence[tuple[str, Sequence[Node]]] = ()) -> ScriptProgram:
+    """`ScriptProgram` built from a ref's frozen arguments."""
+    return ScriptProgram(list(first), {key: list(nodes) for key, nodes in expand})
+
+
+TEST_WORKFLOWS: dict[str, WorkflowFactory] = {
+    ScriptProgram.name: script, Program.name: Program, PlanWorkflow.name: PlanWorkflow,
+}
+
+
+def ref_of(program: ScriptProgram | WorkflowRef) -> WorkflowRef:
+    """A ScriptProgram as the plain-data ref the core builds it from (nodes are frozen data)."""
+    if isinstance(program, WorkflowRef):
+        return program
+    expand = tuple((key, tuple(nodes)) for key, nodes in program.expand.items())
+    return WorkflowRef(ScriptProgram.name, (tuple(program.first), expand))
+
+
 _ids = itertools.count(1000)
 
 
-def query(program, t: float = 0.0, deadline: float | None = None, qid: int | None = None) -> Query:
-    return Query(next(_ids) if qid is None else qid, t, "wf", program, deadline)
+def query(program: ScriptProgram | WorkflowRef, t: float = 0.0, deadline: float | None = None,
+          qid: int | None = None) -> Query:
+    return Query(next(_ids) if qid is None else qid, t, "wf", ref_of(program), deadline)
 
 
 class ScriptedDriver:

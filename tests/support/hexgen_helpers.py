@@ -14,7 +14,7 @@ from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies.fcfs import FCFS
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall, Query
+from flowserve.types.work import LLMCall, Query, WorkflowRef
 
 MODEL = "llama-3.1-70b"
 
@@ -51,7 +51,7 @@ def view_of(*instances: InstanceState, queries: Sequence[QueryState] = (), now: 
 def query(qid: int, arrival: float = 0.0, deadline: float | None = None,
           program: Program | None = None) -> QueryState:
     prog = program or Program()
-    return QueryState(Query(qid, arrival, "wf", prog, deadline), QueryRun(prog, qid))
+    return QueryState(Query(qid, arrival, "wf", WorkflowRef("hand-built"), deadline), QueryRun(prog, qid))
 
 
 def call(cid: int, qs: QueryState, costs: dict[InstanceState, float], enqueued: float = 0.0,

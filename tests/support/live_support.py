@@ -14,7 +14,7 @@ from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall
+from flowserve.types.work import LLMCall, WorkflowRef
 
 T = TypeVar("T")
 MODEL = "llama-3.1-8b"
@@ -37,8 +37,9 @@ def ext_spec(name: str, **kw: Any) -> InstanceSpec:
 
 
 def single(prompt: tuple[int, ...] | list[int], max_tokens: int = 4, model: str | None = None,
-           params: dict[str, Any] | None = None) -> SingleCall:
-    return SingleCall("completion", tuple(prompt), max_tokens, model, params)
+           params: dict[str, Any] | None = None) -> WorkflowRef:
+    """A one-call completion query's workflow, as the gateway names it."""
+    return WorkflowRef(SingleCall.name, ("completion", tuple(prompt), max_tokens, model, params))
 
 
 class ScriptedBackend:
