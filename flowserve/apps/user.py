@@ -31,7 +31,7 @@ def user_workflow(name: str, settings: Mapping[str, Any]) -> WorkflowDef:
     cls = workflow_class(ref)
     check_arguments(cls, kwargs, f"gateway.workflows.{name}")
     doc = (inspect.getdoc(cls) or f"user workflow {ref}").splitlines()[0]
-    tools: Mapping[str, Callable[[Mapping[str, Any]], Any]] = dict(getattr(cls, "tools", None) or {})
+    tools: Mapping[str, Callable[[Mapping[str, Any]], Any]] = dict(cls.tools)
 
     takes_model = "model" in inspect.signature(cls).parameters and "model" not in kwargs
 

@@ -46,7 +46,7 @@ def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Consol
     specs = load_cluster("preble-a6000")
     dispatch = make_dispatch("preble_e2")
     harness = PolicyHarness.for_cluster(specs, queue_factory("fcfs"), prefix_index=PrefixIndex(dispatch.window_s))
-    idx = harness.view.prefix_index
+    idx = harness.prefix_index
     assert idx is not None
     names = [s.name for s in specs]
     candidates = harness.candidates()

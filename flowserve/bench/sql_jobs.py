@@ -15,7 +15,7 @@ import dataclasses
 from functools import lru_cache
 
 from flowserve.bench.llmsql import MOVIES_CSV
-from flowserve.graph.plan import DagPlan
+from flowserve.graph.plan import CallStep, DagPlan
 from flowserve.sql.queries import MOVIES, PRODUCTS
 from flowserve.workloads.base import QuerySpec, Workload
 
@@ -57,4 +57,4 @@ def llm_sql_job(statements: int, seed: int, start_s: float = 0.0, every_s: float
 
 def calls_of(plan: DagPlan) -> int:
     """LLM calls in a statement's plan."""
-    return sum(1 for n in plan.nodes if hasattr(n.item, "prompt"))
+    return sum(1 for n in plan.nodes if isinstance(n.item, CallStep))

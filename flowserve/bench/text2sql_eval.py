@@ -59,7 +59,7 @@ async def _bounded(questions: Sequence[Question], concurrency: int, one: Any) ->
 
 async def eval_in_process(config: ServeConfig, db: str, questions: Sequence[Question],
                           concurrency: int = 4) -> tuple[list[Outcome], list[dict[str, Any]]]:
-    from flowserve.gateway.app import Gateway
+    from flowserve.gateway.app import Gateway, app_ref
 
     workflows = dict(config.gateway.workflows)
     t2s = dict(workflows.get("text2sql", {}))
@@ -67,14 +67,12 @@ async def eval_in_process(config: ServeConfig, db: str, questions: Sequence[Ques
     workflows["text2sql"] = t2s
     config = dataclasses.replace(config, gateway=config.gateway.model_copy(update={"workflows": workflows}))
     gw = Gateway(config)
-    wf = gw.workflows["text2sql"]
     path = gw.prepared["text2sql"]["catalogs"][DB_NAME].path
     await asyncio.to_thread(gw.prepared["text2sql"]["indexes"].warm)  # not in the first query's latency
     await gw.start()
 
     async def one(q: Question, arrival: float) -> tuple[Outcome, dict[str, Any]]:
-        program = wf.build({"question": q.question, "database": DB_NAME}, gw.prepared["text2sql"], None)
-        r = await gw.driver.run("text2sql", program)
+        r = await gw.driver.run("text2sql", app_ref("text2sql", {"question": q.question, "database": DB_NAME}, None))
         calls = [{"stage": c.stage, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
                   "latency_s": None if c.ready is None else c.finished - c.ready} for c in r.calls]
         out = await asyncio.to_thread(_outcome, q, path, r.status, r.reason, r.latency_s, r.output, calls,

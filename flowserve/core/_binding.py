@@ -82,9 +82,12 @@ class Binder:
         """The commands made since the last take (each public method answers with these).
         The outbox stays one list: a caller still extending it while a nested call took
         from it appends in order."""
-        out = self._out[:]
-        self._out.clear()
-        return out
+        out = self._out
+        if not out:
+            return []
+        taken = out[:]
+        out.clear()
+        return taken
 
     # ------------------------------------------------------------------ ready calls
 

@@ -39,6 +39,7 @@ class InstanceBook:
         self._tenants.set_weights(inst.queue.tenant_weights)
         inst.queue.bind(self.view)
         self.by_name[spec.name] = inst
+        self.view.instance_added(inst)
         self._limits.clear()
         self._serving.clear()
         return inst

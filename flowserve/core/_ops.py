@@ -67,9 +67,12 @@ class OpBook:
             self.add_instance(spec)
 
     def _take(self) -> list[Command]:
-        out = self._out[:]  # one outbox list: see `flowserve.core._binding.Binder._take`
-        self._out.clear()
-        return out
+        out = self._out
+        if not out:
+            return []
+        taken = out[:]  # one outbox list: see `flowserve.core._binding.Binder._take`
+        out.clear()
+        return taken
 
     # ------------------------------------------------------------------ instances
 

@@ -7,7 +7,9 @@ and the read-only `ClusterView` a policy gets, at a time you set.
     assert MyDispatch().choose(new_call, h.candidates(), h.at(3.0)) is instance_b
 
 It queues calls and charges tenants exactly as the core does (the same functions), so
-what a policy reads here is what it reads in the simulator and the gateway.
+what a policy reads here is what it reads in the simulator and the gateway. The view is
+read-only, as the core's: fill the prefix index through `h.prefix_index`, and set an
+instance's or call's state on the objects you built.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class PolicyHarness:
         self._instances = {i.name: i for i in instances}
         self._queries = {q.id: q for q in queries}
         self.tenants = TenantLedger()
+        self.prefix_index = prefix_index  # the live index, to fill by hand (the view only reads it)
         self.view = ClusterView(self._instances, predictor or OutputPredictor(), self._queries, prefix_index,
                                 self.tenants.shares)
         self.view.advance(now)

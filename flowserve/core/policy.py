@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from flowserve.core.state import Ahead, CallState, InstanceState, OpState
 from flowserve.core.view import ClusterView
@@ -62,6 +62,10 @@ class DispatchPolicy(ABC):
     @abstractmethod
     def choose(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> InstanceState:
         """One of `candidates` (never empty) for the call."""
+
+    def attach(self, services: DriverServices) -> None:  # noqa: B027 (an optional hook, empty by default)
+        """Called once by the core, before any event, with what its driver offers policies
+        (`DriverServices`): a policy takes the services it needs here."""
 
     def observe(self, event: Event, view: ClusterView) -> Sequence[Command]:
         """Every event the core handles, after the core applied it; commands to issue."""
@@ -139,6 +143,25 @@ class QueuePolicy(ABC):
         """How many calls this queue lets the instance run at once (None: as many as the
         engine admits); a queue that gates releases to the engine's sweet spot says where."""
         return None
+
+
+class AlphaTuner(Protocol):
+    """Online α tuning (Hexgen §4.3; `flowserve.tune.online.OnlineAlphaTuner`)."""
+
+    def observe(self, event: Event, view: ClusterView, policy: Any) -> tuple[Sequence[Command], float | None]:
+        """Commands to issue and the α to adopt now (None: keep the current one)."""
+        ...
+
+
+class DriverServices(Protocol):
+    """What the driver running a core offers its policies (`DispatchPolicy.attach`):
+    services a policy cannot build itself, because they replay traces in the simulator or
+    run as the driver's jobs. Both drivers hand the core the same kind
+    (`flowserve.tune.online.TuningServices`); more services are more members here."""
+
+    def alpha_tuner(self, window_s: float, p_value: float) -> AlphaTuner:
+        """An online α tuner with these windows and test threshold."""
+        ...
 
 
 class QueueFactory(Protocol):

@@ -58,7 +58,7 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
 
 if TYPE_CHECKING:
-    from flowserve.core.policy import DispatchPolicy, QueueFactory
+    from flowserve.core.policy import DispatchPolicy, DriverServices, QueueFactory
 
 
 class SchedulerCore:
@@ -76,11 +76,15 @@ class SchedulerCore:
         prefill_sharing: PrefillSharing | None = DEFAULT_SHARING,
         *,
         workflows: Mapping[str, WorkflowFactory] | None = None,
+        services: DriverServices | None = None,
     ) -> None:
         """prefill_sharing: when a call waits for another's prefill of the long prefix they
         share (`flowserve.core._leaders`); None: never. workflows: the factories that build
-        each query's workflow from its `WorkflowRef` (the driver's registry)."""
+        each query's workflow from its `WorkflowRef` (the driver's registry). services:
+        what the driver offers the policies (`DispatchPolicy.attach`)."""
         self._dispatch = dispatch
+        if services is not None:
+            dispatch.attach(services)
         self._predictor = predictor or OutputPredictor()
         self._queries: dict[int, QueryState] = {}
         # the index is kept when the dispatch or the queue policy reads it
@@ -133,9 +137,10 @@ class SchedulerCore:
             raise TypeError(f"unknown event {event!r}")
         self._view.advance(event.time)
         out = handler(event)
-        out.extend(self._dispatch.observe(event, self._view))
-        out.extend(self._calls.release_all())
-        out.extend(self._opbook.release_all())
+        for more in (self._dispatch.observe(event, self._view), self._calls.release_all(),
+                     self._opbook.release_all()):
+            if more:
+                out.extend(more)
         return out
 
     # ------------------------------------------------------------------ query API (drivers)
@@ -177,7 +182,7 @@ class SchedulerCore:
     def predicted_wait_s(self, model: str | None) -> float | None:
         """What a new call would wait at best over the up instances serving `model`, with
         the engines batching (`ClusterView.queueing_delay_s`); None when none serves it."""
-        waits = [self._view.queueing_delay_s(i) for i in self._view.up_instances(model)]
+        waits = [self._view.queueing_delay_s(i) for i in self._calls.instances.values() if i.up and i.serves(model)]
         return min(waits) if waits else None
 
     def max_context(self, model: str | None) -> int | None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from flowserve.cache.prefix_index import PrefixIndex, PrefixReader
+from flowserve.core.readers import IndexReader, InstanceView, PredictorReader, QueryView, QueryViews
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantShares
 from flowserve.profiles.cost_model import CostModel
@@ -22,6 +23,8 @@ def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, 
     output (at least one prompt token is always computed, as engines do)."""
     return cost.call_time(input_tokens, output_tokens, min(cached_tokens, max(input_tokens - 1, 0)))
 
+
+Instance = InstanceState | InstanceView  # what the view's estimates take: a candidate, or one it handed out
 
 COST_MEMO = 1 << 16  # shared t_comp entries kept (cleared when full: a bounded memo)
 TYPICAL_CONTEXT = 1024  # tokens per sequence when estimating a batch's decode step
@@ -46,20 +49,25 @@ def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
 class ClusterView:
     """What policies may read: instances, predicted costs, prefix index, queries, tenants.
 
-    Read-only: every field is a property without a setter, the mappings are proxies and
-    the tenant accounts a reader (`TenantShares`). Only the core advances it (`advance`:
-    `now`; `next_decision`: `epoch`, which invalidates per-call memos of index matches).
+    Read-only: every field is a property without a setter, and what it hands out is a
+    read-only face of the core's state (`flowserve.core.readers`: instances and queries as
+    proxies, the predictor and the prefix index as readers, the tenant accounts as
+    `TenantShares`). Only the core advances it (`advance`: `now`; `next_decision`:
+    `epoch`, which invalidates per-call memos of index matches; `instance_added`).
     """
 
-    __slots__ = ("_costs", "_epoch", "_hits", "_instances", "_now", "_predictor", "_prefix_index", "_queries",
-                 "_tenants")
+    __slots__ = ("_costs", "_epoch", "_hits", "_index_reader", "_instances", "_now", "_predictor",
+                 "_predictor_reader", "_prefix_index", "_queries", "_tenants", "_views")
 
-    def __init__(self, instances: dict[str, InstanceState], predictor: OutputPredictor,
-                 queries: dict[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
-        self._instances = MappingProxyType(instances)
-        self._queries = MappingProxyType(queries)
+    def __init__(self, instances: Mapping[str, InstanceState], predictor: OutputPredictor,
+                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
+        self._views: dict[str, InstanceView] = {name: InstanceView(i) for name, i in instances.items()}
+        self._instances = MappingProxyType(self._views)
+        self._queries = QueryViews(queries)
         self._predictor = predictor
+        self._predictor_reader = PredictorReader(predictor)
         self._prefix_index = prefix_index
+        self._index_reader = None if prefix_index is None else IndexReader(prefix_index)
         self._tenants = tenants
         self._now = 0.0
         self._epoch = 0
@@ -68,20 +76,20 @@ class ClusterView:
         self._costs: dict[tuple, float] = {}
 
     @property
-    def instances(self) -> Mapping[str, InstanceState]:
+    def instances(self) -> Mapping[str, InstanceView]:
         return self._instances
 
     @property
-    def queries(self) -> Mapping[int, QueryState]:
+    def queries(self) -> Mapping[int, QueryView]:
         return self._queries
 
     @property
-    def predictor(self) -> OutputPredictor:
-        return self._predictor
+    def predictor(self) -> PredictorReader:
+        return self._predictor_reader
 
     @property
     def prefix_index(self) -> PrefixReader | None:
-        return self._prefix_index
+        return self._index_reader
 
     @property
     def tenants(self) -> TenantShares:
@@ -104,7 +112,11 @@ class ClusterView:
         """A new dispatch decision: index matches memoised for the previous one are stale."""
         self._epoch += 1
 
-    def cached_tokens(self, cs: CallState, inst: InstanceState) -> int:
+    def instance_added(self, inst: InstanceState) -> None:
+        """A new instance (or a replacement under its name) is in the core's books."""
+        self._views[inst.name] = InstanceView(inst)
+
+    def cached_tokens(self, cs: CallState, inst: Instance) -> int:
         """Prompt tokens the router's index believes `inst` caches (0 without an index)."""
         if self._prefix_index is None or cs.call is None:
             return 0
@@ -113,15 +125,15 @@ class ClusterView:
             memo = self._hits = (self._epoch, cs.id, self._prefix_index.match_by_instance(cs.call.prompt)[1])
         return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
 
-    def t_comp(self, cs: CallState, inst: InstanceState) -> float:
+    def t_comp(self, cs: CallState, inst: Instance) -> float:
         """Predicted compute seconds of the call on the instance (see the module docstring)."""
         return self._cost(cs, inst, self.cached_tokens(cs, inst))
 
-    def t_cold(self, cs: CallState, inst: InstanceState) -> float:
+    def t_cold(self, cs: CallState, inst: Instance) -> float:
         """The same with nothing cached."""
         return self._cost(cs, inst, 0)
 
-    def _cost(self, cs: CallState, inst: InstanceState, cached: int) -> float:
+    def _cost(self, cs: CallState, inst: Instance, cached: int) -> float:
         key = (inst.profile, cached)
         cost = cs.costs.get(key)
         if cost is None:
@@ -135,11 +147,11 @@ class ClusterView:
             cs.costs[key] = cost
         return cost
 
-    def queueing_delay_s(self, inst: InstanceState) -> float:
+    def queueing_delay_s(self, inst: Instance) -> float:
         """A new call's predicted wait on `inst` (`queueing_delay_s` at its current batch)."""
         slots = min(inst.spec.engine.max_num_seqs, inst.spec.max_inflight or inst.spec.engine.max_num_seqs)
         batch = min(len(inst.running) + len(inst.queue) + 1, slots)
         return queueing_delay_s(inst.outstanding, batch_speedup(inst.cost, batch))
 
-    def up_instances(self, model: str | None = None) -> list[InstanceState]:
-        return [i for i in self._instances.values() if i.up and i.serves(model)]
+    def up_instances(self, model: str | None = None) -> list[InstanceView]:
+        return [i for i in self._views.values() if i.up and i.serves(model)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flowserve.engines.client import EngineError
+from flowserve.tokenize.chat import ChatTokenizer
 from flowserve.types.events import Event
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
@@ -71,6 +72,9 @@ Emit = Callable[[Event], None]
 
 class Backend(Protocol):
     spec: InstanceSpec
+    # the router's tokenizer of the engine's model (its `/tokenize`, its chat rendering);
+    # None: a simulated engine, whose words the gateway's word tokenizer stands for
+    tokenizer: ChatTokenizer | None
 
     def begin(self, call: LLMCall, req: EngineRequest) -> Awaitable[CallOutcome]:
         """Start the call now; the awaitable raises EngineError on failure. Cancelling it

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.slot_config import SlotConfig
 
 
 @dataclass(frozen=True)
@@ -30,4 +31,8 @@ class ScaledCost:
 
     @property
     def request_overhead_s(self) -> float:
-        return self.factor * getattr(self.base, "request_overhead_s", 0.0)
+        return self.factor * self.base.request_overhead_s
+
+    @property
+    def slot_config(self) -> SlotConfig | None:
+        return self.base.slot_config

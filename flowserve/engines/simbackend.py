@@ -38,6 +38,7 @@ class SimBackend:
                  report_prefill: bool = False) -> None:
         assert time_scale > 0
         self.spec = spec
+        self.tokenizer = None  # the gateway's word tokenizer stands for a simulated engine's
         self.engine = make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
         self.engine.report_prefill = report_prefill
         self.scale = time_scale

@@ -157,8 +157,8 @@ class Gateway:
             wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
             raise APIError(400, str(e), param="input") from None
-        ref = WorkflowRef(app_ref_name(name), (orjson.dumps(inputs), model))
-        h = self.driver.new_query(name, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
+        h = self.driver.new_query(name, app_ref(name, inputs, model), model, hdr.tenant, hdr.priority, hdr.slo_s,
+                                  cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
             return JSONResponse({"id": h.id, "workflow": name, "status": "running",
@@ -217,6 +217,11 @@ class Gateway:
 def app_ref_name(name: str) -> str:
     """The factory name a served workflow registers with the core (apart from the driver's own)."""
     return f"app:{name}"
+
+
+def app_ref(name: str, inputs: Mapping[str, Any], model: str | None) -> WorkflowRef:
+    """A query of the served workflow `name` with these inputs (JSON) and model."""
+    return WorkflowRef(app_ref_name(name), (orjson.dumps(dict(inputs)), model))
 
 
 def build_app(wf: WorkflowDef, settings: Mapping[str, Any], inputs: bytes, model: str | None) -> Workflow:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from flowserve.gateway.disconnect import ClientWatch
-from flowserve.gateway.llm import LLMRoutes, Reply, error_reply
+from flowserve.gateway.llm import LLMHost, LLMRoutes, Reply, error_reply
 from flowserve.gateway.openai_api import APIError
 
 log = logging.getLogger("flowserve.gateway")
@@ -34,6 +34,10 @@ class GatewayASGI:
         self.inner = inner
         self.routes = routes
         self.state = SimpleNamespace(gateway=routes.gw)
+
+    @property
+    def gateway(self) -> LLMHost:
+        return self.routes.gw
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -4,14 +4,10 @@ One task owns the core. Everything that happens — a query arriving or cancelle
 engine answering or failing, a tool finishing, a tokenization, a job ending, a tick — is
 put on one `asyncio.Queue`; the task takes the items one at a time, stamps them with the
 driver's clock (`time.monotonic()`), hands them to `core.handle` and executes the
-commands it returns:
-
-* SendCall / CancelCall → the call runner (`flowserve.gateway.calls`: engine tasks,
-  retries, circuit breakers; it never chooses an instance);
-* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished; Tokenize → the engines'
-  tokenizers (`flowserve.gateway.routing_tokens`) → Tokenized;
-* QueryDone / QueryFailed → resolve the client's future (every accepted query gets one);
-* PolicyChanged → log + metrics; RunJob → a worker by job name → JobFinished.
+commands it returns through one table (`LiveDriver.COMMANDS`): calls go to the call
+runner (`flowserve.gateway.calls`: engine tasks, retries, circuit breakers; it never
+chooses an instance), ops to tools, tokenizations to the engines' tokenizers, a query's
+end to its client's future (every accepted query gets one), jobs to workers.
 
 Admission (`flowserve.gateway.admission`) is decided when an arrival is taken off the
 queue, on the core's own state, so it never races with it. The driver reads the core
@@ -27,8 +23,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from flowserve.apps.single import SingleCall
 from flowserve.core.scheduler import SchedulerCore
@@ -37,6 +32,7 @@ from flowserve.errors import FailureKind
 from flowserve.gateway.admission import Admission
 from flowserve.gateway.backends import BackendFactory, default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
+from flowserve.gateway.inbox import STOP, Control, Inbox
 from flowserve.gateway.instances import LiveInstances
 from flowserve.gateway.jobs import JobRunner
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
@@ -54,12 +50,12 @@ from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
+from flowserve.tokenize.chat import ChatTokenizer
 from flowserve.tokenize.segments import TokenMaterializer
 from flowserve.tune.alpha import JOBS
-from flowserve.tune.online import attach_tuner
+from flowserve.tune.online import TuningServices
 from flowserve.types.commands import (
     CancelCall,
-    Command,
     PolicyChanged,
     QueryDone,
     QueryFailed,
@@ -85,16 +81,6 @@ from flowserve.types.work import Query, QueryClass, ToolOp, WorkflowRef
 log = logging.getLogger("flowserve.gateway")
 
 
-
-@dataclass(frozen=True)
-class _Control:
-    fn: Callable[[float], Any]
-    fut: asyncio.Future[Any]
-
-
-_STOP = object()
-
-
 class LiveDriver:
     def __init__(self, instances: Sequence[InstanceSpec], settings: GatewaySettings,
                  backend_factory: BackendFactory | None = None,
@@ -109,18 +95,20 @@ class LiveDriver:
         plan workflows (more can be registered on `self.workflows` before they are used)."""
         self.settings = s = settings
         self.clock = clock
+        self._inbox = Inbox()
+        self._put = self._inbox.put
+        self._control = self._inbox.control
         self.dispatch = dispatch = make_dispatch(s.dispatch, s.dispatch_params)  # the policy, for status pages
-        attach_tuner(dispatch)
         factory = backend_factory or default_backend
         self.tokens = GatewayTokens(lambda: self.core.instance_status(),
-                                    lambda name: getattr(self.runner.backends.get(name), "tokenizer", None),
+                                    self._engine_tokenizer,
                                     self.circuit_state, s.tokenizers, segments, s.chat_templates)
         self.workflows = WorkflowRegistry({SingleCall.name: SingleCall, Program.name: Program,
                                            PlanWorkflow.name: PlanWorkflow, **(workflows or {})})
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes),
-                                  workflows=self.workflows)
+                                  workflows=self.workflows, services=TuningServices(s.queue, s.queue_params))
         self.metrics = GatewayMetrics(s.dispatch)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
@@ -134,14 +122,12 @@ class LiveDriver:
         self._initial = tuple(instances)
         self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
         self._ids = itertools.count(1)
-        self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.book = QueryBook(self.metrics, s.record, clock(), s.time_scale)
         self.inputs = QueryFeed(self._control, self._feed, self.book.open)  # programs' calls
         self._draining = False
         self._drained: asyncio.Event | None = None
-        self._progress: asyncio.Event | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self.policy_log: list[PolicyChanged] = []
 
@@ -149,9 +135,8 @@ class LiveDriver:
 
     async def start(self) -> None:
         assert self._loop_task is None, "started twice"
-        self._inbox = asyncio.Queue()
+        self._inbox.open()
         self._drained = asyncio.Event()
-        self._progress = asyncio.Event()
         for spec in self._initial:  # non-LLM engines run their ops on `self.tools`' executors
             if spec.kind == "llm":
                 self.runner.open_instance(spec)
@@ -168,8 +153,7 @@ class LiveDriver:
         if self._loop_task is None:
             return
         self._draining = True
-        if self._progress is not None:
-            self._progress.set()
+        self._inbox.progressed()
         timeout = self.settings.drain_timeout_s if timeout_s is None else timeout_s
         if self.book.open:
             assert self._drained is not None
@@ -187,8 +171,7 @@ class LiveDriver:
         await self.drain(drain_timeout_s)
         if self._tick_timer is not None:
             self._tick_timer.cancel()
-        assert self._inbox is not None
-        self._inbox.put_nowait(_STOP)
+        self._put(STOP)
         await self._loop_task
         for t in list(self._tasks):
             t.cancel()
@@ -228,11 +211,7 @@ class LiveDriver:
 
     async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
         """Wait until `predicate()` holds, re-checked after each item the driver takes (raises TimeoutError)."""
-        assert self._progress is not None, "the driver is not started"
-        async with asyncio.timeout(timeout_s):
-            while not predicate():
-                self._progress.clear()
-                await self._progress.wait()
+        await self._inbox.until(predicate, timeout_s)
 
     def cancel(self, query_id: int, reason: str) -> None:
         """Nobody waits for the query any more: the core fails it with `reason` (`QueryCancelled`)."""
@@ -271,35 +250,24 @@ class LiveDriver:
     async def tokenize(self, text: str, model: str | None) -> list[int]:
         return await self.tokens.text(text, model)
 
+    def _engine_tokenizer(self, instance: str) -> ChatTokenizer | None:
+        backend = self.runner.backends.get(instance)
+        return None if backend is None else backend.tokenizer
+
     # ------------------------------------------------------------------ the loop
 
-    def _put(self, item: Any) -> None:
-        assert self._inbox is not None, "the driver is not started"
-        self._inbox.put_nowait(item)
-
-    async def _control(self, fn: Callable[[float], Any]) -> Any:
-        fut = asyncio.get_running_loop().create_future()
-        self._put(_Control(fn, fut))
-        return await fut
-
     async def _run(self) -> None:
-        assert self._inbox is not None
         inbox = self._inbox
         while True:
             item = await inbox.get()
-            if item is _STOP:
+            if item is STOP:
                 return
             now = self.clock()
             try:
                 if isinstance(item, QueryHandle):
                     self._arrive(item, now)
-                elif isinstance(item, _Control):
-                    try:
-                        result = item.fn(now)
-                    except Exception as e:
-                        item.fut.set_exception(e)
-                    else:
-                        item.fut.set_result(result)
+                elif isinstance(item, Control):
+                    item.run(now)
                 else:
                     self._feed(dataclasses.replace(item, time=now))
                     if isinstance(item, OpFinished):
@@ -310,8 +278,7 @@ class LiveDriver:
                 if h is not None and not h.done.done():
                     self._fail(h, FailureKind.INTERNAL, f"internal error while scheduling the query: "
                                                         f"{type(e).__name__}: {e}", now)
-            assert self._progress is not None
-            self._progress.set()
+            inbox.progressed()
 
     def _arrive(self, h: QueryHandle, now: float) -> None:
         refused = self.admission.check(len(self.book.open), h.model, self._draining)
@@ -333,52 +300,62 @@ class LiveDriver:
             if isinstance(ev, CallFinished) and (h := self.book.calls.get(ev.call_id)) is not None \
                     and self.core.is_current(ev.call_id, ev.instance):
                 h.calls_finished += 1
+        handlers = self.COMMANDS
         for cmd in self.core.handle(ev):
-            self._execute(cmd, now)
+            handler = handlers.get(type(cmd))
+            if handler is None:
+                raise TypeError(f"the live driver has no handler for command {cmd!r}")
+            handler(self, cmd, now)
 
-    def _execute(self, cmd: Command, now: float) -> None:
-        if isinstance(cmd, SendCall):
-            h = self.book.open.get(cmd.call.query_id)
-            if h is not None:
-                self.book.track_call(cmd.call.id, h, cmd.call)
-                ch = h.channel(cmd.call.node)
-                if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
-                    self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
-                                         "the answer was streamed; not retried", False))
-                    return
-                if ch.routed is not None and not ch.routed.done():
-                    ch.routed.set_result(cmd.instance)
-            self.runner.send(cmd.call, cmd.instance, h, now)
-        elif isinstance(cmd, CancelCall):
-            self.runner.cancel(cmd.call_id, cmd.instance)
-        elif isinstance(cmd, RunOp | RunBatch):  # a non-LLM engine's batch: each op on its executor
-            spec = self.live.op_specs.get(cmd.instance) if isinstance(cmd, RunBatch) else None
-            for op in (cmd.op,) if isinstance(cmd, RunOp) else cmd.ops:
-                self.book.ops[op.id] = op.query_id
-                self._spawn(self._op_task(op, spec))
-        elif isinstance(cmd, Tokenize):
-            h = self.book.open.get(cmd.query_id)
-            if h is not None:
-                self.book.track_call(cmd.call_id, h)
-            self._spawn(self._tokenize_task(cmd))
-        elif isinstance(cmd, QueryDone):
-            h = self.book.open.get(cmd.query_id)
-            if h is not None:
-                self._resolve(h, now, cmd.deadline_met, cmd)
-        elif isinstance(cmd, QueryFailed):
-            h = self.book.open.get(cmd.query_id)
-            if h is not None:
-                self._fail(h, cmd.kind, cmd.reason, now)
-        elif isinstance(cmd, StepDone):
-            self.book.step_done(cmd, now)
-        elif isinstance(cmd, PolicyChanged):
-            self.policy_log.append(cmd)
-            log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
-            self.metrics.policy_changed(cmd)
-        elif isinstance(cmd, RunJob):
-            self.jobs.run(cmd)
-        else:
-            raise TypeError(f"unknown command {cmd!r}")
+    def _send(self, cmd: SendCall, now: float) -> None:
+        h = self.book.open.get(cmd.call.query_id)
+        if h is not None:
+            self.book.track_call(cmd.call.id, h, cmd.call)
+            ch = h.channel(cmd.call.node)
+            if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
+                self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
+                                     "the answer was streamed; not retried", False))
+                return
+            if ch.routed is not None and not ch.routed.done():
+                ch.routed.set_result(cmd.instance)
+        self.runner.send(cmd.call, cmd.instance, h, now)
+
+    def _cancel(self, cmd: CancelCall, now: float) -> None:
+        self.runner.cancel(cmd.call_id, cmd.instance)
+
+    def _run_ops(self, ops: Sequence[ToolOp], instance: InstanceSpec | None) -> None:
+        for op in ops:  # each on its executor (a non-LLM engine's batch: its ops)
+            self.book.ops[op.id] = op.query_id
+            self._spawn(self._op_task(op, instance))
+
+    def _tokenize(self, cmd: Tokenize, now: float) -> None:
+        h = self.book.open.get(cmd.query_id)
+        if h is not None:
+            self.book.track_call(cmd.call_id, h)
+        self._spawn(self._tokenize_task(cmd))
+
+    def _query_done(self, cmd: QueryDone, now: float) -> None:
+        if (h := self.book.open.get(cmd.query_id)) is not None:
+            self._resolve(h, now, cmd.deadline_met, cmd)
+
+    def _query_failed(self, cmd: QueryFailed, now: float) -> None:
+        if (h := self.book.open.get(cmd.query_id)) is not None:
+            self._fail(h, cmd.kind, cmd.reason, now)
+
+    def _policy_changed(self, cmd: PolicyChanged, now: float) -> None:
+        self.policy_log.append(cmd)
+        log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
+        self.metrics.policy_changed(cmd)
+
+    # The one command table: every command the core issues has its handler (a test checks).
+    COMMANDS: ClassVar[Mapping[type, Callable[[LiveDriver, Any, float], None]]] = {
+        SendCall: _send, CancelCall: _cancel, Tokenize: _tokenize, QueryDone: _query_done,
+        QueryFailed: _query_failed, PolicyChanged: _policy_changed,
+        RunOp: lambda d, cmd, now: d._run_ops((cmd.op,), None),
+        RunBatch: lambda d, cmd, now: d._run_ops(cmd.ops, d.live.op_specs.get(cmd.instance)),
+        StepDone: lambda d, cmd, now: d.book.step_done(cmd, now),
+        RunJob: lambda d, cmd, now: d.jobs.run(cmd),
+    }
 
     # ------------------------------------------------------------------ queries
 

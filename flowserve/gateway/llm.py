@@ -7,6 +7,7 @@ once, here (orjson, then one pydantic model), and every bad input is an `APIErro
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,8 +104,7 @@ class LLMRoutes:
         req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
                              else CompletionRequest, raw)
         model = gw.model_of(req.model)
-        max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
-                      or gw.config.gateway.default_max_tokens)
+        max_tokens = req.max_output_tokens() or gw.config.gateway.default_max_tokens
         chat = req.chat() if kind == "chat" else None
         try:  # a chat is rendered as its engine will render it; the core routes by those tokens
             ids = await (self.driver.tokens.chat(chat, model) if chat is not None
@@ -116,8 +116,8 @@ class LLMRoutes:
         gw.check_context(model, len(ids), max_tokens)
         queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
         sink = TokenSink(queue.put_nowait) if queue is not None else None
-        h, qid = await self._start(kind, headers, hdr, ph, chat if chat is not None else tuple(ids), max_tokens,
-                                   model, req.params(), sink, on_query)
+        prompt = tuple(ids) if chat is None else dataclasses.replace(chat, ids=tuple(ids))  # ids travel with it
+        h, qid = await self._start(kind, headers, hdr, ph, prompt, max_tokens, model, req.params(), sink, on_query)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
         if queue is not None:
             h.done.add_done_callback(lambda _f: queue.put_nowait(_END))

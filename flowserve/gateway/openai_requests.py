@@ -85,6 +85,10 @@ class _Request(_Strict):
     def include_usage(self) -> bool:
         return self.stream_options is not None and self.stream_options.include_usage
 
+    def max_output_tokens(self) -> int | None:
+        """The output cap the request asked for (None: the gateway's default)."""
+        return self.max_tokens
+
 
 class CompletionRequest(_Request):
     prompt: str | list[int] | list[str] | list[list[int]]
@@ -194,6 +198,9 @@ class ChatRequest(_Request):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+
+    def max_output_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens  # the newer name first, as OpenAI reads them
 
     @model_validator(mode="after")
     def _coherent(self) -> ChatRequest:

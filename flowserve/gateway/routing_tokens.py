@@ -4,8 +4,9 @@
   parts; segments of replayed workloads (`TokenMaterializer`, or the simulator's markers
   when only simulated engines serve the model); text when the model's tokenizer is local
   (`gateway.tokenizers: {model: tokenizer.json}`, or the word tokenizer of simulated
-  engines); chats when the model's chat template is local too
-  (`gateway.chat_templates: {model: tokenizer_config.json}`), or were just rendered.
+  engines); chats that carry their ids (an OpenAI chat request: the gateway tokenized
+  it once and the ids travel with the request), or when the model's chat template is
+  local too (`gateway.chat_templates: {model: tokenizer_config.json}`).
 * Otherwise asynchronously, for the core's `Tokenize` commands and the gateway's own
   requests: the up engines' `/tokenize`, and for chats the engines' own rendering
   (llama-server's `/apply-template`, vLLM's `/tokenize` with `messages`; healthy circuits
@@ -26,8 +27,9 @@ from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
 from flowserve.gateway.offload import LARGE_TEXT_CHARS, off_loop
 from flowserve.graph.plan import Materializer
-from flowserve.graph.prompt import Chat, Lit, Prompt, Segment, Toks
+from flowserve.graph.prompt import Chat, Lit, Out, PartVisitor, Prompt, Segment, Toks
 from flowserve.tokenize.chat import ChatTokenizer, chat_messages, chat_parts
+from flowserve.tokenize.prompts import encode_parts
 from flowserve.tokenize.segments import TokenMaterializer
 from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.tokenize.text import LocalTokenizer
@@ -81,34 +83,13 @@ class GatewayTokens:
 
     def encode(self, prompt: Prompt, model: str | None) -> Tokens | None:
         """The core's `PromptTokenizer`: None when only an engine can tokenize the prompt."""
-        out: list[int] = []
-        text = seg = None
-        for p in prompt:
-            if isinstance(p, Toks):
-                out.extend(p.ids)
-            elif isinstance(p, Segment):
-                seg = seg or self._segment_ids(model)
-                if seg is None:
-                    return None
-                out.extend(seg(p))
-            elif isinstance(p, Lit):
-                text = text or self._local_text(model)
-                if text is None:
-                    return None
-                out.extend(text(p.text))
-            elif isinstance(p, Chat):
-                ids = self._chat_sync(p, model)
-                if ids is None:
-                    return None
-                out.extend(ids)
-        return tuple(out)
+        return encode_parts(prompt, _LocalIds(self, model))
 
     def _chat_sync(self, chat: Chat, model: str | None) -> Tokens | None:
-        """A chat's ids without IO: just rendered (the gateway's own requests), rendered
+        """A chat's ids without IO: those it carries (the gateway's own requests), rendered
         by the local template and tokenizer, or the neutral layout of simulated engines."""
-        cached = self._recent.cached(chat_key(chat, model))
-        if cached is not None:
-            return tuple(cached)
+        if chat.ids is not None:
+            return chat.ids
         serving = self._serving(model)
         if serving and all(s.spec.backend == "sim" for s in serving):
             return self.encode(chat_parts(chat), model)
@@ -178,20 +159,10 @@ class GatewayTokens:
 
     async def prompt(self, prompt: Prompt, model: str | None) -> Tokens:
         """Any prompt, asking the engines where needed (raises EngineError)."""
+        ids = _EngineIds(self, model)
         out: list[int] = []
         for p in prompt:
-            if isinstance(p, Toks):
-                out.extend(p.ids)
-            elif isinstance(p, Lit):
-                out.extend(await self.text(p.text, model))
-            elif isinstance(p, Segment):
-                seg = self._segment_ids(model)
-                if seg is None:
-                    raise EngineError("a modelled prompt segment reached a real engine without a replay "
-                                      "vocabulary (TokenMaterializer)", retryable=False)
-                out.extend(seg(p))
-            elif isinstance(p, Chat):
-                out.extend(await self.chat(p, model))
+            out.extend(await p.accept(ids))
         return tuple(out)
 
     async def tokenized(self, cmd: Tokenize, clock: Callable[[], float]) -> Tokenized:
@@ -200,6 +171,58 @@ class GatewayTokens:
             return Tokenized(clock(), cmd.call_id, await self.prompt(cmd.prompt, cmd.model))
         except EngineError as e:
             return Tokenized(clock(), cmd.call_id, error=str(e), kind=e.kind)
+
+
+class _LocalIds(PartVisitor[Tokens | None]):
+    """A part's ids without IO (`GatewayTokens.encode`), or None."""
+
+    def __init__(self, tokens: GatewayTokens, model: str | None) -> None:
+        self._tokens, self._model = tokens, model
+        self._text: Callable[[str], list[int]] | None = None  # looked up once per prompt
+        self._seg: Callable[[Segment], Tokens] | None = None
+
+    def lit(self, p: Lit) -> Tokens | None:
+        self._text = self._text or self._tokens._local_text(self._model)
+        return None if self._text is None else tuple(self._text(p.text))
+
+    def segment(self, p: Segment) -> Tokens | None:
+        self._seg = self._seg or self._tokens._segment_ids(self._model)
+        return None if self._seg is None else self._seg(p)
+
+    def out(self, p: Out) -> None:
+        return None  # resolved before tokenization
+
+    def toks(self, p: Toks) -> Tokens:
+        return p.ids
+
+    def chat(self, p: Chat) -> Tokens | None:
+        return self._tokens._chat_sync(p, self._model)
+
+
+class _EngineIds(PartVisitor[Awaitable[Tokens]]):
+    """A part's ids, asking the engines where needed (`GatewayTokens.prompt`)."""
+
+    def __init__(self, tokens: GatewayTokens, model: str | None) -> None:
+        self._tokens, self._model = tokens, model
+
+    async def lit(self, p: Lit) -> Tokens:
+        return tuple(await self._tokens.text(p.text, self._model))
+
+    async def segment(self, p: Segment) -> Tokens:
+        seg = self._tokens._segment_ids(self._model)
+        if seg is None:
+            raise EngineError("a modelled prompt segment reached a real engine without a replay "
+                              "vocabulary (TokenMaterializer)", retryable=False)
+        return seg(p)
+
+    async def out(self, p: Out) -> Tokens:
+        raise EngineError(f"the prompt reads step {p.step!r}, which was not resolved", retryable=False)
+
+    async def toks(self, p: Toks) -> Tokens:
+        return p.ids
+
+    async def chat(self, p: Chat) -> Tokens:
+        return p.ids if p.ids is not None else tuple(await self._tokens.chat(p, self._model))
 
 
 def chat_key(chat: Chat, model: str | None) -> Hashable:
@@ -217,12 +240,6 @@ class RecentTokenizations:
         self.size = size
         self._done: OrderedDict[Hashable, list[int]] = OrderedDict()
         self._pending: dict[Hashable, asyncio.Future[list[int]]] = {}
-
-    def cached(self, key: Hashable) -> list[int] | None:
-        ids = self._done.get(key)
-        if ids is not None:
-            self._done.move_to_end(key)
-        return ids
 
     async def get(self, key: Hashable, ask: Callable[[], Awaitable[list[int]]]) -> list[int]:
         ids = self._done.get(key)

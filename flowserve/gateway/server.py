@@ -25,6 +25,8 @@ import uvicorn
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
+from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.llm import LLMHost
 from flowserve.gateway.settings import ServeConfig
 
 DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
@@ -34,6 +36,10 @@ def uvicorn_config(app: Any, drain_timeout_s: float, **kw: Any) -> uvicorn.Confi
     return uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
                           timeout_graceful_shutdown=int(drain_timeout_s + DRAIN_MARGIN_S) + 1, **kw)
 
+
+def gateway_of(app: Any) -> LLMHost | None:
+    """The gateway behind an app `create_app` made (None: another ASGI app)."""
+    return app.gateway if isinstance(app, GatewayASGI) else None
 
 class GatewayServer(uvicorn.Server):
     """uvicorn that drains the gateway's driver while it waits for open connections."""
@@ -47,7 +53,7 @@ class GatewayServer(uvicorn.Server):
         self.ready.set()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        gw = getattr(getattr(self.config.app, "state", None), "gateway", None)
+        gw = gateway_of(self.config.app)
         drain = asyncio.ensure_future(gw.driver.drain()) if gw is not None else None
         try:
             await super().shutdown(sockets)
@@ -144,7 +150,7 @@ class BackgroundServer:
         self.app = app
         self._sock = listening_socket(host, port)
         self.host, self.port = self._sock.getsockname()[:2]
-        gw = getattr(getattr(app, "state", None), "gateway", None)
+        gw = gateway_of(app)
         drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0
         self.server = GatewayServer(uvicorn_config(app, drain, log_level=log_level))
         self._error: BaseException | None = None

@@ -18,15 +18,19 @@ text in the gateway and on modelled token lengths in the simulator:
 
 Drivers tokenize the resolved parts: the gateway with the model's tokenizer, the
 simulator with a deterministic word hash and segment markers (`flowserve.tokenize.prompts`).
+Whatever consumes parts one by one — the token estimate below, the simulator's and the
+gateway's tokenizers — is a `PartVisitor`: one method per kind of part, called by the
+part itself (`part.accept(visitor)`), never a switch on the part's type.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from flowserve.types.tokens import Tokens
 
@@ -34,9 +38,34 @@ MAX_SEGMENT = 1 << 18  # tokens in one segment
 OUTPUT_SEGMENT_BASE = 1 << 52  # ids of modelled outputs, above any workload's segment ids
 
 
+R = TypeVar("R")
+
+
+class PartVisitor(ABC, Generic[R]):
+    """What to make of each kind of prompt part (see the module docstring)."""
+
+    @abstractmethod
+    def lit(self, p: Lit) -> R: ...
+
+    @abstractmethod
+    def segment(self, p: Segment) -> R: ...
+
+    @abstractmethod
+    def out(self, p: Out) -> R: ...
+
+    @abstractmethod
+    def toks(self, p: Toks) -> R: ...
+
+    @abstractmethod
+    def chat(self, p: Chat) -> R: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Lit:
     text: str
+
+    def accept(self, v: PartVisitor[R]) -> R:
+        return v.lit(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +76,25 @@ class Segment:
     def __post_init__(self) -> None:
         assert 0 < self.length <= MAX_SEGMENT, self.length
 
+    def accept(self, v: PartVisitor[R]) -> R:
+        return v.segment(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Out:
     step: str
     optional: bool = False  # a missing output reads as nothing instead of skipping the reader
 
+    def accept(self, v: PartVisitor[R]) -> R:
+        return v.out(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Toks:
     ids: Tokens
+
+    def accept(self, v: PartVisitor[R]) -> R:
+        return v.toks(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +111,27 @@ class Turn:
 @dataclass(frozen=True, slots=True)
 class Chat:
     """Chat messages and the tools offered (OpenAI function-tool schemas, plain JSON).
-    Drivers render it with the model's chat template; the simulator with a neutral one."""
+    Drivers render it with the model's chat template; the simulator with a neutral one.
+    `ids`: the token ids it renders to for the model its request names, when the gateway
+    rendered and tokenized it already (an OpenAI chat request): they travel with it into
+    the core, which routes by them without asking again."""
 
     turns: tuple[Turn, ...]
     tools: tuple[Mapping[str, Any], ...] = ()
+    ids: Tokens | None = None
+
+    def accept(self, v: PartVisitor[R]) -> R:
+        return v.chat(self)
+
+
+class Readable:
+    """What a prompt may name to read its output: a step handle (`flowserve.graph.workflow.Step`).
+    (A plain base class, not an ABC: `as_prompt` checks every item against it, and an ABC's
+    isinstance is a Python-level check.)"""
+
+    @property
+    def out(self) -> Out:
+        raise NotImplementedError
 
 
 Part = Lit | Segment | Out | Toks | Chat
@@ -97,7 +152,7 @@ def as_prompt(*items: Any) -> Prompt:
                 out.append(Lit(item))
         elif isinstance(item, _PART_TYPES):
             out.append(item)
-        elif hasattr(item, "out") and isinstance(item.out, Out):  # a step handle
+        elif isinstance(item, Readable):  # a step handle
             out.append(item.out)
         elif isinstance(item, Iterable):
             out.extend(as_prompt(*item))
@@ -131,7 +186,7 @@ def resolve(parts: Prompt, output: Callable[[str], Prompt]) -> Prompt:
         elif isinstance(p, Chat):
             turns = tuple(t if t.content is None else Turn(t.role, resolve(t.content, output), t.fields)
                           for t in p.turns)
-            out.append(Chat(turns, p.tools))
+            out.append(Chat(turns, p.tools, p.ids))  # ids come only with resolved chats (requests)
         else:
             out.append(p)
     return tuple(out)
@@ -159,19 +214,37 @@ def required(parts: Prompt) -> tuple[str, ...]:
     return tuple(out)
 
 
+class TokenEstimate(PartVisitor[int]):
+    """Tokens of a part before tokenization: exact for segments and ids (and a chat whose
+    ids are known), ~4 characters a token for text, 4 per chat turn for its framing."""
+
+    def lit(self, p: Lit) -> int:
+        return len(p.text) // 4 + 1
+
+    def segment(self, p: Segment) -> int:
+        return p.length
+
+    def out(self, p: Out) -> int:
+        return 0  # not produced yet
+
+    def toks(self, p: Toks) -> int:
+        return len(p.ids)
+
+    def chat(self, p: Chat) -> int:
+        if p.ids is not None:
+            return len(p.ids)
+        return sum(estimate_tokens(t.content or ()) + 4 for t in p.turns) + len(json.dumps(p.tools)) // 4
+
+
+_ESTIMATE = TokenEstimate()
+
+
 def estimate_tokens(parts: Prompt) -> int:
-    """Tokens of a prompt before tokenization: exact for segments and ids, ~4 characters
-    a token for text (what deadline budgets need before a driver tokenized it)."""
+    """Tokens of a prompt before tokenization (`TokenEstimate`: what deadline budgets need
+    before a driver tokenized it)."""
     n = 0
     for p in parts:
-        if isinstance(p, Segment):
-            n += p.length
-        elif isinstance(p, Toks):
-            n += len(p.ids)
-        elif isinstance(p, Lit):
-            n += len(p.text) // 4 + 1
-        elif isinstance(p, Chat):
-            n += sum(estimate_tokens(t.content or ()) + 4 for t in p.turns) + len(json.dumps(p.tools)) // 4
+        n += p.accept(_ESTIMATE)
     return n
 
 

@@ -25,14 +25,14 @@ lengths, durations and errors in the simulator).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 from flowserve.errors import WorkflowError
 from flowserve.graph.nodes import CallEstimate, LLMNode, Node, NodeResult, OpNode
-from flowserve.graph.prompt import Chat, Out, as_chat, as_prompt, refs
+from flowserve.graph.prompt import Chat, Out, Readable, as_chat, as_prompt, refs
 
 
 class Workflow:
@@ -47,13 +47,15 @@ class Workflow:
     A workflow that `learns_remaining` does not know the calls it still makes: the core
     predicts them from finished queries of the same name (stage priors); programs do.
     `attrs` describe the query to tools that record it (the α tuner's trace: a replayed
-    plan's own attributes, e.g. its database).
+    plan's own attributes, e.g. its database). `tools` are the functions the gateway runs
+    for the workflow's own ops (op name → function of the op's arguments, in a worker).
     """
 
     name: ClassVar[str] = "workflow"
     open_ended: ClassVar[bool] = False
     learns_remaining: bool = False
     attrs: Mapping[str, Any] = MappingProxyType({})
+    tools: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = MappingProxyType({})
 
     def start(self, g: Graph) -> None:
         raise NotImplementedError
@@ -87,7 +89,7 @@ class _Draft:
 
 
 @dataclass(eq=False)
-class Step:
+class Step(Readable):
     """A handle on a step of the current batch (or an earlier one)."""
 
     graph: Graph

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def fmt(x: Any, digits: int = 2) -> str:
     if x is None:
@@ -78,6 +80,6 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def _default(x: Any) -> Any:
-    if hasattr(x, "item"):
+    if isinstance(x, np.generic):  # a numpy scalar
         return x.item()
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")

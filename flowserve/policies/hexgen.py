@@ -23,22 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol
 
-from flowserve.core.policy import DispatchPolicy
+from flowserve.core.policy import AlphaTuner, DispatchPolicy, DriverServices
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.types.commands import Command
 from flowserve.types.events import Event
 
-
-class AlphaTuner(Protocol):
-    """Online α tuning (Hexgen §4.3; `flowserve.tune.online.OnlineAlphaTuner`)."""
-
-    def observe(self, event: Event, view: ClusterView, policy: HexgenWB) -> tuple[Sequence[Command], float | None]:
-        """Commands to issue and the α to adopt now (None: keep the current one)."""
-        ...
-
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_BETA", "AlphaTuner", "HexgenWB", "hexgen_score"]
 
 DEFAULT_ALPHA = 0.5
 
@@ -80,17 +72,18 @@ class HexgenWB(DispatchPolicy):
         self.alpha_tuning = alpha_tuning
         self.window_s = window_s
         self.p_value = p_value
-        self.tuner: AlphaTuner | None = None  # handed in by the driver (`attach_tuner`)
+        self.tuner: AlphaTuner | None = None  # the driver's service (`attach`)
         # Benchmarks set a list here to get (stage, chosen, [(instance, t_queue, t_comp)]).
         self.log: list[tuple[str, str, list[tuple[str, float, float]]]] | None = None
         if alpha_tuning:
             self.alpha = 0.0  # §4.3: the first window runs with α = 0 while it is recorded
             self.tick_s = window_s
 
-    def attach_tuner(self, tuner: AlphaTuner) -> None:
-        """The driver hands over the online tuner (it replays traces in the simulator,
-        which policies must not import)."""
-        self.tuner = tuner
+    def attach(self, services: DriverServices) -> None:
+        """With alpha_tuning on, take the driver's online tuner (it replays traces in the
+        simulator, which policies never import)."""
+        if self.alpha_tuning and self.tuner is None:
+            self.tuner = services.alpha_tuner(self.window_s, self.p_value)
 
     @staticmethod
     def t_queue(inst: InstanceState) -> float:

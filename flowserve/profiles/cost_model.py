@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from flowserve.profiles.hardware import GPU, get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
+from flowserve.profiles.slot_config import SlotConfig
 
 
 @runtime_checkable
@@ -42,6 +43,16 @@ class CostModel(Protocol):
     def decode_step_time(self, batch_size: int, total_context: float) -> float: ...
 
     def call_time(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        ...
+
+    @property
+    def request_overhead_s(self) -> float:
+        """Latency a caller sees per request beyond the engine's iterations (0: none)."""
+        ...
+
+    @property
+    def slot_config(self) -> SlotConfig | None:
+        """llama-server's slot caches, which the simulator then models (None: a vLLM/SGLang-like engine)."""
         ...
 
 
@@ -83,6 +94,7 @@ class IterationCostModel:
     """
 
     request_overhead_s: float = 0.0
+    slot_config: SlotConfig | None = None
 
     def iteration_time(
         self, prefill_tokens: int, prefill_attended: float, decode_seqs: int, decode_context: float

@@ -66,7 +66,7 @@ class SimEngine:
         self._now = 0.0
         # Per-request latency outside the engine's iterations (a fitted profile's
         # request_overhead_s): completions reach the caller that much later.
-        self.overhead = float(getattr(cost, "request_overhead_s", 0.0))
+        self.overhead = float(cost.request_overhead_s)
         self._delayed: list[tuple[float, int, CallFinished]] = []
 
     # ------------------------------------------------------------------ interface

@@ -23,7 +23,7 @@ from flowserve.sim.clairvoyant import ClairvoyantPredictor
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
 from flowserve.sim.slots import make_engine
 from flowserve.tokenize.prompts import SimTokenizer
-from flowserve.tune.online import attach_tuner
+from flowserve.tune.online import TuningServices
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, WorkflowRef
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
@@ -132,7 +132,6 @@ def simulate(
         standalone = standalone_times(workload, cluster, cost_models)
     if dispatch is None:
         dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
-    attach_tuner(dispatch)
     predictor = (ClairvoyantPredictor(workload, workload.output_priors) if clairvoyant
                  else OutputPredictor(workload.output_priors))
 
@@ -143,7 +142,8 @@ def simulate(
 
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
-                         passes=make_passes(policy.passes), workflows=workload_workflows(workload))
+                         passes=make_passes(policy.passes), workflows=workload_workflows(workload),
+                         services=TuningServices(policy.queue, policy.queue_params))
     engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
                            report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
     for engine in engines:

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import CallRecord
@@ -28,7 +28,6 @@ from flowserve.sim.sequence import Capacity
 from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.types.commands import (
     CancelCall,
-    Command,
     PolicyChanged,
     QueryDone,
     QueryFailed,
@@ -36,6 +35,7 @@ from flowserve.types.commands import (
     RunJob,
     RunOp,
     SendCall,
+    StepDone,
     Tokenize,
 )
 from flowserve.types.events import Event, InstanceCapacity, JobFinished, OpFinished, QueryArrived, Tick, Tokenized
@@ -206,12 +206,16 @@ class Simulator:
         back until nothing changes any more at this instant."""
         pending: deque[Event] = deque(events)
         touched = dict.fromkeys(touched)  # insertion-ordered: deterministic
+        handlers = self.COMMANDS
         while True:
             while pending:
                 ev = pending.popleft()
                 self.events += 1
                 for cmd in self.core.handle(ev):
-                    self._execute(cmd, t, pending, touched)
+                    handler = handlers.get(type(cmd))
+                    if handler is None:
+                        raise TypeError(f"the simulator has no handler for command {cmd!r}")
+                    handler(self, cmd, t, pending, touched)
             if not touched:
                 return
             for eng in touched:
@@ -225,46 +229,50 @@ class Simulator:
             if not pending:
                 return
 
-    def _execute(self, cmd: Command, t: float, pending: deque[Event],
-                 touched: dict[SimEngine, None]) -> None:
-        if isinstance(cmd, SendCall):
-            call = cmd.call
-            eng = self.engines[cmd.instance]
-            oracle = self._sim_queries[call.query_id].oracle
-            pending.extend(eng.submit(call, t, oracle.output_tokens(call.node), oracle.marks(call.node)))
-            touched[eng] = None
-        elif isinstance(cmd, RunBatch):
-            self._run_batch(cmd, t)
-        elif isinstance(cmd, RunOp):
-            op = cmd.op
-            outcome = self._sim_queries[op.query_id].oracle.tool(op.node)
-            if outcome is None:  # a tool the oracle does not model: instant, no output
-                pending.append(OpFinished(t, op.id))
-            else:
-                done = t + outcome.duration_s
-                self._push(done, OP, OpFinished(done, op.id, outcome.error, outcome.value, outcome.output_tokens))
-        elif isinstance(cmd, Tokenize):
-            pending.append(Tokenized(t, cmd.call_id, self._tokenizer.encode(cmd.prompt, cmd.model)))
-        elif isinstance(cmd, CancelCall):
-            eng = self.engines[cmd.instance]
-            eng.abort(cmd.call_id, t)
-            touched[eng] = None
-        elif isinstance(cmd, QueryDone | QueryFailed):
-            self._end_query(cmd)
-        elif isinstance(cmd, PolicyChanged):
-            self.policy_changes.append(cmd)
-        elif isinstance(cmd, RunJob):
-            # CPU work outside the served system: it takes no virtual time here
-            fn = self._jobs.get(cmd.name)
-            if fn is None:
-                pending.append(JobFinished(t, cmd.job_id, error=f"no job {cmd.name!r} registered with the simulator"))
-                return
-            try:
-                pending.append(JobFinished(t, cmd.job_id, fn(*cmd.args)))
-            except Exception as e:  # a failed job is reported, never lost
-                pending.append(JobFinished(t, cmd.job_id, error=f"{type(e).__name__}: {e}"))
+    def _send(self, cmd: SendCall, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        call = cmd.call
+        eng = self.engines[cmd.instance]
+        oracle = self._sim_queries[call.query_id].oracle
+        pending.extend(eng.submit(call, t, oracle.output_tokens(call.node), oracle.marks(call.node)))
+        touched[eng] = None
 
-    def _run_batch(self, cmd: RunBatch, t: float) -> None:
+    def _cancel(self, cmd: CancelCall, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        eng = self.engines[cmd.instance]
+        eng.abort(cmd.call_id, t)
+        touched[eng] = None
+
+    def _run_op(self, cmd: RunOp, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        op = cmd.op
+        outcome = self._sim_queries[op.query_id].oracle.tool(op.node)
+        if outcome is None:  # a tool the oracle does not model: instant, no output
+            pending.append(OpFinished(t, op.id))
+        else:
+            done = t + outcome.duration_s
+            self._push(done, OP, OpFinished(done, op.id, outcome.error, outcome.value, outcome.output_tokens))
+
+    def _tokenize(self, cmd: Tokenize, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        pending.append(Tokenized(t, cmd.call_id, self._tokenizer.encode(cmd.prompt, cmd.model)))
+
+    def _step_done(self, cmd: StepDone, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        """A step of an open-ended query answered: no client waits on it here (the query's
+        own outcome counts when it ends)."""
+
+    def _policy_changed(self, cmd: PolicyChanged, t: float, pending: deque[Event],
+                        touched: dict[SimEngine, None]) -> None:
+        self.policy_changes.append(cmd)
+
+    def _run_job(self, cmd: RunJob, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        # CPU work outside the served system: it takes no virtual time here
+        fn = self._jobs.get(cmd.name)
+        if fn is None:
+            pending.append(JobFinished(t, cmd.job_id, error=f"no job {cmd.name!r} registered with the simulator"))
+            return
+        try:
+            pending.append(JobFinished(t, cmd.job_id, fn(*cmd.args)))
+        except Exception as e:  # a failed job is reported, never lost
+            pending.append(JobFinished(t, cmd.job_id, error=f"{type(e).__name__}: {e}"))
+
+    def _run_batch(self, cmd: RunBatch, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
         """A non-LLM engine runs a batch: its profile says how long; the oracle what each op
         returns (and any extra delay or error, e.g. a slow or failing search service)."""
         done = t + self._op_profiles[cmd.instance].batch_time([(op.op, op_units(op.args)) for op in cmd.ops])
@@ -276,15 +284,26 @@ class Simulator:
                 end = done + outcome.duration_s
                 self._push(end, OP, OpFinished(end, op.id, outcome.error, outcome.value, outcome.output_tokens))
 
-    def _end_query(self, cmd: QueryDone | QueryFailed) -> None:
-        sq = self._sim_queries.pop(cmd.query_id)
+    def _query_done(self, cmd: QueryDone, t: float, pending: deque[Event], touched: dict[SimEngine, None]) -> None:
+        self._end_query(cmd.query_id, cmd.time, cmd.deadline_met, None)
+
+    def _query_failed(self, cmd: QueryFailed, t: float, pending: deque[Event],
+                      touched: dict[SimEngine, None]) -> None:
+        self._end_query(cmd.query_id, cmd.time, False, cmd.reason)
+
+    def _end_query(self, query_id: int, time: float, met: bool | None, failed: str | None) -> None:
+        sq = self._sim_queries.pop(query_id)
         q = sq.query
         self._open -= 1
-        failed = cmd.reason if isinstance(cmd, QueryFailed) else None
-        met = cmd.deadline_met if isinstance(cmd, QueryDone) else False
-        out = QueryOutcome(q.id, q.workflow, q.arrival, cmd.time, cmd.time - q.arrival,
-                           sq.standalone_s, q.deadline, met, failed)
+        out = QueryOutcome(q.id, q.workflow, q.arrival, time, time - q.arrival, sq.standalone_s, q.deadline, met,
+                           failed)
         self.outcomes.append(out)
         if self._on_done is not None:
             self._on_done(out)
 
+    # The one command table: every command the core issues has its handler (a test checks).
+    COMMANDS: ClassVar[Mapping[type, Callable[..., None]]] = {
+        SendCall: _send, CancelCall: _cancel, RunOp: _run_op, RunBatch: _run_batch, Tokenize: _tokenize,
+        QueryDone: _query_done, QueryFailed: _query_failed, StepDone: _step_done, PolicyChanged: _policy_changed,
+        RunJob: _run_job,
+    }

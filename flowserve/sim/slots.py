@@ -265,7 +265,7 @@ def make_engine(name: str, params: EngineParams, cost: CostModel, kv_capacity: i
                 report_evictions: bool = False) -> SimEngine:
     """The engine model of an instance's kind: llama-server's slots when its profile says
     so (`FittedCostModel.slot_config`), else the vLLM/SGLang-like engine."""
-    config = getattr(cost, "slot_config", None)
-    if isinstance(config, SlotConfig):
+    config = cost.slot_config
+    if config is not None:
         return SlotEngine(name, params, cost, kv_capacity, config, report_evictions)
     return SimEngine(name, params, cost, kv_capacity, report_evictions)

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from flowserve.sql.estimate import token_hit_rate
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
+from flowserve.types.specs import InstanceSpec
 
 Progress = Callable[[int, int, int], None]  # (calls done, prompt tokens, cached tokens) increments
 
@@ -26,6 +27,7 @@ class Answer:
 
 class Backend(Protocol):
     model: str | None
+    cluster: tuple[InstanceSpec, ...] | None  # the instances it runs on (None: unknown, a gateway's)
 
     def run(self, requests: Sequence[Request], stage: str, output: OutputSpec, progress: Progress) -> list[Answer]:
         ...

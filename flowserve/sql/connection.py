@@ -148,7 +148,7 @@ class Connection:
         if not st.is_query:
             raise SQLInputError(f"explain: only a query (SELECT) can be explained, this is a {st.kind.upper()} "
                                 f"statement; nothing was run")
-        cluster = getattr(self.backend, "cluster", None) or PAPER_CLUSTER
+        cluster = self.backend.cluster or PAPER_CLUSTER
         ex = self._start(st)
         real, ex.backend = ex.backend, SimClusterBackend(cluster, seed=self.seed)
         try:

@@ -76,7 +76,7 @@ class Executor:
         with self._lock:
             op = self.ops[op_id]
             todo = [tuple(r) for r in rows if row_key(op_id, r) not in self.memo]
-            planned = plan_op(op, todo, self.opts, self.ggr_cfg, engine_shape(getattr(self.backend, "cluster", None)))
+            planned = plan_op(op, todo, self.opts, self.ggr_cfg, engine_shape(self.backend.cluster))
             self.planned.append(planned)
             self.stats.solver_s += planned.solver_s
             self.stats.dedup_saved += planned.dedup_saved

@@ -16,6 +16,7 @@ import httpx
 from flowserve.sql.backend import Answer, Progress, usage_report
 from flowserve.sql.output import OutputSpec
 from flowserve.sql.planner import Request
+from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import QueryClass
 
 
@@ -24,7 +25,8 @@ class GatewayBackend:
                  params: dict[str, Any] | None = None, api_key: str | None = None,
                  query_class: QueryClass = "batch") -> None:
         self.url = url.rstrip("/")
-        self.cluster = None  # the engines behind the gateway are unknown here: the planner models the paper's
+        # the engines behind the gateway are unknown here: the planner models the paper's
+        self.cluster: tuple[InstanceSpec, ...] | None = None
         # LLM-in-SQL is batch work unless asked otherwise: no SLO, it fills idle capacity
         self.headers = {"x-flowserve-class": query_class} | ({"authorization": f"Bearer {api_key}"} if api_key else {})
         self.model = model

@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from flowserve.graph.plan import Materializer
-from flowserve.graph.prompt import Chat, Lit, Out, Prompt, Segment, Toks
+from flowserve.graph.prompt import Chat, Lit, Out, PartVisitor, Prompt, Segment, Toks
 from flowserve.tokenize.chat import chat_parts
 from flowserve.tokenize.words import word_ids
 from flowserve.types.work import Tokens
+
+PartIds = PartVisitor[Tokens | None]  # a part's token ids, or None when only a driver can tokenize it
 
 
 class PromptTokenizer(Protocol):
@@ -28,50 +30,85 @@ class PromptTokenizer(Protocol):
         ...
 
 
-class NoText:
-    """The default: token ids as they are, segments as the simulator's markers
-    (`Materializer`); text needs a driver's tokenizer."""
+def encode_parts(prompt: Prompt, ids: PartIds) -> Tokens | None:
+    """The prompt's token ids, part by part; None as soon as a part has none."""
+    if len(prompt) == 1:  # the common case: one token list, one chat
+        return prompt[0].accept(ids)
+    out: list[int] = []
+    for p in prompt:
+        got = p.accept(ids)
+        if got is None:
+            return None
+        out.extend(got)
+    return tuple(out)
 
+
+def _resolved(p: Out) -> Tokens:
+    raise AssertionError(f"the runtime resolves Out parts before tokenization, got {p!r}")
+
+
+class _NoTextIds(PartVisitor[Tokens | None]):
     def __init__(self) -> None:
         self._mat = Materializer()
 
+    def lit(self, p: Lit) -> None:
+        return None
+
+    def segment(self, p: Segment) -> Tokens:
+        return self._mat.segment(p)
+
+    def out(self, p: Out) -> Tokens:
+        return _resolved(p)
+
+    def toks(self, p: Toks) -> Tokens:
+        return p.ids
+
+    def chat(self, p: Chat) -> Tokens | None:
+        return p.ids
+
+
+class NoText:
+    """The default: token ids as they are (a chat's when it carries them), segments as the
+    simulator's markers (`Materializer`); text needs a driver's tokenizer."""
+
+    def __init__(self) -> None:
+        self._ids = _NoTextIds()
+
     def encode(self, prompt: Prompt, model: str | None) -> Tokens | None:
-        if len(prompt) == 1 and isinstance(prompt[0], Toks):
-            return prompt[0].ids
-        out: list[int] = []
-        for p in prompt:
-            if isinstance(p, Toks):
-                out.extend(p.ids)
-            elif isinstance(p, Segment):
-                out.extend(self._mat.segment(p))
-            else:
-                return None
-        return tuple(out)
+        return encode_parts(prompt, self._ids)
+
+
+class _SimIds(PartVisitor[Tokens]):
+    def __init__(self) -> None:
+        self.mat = Materializer()
+
+    def lit(self, p: Lit) -> Tokens:
+        return tuple(word_ids(p.text))
+
+    def segment(self, p: Segment) -> Tokens:
+        return self.mat.segment(p)
+
+    def out(self, p: Out) -> Tokens:
+        return _resolved(p)
+
+    def toks(self, p: Toks) -> Tokens:
+        return p.ids
+
+    def chat(self, p: Chat) -> Tokens:  # no chat template here: the neutral layout
+        ids = encode_parts(chat_parts(p), self)
+        assert ids is not None
+        return ids
 
 
 class SimTokenizer:
     """A `PromptTokenizer` that always answers (the simulator never asks its driver)."""
 
     def __init__(self) -> None:
-        self._mat = Materializer()
+        self._ids = _SimIds()
 
     def encode(self, prompt: Prompt, model: str | None) -> Tokens:
-        if len(prompt) == 1:  # the common case: one segment list or one token list
-            p = prompt[0]
-            if isinstance(p, Toks):
-                return p.ids
-        if all(isinstance(p, Segment) for p in prompt):
-            return self._mat.prompt(prompt)  # type: ignore[arg-type]
-        out: list[int] = []
-        for p in prompt:
-            if isinstance(p, Segment):
-                out.extend(self._mat.segment(p))
-            elif isinstance(p, Toks):
-                out.extend(p.ids)
-            elif isinstance(p, Lit):
-                out.extend(word_ids(p.text))
-            elif isinstance(p, Chat):  # no chat template here: the neutral layout
-                out.extend(self.encode(chat_parts(p), model))
-            else:
-                assert not isinstance(p, Out), "the runtime resolves Out parts before tokenization"
-        return tuple(out)
+        if len(prompt) > 1 and all(type(p) is Segment for p in prompt):
+            return self._ids.mat.prompt(prompt)  # type: ignore[arg-type]
+        ids = encode_parts(prompt, self._ids)
+        assert ids is not None
+        return ids

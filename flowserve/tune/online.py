@@ -16,12 +16,12 @@ window closing while a job runs does not start another).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from flowserve.core.view import ClusterView
-from flowserve.policies.hexgen import HexgenWB
+from flowserve.policies.registry import PolicyRef, policy_name
 from flowserve.tune.job import ALPHA_SWEEP, SweepJob, latency_regressed
 from flowserve.tune.recorder import TraceRecorder
 from flowserve.types.commands import Command, PolicyChanged, RunJob
@@ -40,10 +40,15 @@ class TuneEvent:
 
 
 class OnlineAlphaTuner:
-    def __init__(self, window_s: float = 100.0, p_value: float = 0.01) -> None:
+    def __init__(self, window_s: float = 100.0, p_value: float = 0.01, queue: str = "fcfs",
+                 queue_params: Mapping[str, Any] | None = None) -> None:
+        """queue, queue_params: the queue policy the sweep replays the windows with (the
+        cluster's own, by name or import path)."""
         assert window_s > 0 and 0 < p_value < 1
         self.window_s = window_s
         self.p_value = p_value
+        self.queue = queue
+        self.queue_params = dict(queue_params or {})
         self.recorder = TraceRecorder()
         self._start: float | None = None
         self._done: list[tuple[float, float]] = []  # (finish time, latency), not yet windowed
@@ -92,9 +97,8 @@ class OnlineAlphaTuner:
         up = [inst for inst in view.instances.values() if inst.up]
         if trace is None or not up:
             return []  # nothing arrived (or nothing to replay it on): try at the next window
-        queue = up[0].queue
         job = SweepJob(trace.workload, tuple(i.spec for i in up), {i.name: i.cost for i in up},
-                       trace.deadlines, queue.name, dict(getattr(queue, "params", {}) or {}), policy.beta)
+                       trace.deadlines, self.queue, dict(self.queue_params), policy.beta)
         ev = TuneEvent(end, reason, (start, end), len(trace.workload.queries), trace.unfinished)
         self._job = (next(self._ids), ev)
         self.requests.append(ev)
@@ -116,8 +120,14 @@ class OnlineAlphaTuner:
         return [PolicyChanged(event.time, "hexgen_wb", info)], result.alpha
 
 
-def attach_tuner(dispatch: Any) -> None:
-    """Drivers call this on their dispatch policy: a policy configured for online α
-    tuning gets its tuner (policies never import the simulator the tuner replays in)."""
-    if isinstance(dispatch, HexgenWB) and dispatch.alpha_tuning and dispatch.tuner is None:
-        dispatch.attach_tuner(OnlineAlphaTuner(dispatch.window_s, dispatch.p_value))
+@dataclass(frozen=True)
+class TuningServices:
+    """The services both drivers hand their core for its policies (`DriverServices`): an
+    online α tuner sweeping with the cluster's queue policy (policies never import the
+    simulator the tuner replays in)."""
+
+    queue: PolicyRef = "fcfs"
+    queue_params: Mapping[str, Any] = field(default_factory=dict)
+
+    def alpha_tuner(self, window_s: float, p_value: float) -> OnlineAlphaTuner:
+        return OnlineAlphaTuner(window_s, p_value, policy_name(self.queue), self.queue_params)

@@ -93,6 +93,7 @@ class HalfStream:
 
     def __init__(self, spec: InstanceSpec) -> None:
         self.spec = spec
+        self.tokenizer = None
         self.calls: list[int] = []
         self.cancelled: list[int] = []
         self.streaming = 0

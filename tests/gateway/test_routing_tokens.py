@@ -4,12 +4,15 @@ text to the next."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from live_support import MODEL, ext_spec, run
 
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
 from flowserve.gateway.routing_tokens import GatewayTokens
+from flowserve.graph.prompt import Toks, as_chat
 
 
 class Tok:
@@ -52,3 +55,14 @@ def test_when_every_engine_fails_the_first_error_is_raised() -> None:
     gt = tokens({"a": a, "b": b}, {"a": True, "b": True}, {"a": "closed", "b": "closed"})
     with pytest.raises(EngineError, match="a refused"):
         run(gt.text("x", MODEL))
+
+
+def test_a_chat_carries_its_ids_into_the_core_and_nothing_is_asked_again() -> None:
+    tok = Tok("engine")
+    gt = tokens({"e": tok}, {"e": True}, {"e": "closed"})
+    chat = as_chat([{"role": "user", "content": "hello"}])
+    assert gt.encode((chat,), MODEL) is None  # a real engine renders chats: the core must ask (Tokenize)
+    carried = dataclasses.replace(chat, ids=(5, 6, 7))
+    assert gt.encode((carried,), MODEL) == (5, 6, 7)  # the request's ids, as the gateway tokenized them
+    assert run(gt.prompt((carried, Toks((8,))), MODEL)) == (5, 6, 7, 8)
+    assert tok.asked == 0

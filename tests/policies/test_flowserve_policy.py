@@ -103,8 +103,9 @@ def test_registered_and_validated() -> None:
 
 
 def test_slack_trades_the_earliest_finish_for_a_cheaper_call() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    view.prefix_index.add(P, "a", 0.0)
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
+    h.prefix_index.add(P, "a", 0.0)
     cs = call(P + (9,))
     tc_a, tc_b = view.t_comp(cs, a), view.t_comp(cs, b)
     assert tc_a < tc_b

@@ -13,7 +13,7 @@ from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch,
 from flowserve.policies.fcfs import FCFS
 from flowserve.policies.hexgen import HexgenWB, hexgen_score
 from flowserve.policies.urgency import UrgencyQueue, call_budget, remaining_costs, urgency
-from flowserve.tune.online import attach_tuner
+from flowserve.tune.online import TuningServices
 
 # --------------------------------------------------------------------------- Eq. 4
 
@@ -86,8 +86,10 @@ def test_policies_are_registered_and_validate_their_parameters():
     assert (p.alpha, p.beta, p.tuner) == (0.3, 250.0, None)
     tuned = make_dispatch("hexgen_wb", {"alpha_tuning": "on", "window_s": "50"})
     assert tuned.alpha == 0.0 and tuned.tick_s == 50.0 and tuned.tuner is None
-    attach_tuner(tuned)  # the driver hands the tuner over: policies never import the simulator
+    tuned.attach(TuningServices())  # the driver's services: policies never import the simulator
     assert tuned.tuner is not None
+    p.attach(TuningServices())  # a policy takes only what it needs: no tuning, no tuner
+    assert p.tuner is None
     assert isinstance(queue_factory("urgency")(), UrgencyQueue)
     with pytest.raises(ConfigError, match="alpha must be in"):
         make_dispatch("hexgen_wb", {"alpha": 1.5})

@@ -113,9 +113,10 @@ def test_sglang_trims_its_tree_lru() -> None:
 
 
 def test_llmd_weighs_prefix_3_kv_2_queue_2() -> None:
-    view, (a, b) = view_with(["a", "b"])
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
     a.kv_capacity = b.kv_capacity = 10_000
-    view.prefix_index.add(P, "a", 0.0)
+    h.prefix_index.add(P, "a", 0.0)
     load(a, queued=2)
     cs = call(P + tuple(range(5000, 5024)))  # 1024 tokens = 16 blocks, 15 cached on a
     # a: 3·15/16 + 2·1 + 2·0 = 4.8125; b: 0 + 2 + 2·1 = 4.0 → a
@@ -128,8 +129,9 @@ def test_llmd_weighs_prefix_3_kv_2_queue_2() -> None:
 
 
 def test_dynamo_trades_prefill_blocks_against_active_blocks() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    view.prefix_index.add(P, "a", 0.0)
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
+    h.prefix_index.add(P, "a", 0.0)
     cs = call(P + tuple(range(5000, 5024)))  # 1024 tokens: 64 blocks, 1000 cached on a
     # a: 24/16 + 64 = 65.5; b: 1024/16 + 64 = 128 → a
     assert DynamoKV().choose(cs, [a, b], view) is a

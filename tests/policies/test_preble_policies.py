@@ -153,7 +153,7 @@ def test_index_split_keeps_history_and_lru():
 def test_exploit_sends_to_the_key_portion_holder_least_loaded():
     policy = PrebleE2(rebalance=False)
     h = harness_with(policy)
-    idx, view = h.view.prefix_index, h.view
+    idx, view = h.prefix_index, h.view
     sys_, doc = (1, 100), (2, 1000)
     idx.add(toks(sys_), C, 0.0)  # everyone's system prompt: short
     idx.add(toks(sys_, doc), A, 0.0)  # the key portion (the 1000-token node) on a and b
@@ -172,7 +172,7 @@ def test_exploit_sends_to_the_key_portion_holder_least_loaded():
 def test_explore_uses_l_plus_m_plus_r():
     policy = PrebleE2(rebalance=False, pd_balance=False)
     h = harness_with(policy, 2)
-    idx, view = h.view.prefix_index, h.view
+    idx, view = h.prefix_index, h.view
     cands = h.candidates()
     a, b = cands
     cap = a.kv_capacity
@@ -190,7 +190,7 @@ def test_explore_uses_l_plus_m_plus_r():
     # without the load, a's smaller R wins
     policy2 = PrebleE2(rebalance=False, pd_balance=False)
     h2 = harness_with(policy2, 2)
-    h2.view.prefix_index.add(toks((1, 300)), A, 0.0)
+    h2.prefix_index.add(toks((1, 300)), A, 0.0)
     assert r_a < r_b
     assert policy2.choose(call_state(1, prompt), h2.candidates(), h2.view).name == A
     assert cap > 100_000
@@ -199,7 +199,7 @@ def test_explore_uses_l_plus_m_plus_r():
 def test_memory_cost_counts_evicted_nodes_times_their_requests():
     policy = PrebleE2()
     h = harness_with(policy, 1)
-    idx, view = h.view.prefix_index, h.view
+    idx, view = h.prefix_index, h.view
     (a,) = h.candidates()
     cap = a.kv_capacity
     old, hot = toks((1, 1000)), toks((2, cap - 1000))
@@ -220,7 +220,7 @@ def test_memory_cost_counts_evicted_nodes_times_their_requests():
 def test_rebalance_redirects_from_an_overloaded_holder():
     policy = PrebleE2(t_hbal=1.5)
     h = harness_with(policy, 2)
-    idx, view = h.view.prefix_index, h.view
+    idx, view = h.prefix_index, h.view
     cands = h.candidates()
     key = (1, 1800)
     idx.add(toks(key), A, 0.0)
@@ -235,7 +235,7 @@ def test_rebalance_redirects_from_an_overloaded_holder():
 def test_replication_when_ttft_doubles_within_the_window():
     policy = PrebleE2(window_s=10.0, rebalance=False)
     h = harness_with(policy, 2)
-    idx, view = h.view.prefix_index, h.view
+    idx, view = h.prefix_index, h.view
     cands = h.candidates()
     key = (1, 3000)
     idx.add(toks(key), A, 0.0)
@@ -289,7 +289,7 @@ def test_e2_parameters_are_validated():
 
 def test_prefix_groups_quota_and_fcfs_inside_groups():
     h = harness_with(PrebleE2(), 1, queue="prefix_groups")
-    idx = h.view.prefix_index
+    idx = h.prefix_index
     (inst,) = h.candidates()
     q = inst.queue
     assert isinstance(q, PrefixGroups)

@@ -51,32 +51,36 @@ def test_registered_and_validated() -> None:
 
 
 def test_goes_where_the_longest_prefix_is_cached() -> None:
-    view, (a, b, c) = view_with(["a", "b", "c"])
-    view.prefix_index.add(PREFIX[:500], "a", 0.0)
-    view.prefix_index.add(PREFIX, "b", 0.0)
+    h, (a, b, c) = harness_with(["a", "b", "c"])
+    view = h.view
+    h.prefix_index.add(PREFIX[:500], "a", 0.0)
+    h.prefix_index.add(PREFIX, "b", 0.0)
     a.outstanding, b.outstanding, c.outstanding = 0.0, 0.2, 0.0
     assert PrefixAffinity().choose(call(PREFIX + (9,)), [a, b, c], view) is b
 
 
 def test_near_ties_go_to_the_least_outstanding_work() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    view.prefix_index.add(PREFIX, "a", 0.0)
-    view.prefix_index.add(PREFIX[:1900], "b", 0.0)  # within 10% of a's 2000
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
+    h.prefix_index.add(PREFIX, "a", 0.0)
+    h.prefix_index.add(PREFIX[:1900], "b", 0.0)  # within 10% of a's 2000
     a.outstanding, b.outstanding = 0.3, 0.1
     assert PrefixAffinity(near_tie=0.1).choose(call(PREFIX + (9,)), [a, b], view) is b
     assert PrefixAffinity(near_tie=0.01).choose(call(PREFIX + (9,)), [a, b], view) is a
 
 
 def test_no_useful_match_explores_the_least_loaded() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    view.prefix_index.add(PREFIX[:8], "a", 0.0)  # below min_match
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
+    h.prefix_index.add(PREFIX[:8], "a", 0.0)  # below min_match
     a.outstanding, b.outstanding = 0.3, 0.1
     assert PrefixAffinity(min_match=16).choose(call(PREFIX), [a, b], view) is b
 
 
 def test_load_guard_moves_a_hot_prefix_off_an_overloaded_instance() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    view.prefix_index.add(PREFIX, "a", 0.0)
+    h, (a, b) = harness_with(["a", "b"])
+    view = h.view
+    h.prefix_index.add(PREFIX, "a", 0.0)
     cs = call(PREFIX + (9,))
     cached_t = COST.call_time(2001, 16, 2000)
     cold_t = COST.call_time(2001, 16, 0)

@@ -185,7 +185,7 @@ def test_a_tenant_over_its_share_goes_after_the_others_and_with_reserve_waits() 
 
 def test_pin_before_replicate_for_deadline_free_calls() -> None:
     h, (a, b) = harness_with(["a", "b"], FlowserveQueue)
-    h.view.prefix_index.add(P, "a", 0.0)
+    h.prefix_index.add(P, "a", 0.0)
     h.enqueue(call(tuple(range(10**6, 10**6 + 5000))), a)  # a owes an uncached 5000-token prefill first
     free_call = call(P + (9,))
     wait_a = COST.prefill_time(5000, 0)

@@ -48,6 +48,7 @@ class ScriptedBackend:
 
     def __init__(self, spec: InstanceSpec, answer: Callable[[LLMCall], str] | None = None) -> None:
         self.spec = spec
+        self.tokenizer = None  # as a simulated engine: the gateway's word tokenizer
         self.answer = answer or (lambda call: " ".join(["ok"] * call.max_tokens))
         self.errors: list[EngineError] = []
         self.always_fail: EngineError | None = None
