@@ -76,6 +76,7 @@ class RankStream:
         self._replaying: int | None = None  # start of the replay in flight
         self._replay_first: int | None = None
         self._asked: int | None = None  # start of the last replay asked for
+        self._covered = -1  # last seq a replay applied: live copies of it that follow are dropped quietly
         self._held: deque[tuple[int, bytes]] = deque()
 
     # ------------------------------------------------------------------ inputs
@@ -100,6 +101,7 @@ class RankStream:
             self._replay_first = seq  # from here on every batch is applied again, in order
         elif self.expected is not None and seq < self.expected:
             return [Bad("stale", f"rank {self.rank}: replayed seq {seq} after {self.expected - 1}")]
+        self._covered = max(self._covered, seq)
         return self._apply(seq, payload)
 
     def replay_done(self) -> list[Action]:
@@ -157,6 +159,9 @@ class RankStream:
 
     def _next(self, seq: int, payload: bytes) -> list[Action]:
         exp = self.expected
+        if seq <= self._covered:
+            return []  # the replay applied it already (read live while the replay ran)
+        self._covered = -1  # past the replayed batches: a seq 0 from now on is a restart
         if exp is None:  # the first batch seen, and no replay answered before it
             if seq == 0:
                 out = self._completed("followed from seq 0")
