@@ -9,9 +9,10 @@ as `KVCacheEvents` — up to `CHUNK` batches per event, one event per turn of th
 and `KVViewChanged` when the instance's view becomes precise (every rank complete) or
 estimated. Bad input is counted by kind (`counts`, and `count` for the metrics) and
 logged, the first few of each kind and then every 1,000th; nothing a publisher sends can
-raise out of the subscriber or hold the event loop: it yields after every chunk and
-pauses reading while the driver has more than `MAX_BACKLOG` items waiting (the engine's
-socket then drops, which is a gap like any other).
+raise out of the subscriber or hold the event loop: it yields after every chunk and waits
+for `room` (the driver has taken what it was given) before reading on, so a publisher
+faster than the index queues in the sockets, then loses batches there — a gap like any
+other, replayed or leaving the view estimated.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import zmq
@@ -29,8 +30,7 @@ from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, L
 from flowserve.types.kv import CacheChange, KVCacheEvents, KVEventsSpec, KVViewChanged
 
 log = logging.getLogger("flowserve.kvevents")
-CHUNK = 256  # batches per KVCacheEvents (bounds one step of the driver)
-MAX_BACKLOG = 64  # driver items waiting beyond which reading pauses
+CHUNK = 128  # batches per KVCacheEvents (bounds one step of the driver: ~5 ms)
 REPLAY_TIMEOUT_S = 2.0  # a replay socket silent this long has failed
 RETRY_S = 10.0  # while a rank has a hole a replay may still fill, ask again this often
 RCVHWM = 100_000  # batches the SUB socket queues while the subscriber replays or pauses
@@ -50,13 +50,13 @@ def rank_endpoint(endpoint: str, rank: int) -> str:
 
 class EngineSubscriber:
     def __init__(self, instance: str, spec: KVEventsSpec, put: Callable[[Any], None], clock: Callable[[], float],
-                 backlog: Callable[[], int] = lambda: 0, count: Callable[[str, str], None] | None = None,
+                 room: Callable[[], Awaitable[None]] | None = None, count: Callable[[str, str], None] | None = None,
                  replay_timeout_s: float = REPLAY_TIMEOUT_S, retry_s: float = RETRY_S) -> None:
         self.instance = instance
         self.spec = spec
         self._put = put
         self._clock = clock
-        self._backlog = backlog
+        self._room = room
         self._count = count
         self.replay_timeout_s = replay_timeout_s
         self.retry_s = retry_s
@@ -107,9 +107,9 @@ class EngineSubscriber:
                         break
                     actions += self._live(stream, await sub.recv_multipart())
                 await self._act(rank, stream, actions)
-                while self._backlog() > MAX_BACKLOG:  # the driver is behind: let it catch up
-                    await asyncio.sleep(0.005)
                 await asyncio.sleep(0)  # one chunk per turn: the gateway keeps answering
+                if self._room is not None:
+                    await self._room()  # the driver took it: the next chunk
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug, not bad input (that is counted): say so, and leave the view estimated
