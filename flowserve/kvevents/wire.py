@@ -132,7 +132,7 @@ def _event(ev: Any, rank: int) -> CacheChange:
         if not _is_int(size) or size <= 0:
             raise ValueError(f"block_size is {str(size)[:20]}")
         tokens = f["token_ids"]
-        if not isinstance(tokens, list) or not all(_is_int(t) and t >= 0 for t in tokens):
+        if not isinstance(tokens, list) or not all(_is_int(t) for t in tokens):
             raise ValueError("token_ids is not an array of token ids")
         if len(tokens) != len(hashes) * size:
             raise ValueError(f"{len(tokens)} token ids for {len(hashes)} blocks of {size}")

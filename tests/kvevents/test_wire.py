@@ -53,7 +53,7 @@ def test_unknown_events_and_other_media_are_skipped_not_broken() -> None:
     (["BlockStored", ["abc"], None, list(range(16)), 16, None], "block hash of type str"),
     (["BlockStored", [1], 2.0, list(range(16)), 16, None], "parent_block_hash of type float"),
     (["BlockStored", [1], None, list(range(15)), 16, None], "15 token ids for 1 blocks of 16"),
-    (["BlockStored", [1], None, [-1] * 16, 16, None], "not an array of token ids"),
+    (["BlockStored", [1], None, [0.5] * 16, 16, None], "not an array of token ids"),
     (["BlockStored", [1], None, list(range(16)), 0, None], "block_size is 0"),
     (["BlockStored", [1], None], "BlockStored has 2 fields, needs 4"),
     (["BlockRemoved", []], "not a non-empty array"),
