@@ -121,3 +121,42 @@ def test_fuzz_decode_raises_only_wire_error(payload: bytes) -> None:
     max_size=4), st.sampled_from(["array", "map"]))
 def test_fuzz_round_trip(changes: list[BlockStored], layout: str) -> None:
     assert decode_batch(encode_batch(1.0, changes, layout)).changes == tuple(changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kv", "says"), [
+    ({"endpoint": "tcp://*:5557"}, "that is where the engine binds; write the engine's address"),
+    ({"endpoint": "http://127.0.0.1:5557"}, "write tcp://HOST:PORT"),
+    ({"endpoint": "tcp://127.0.0.1:5557", "replay": "tcp://0.0.0.0:5558"}, "replay 'tcp://0.0.0.0:5558'"),
+    ({"replay": "tcp://127.0.0.1:5558"}, "kv_events needs the engine's `endpoint`"),
+    ({"endpoint": "tcp://127.0.0.1:5557", "data_parallel_size": 0}, "data_parallel_size"),
+    ({"endpoint": "tcp://127.0.0.1:5557", "bogus": 1}, "bogus"),
+])
+def test_kv_events_config_errors_are_clear(kv: dict, says: str) -> None:
+    from flowserve.config import ClusterConfig
+    from flowserve.errors import ConfigError
+    from flowserve.schema import validate
+
+    inst = {"name": "v", "gpu": "A100-80G", "model": "llama-3.1-8b", "backend": "openai",
+            "url": "http://127.0.0.1:8000", "kv_events": kv}
+    with pytest.raises(ConfigError) as e:
+        validate(ClusterConfig, {"instances": [inst]}, "c.yaml").specs()
+    assert says in str(e.value)
+
+
+def test_kv_events_config_builds_the_spec() -> None:
+    from flowserve.config import ClusterConfig
+    from flowserve.errors import ConfigError
+    from flowserve.schema import validate
+    from flowserve.types.kv import KVEventsSpec
+
+    def inst(name: str, port: int, **kw: object) -> dict:
+        return {"name": name, "gpu": "A100-80G", "model": "llama-3.1-8b", "backend": "openai", "block_size": 32,
+                "url": "http://127.0.0.1:8000", "kv_events": {"endpoint": f"tcp://10.0.0.5:{port}", **kw}}
+    specs = validate(ClusterConfig, {"instances": [inst("v", 5557, replay="tcp://10.0.0.5:5558", topic="kv")]},
+                     "c.yaml").specs()
+    assert specs[0].kv_events == KVEventsSpec("tcp://10.0.0.5:5557", "tcp://10.0.0.5:5558", "kv", 32, 1)
+    with pytest.raises(ConfigError, match="share the kv_events endpoints"):
+        validate(ClusterConfig, {"instances": [inst("v", 5557), inst("w", 5557)]}, "c.yaml").specs()
+    sim = validate(ClusterConfig, {"instances": [{"name": "s", "gpu": "A100-80G", "model": "llama-3.1-8b",
+                                                  "kv_events": {}}]}, "c.yaml").specs()
+    assert sim[0].kv_events == KVEventsSpec("", None, "", 16, 1)
