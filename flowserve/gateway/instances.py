@@ -71,10 +71,12 @@ class LiveInstances:
 
     def rows(self) -> list[dict[str, Any]]:
         views = {v.instance: v for v in self._core.kv_views()}
+        checks = self._runner.kv.token_checks if self._runner.kv is not None else {}
         return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
                  "url": s.spec.url, "up": s.up, "circuit": self._runner.circuit_state(s.name), "queued": s.queued,
                  "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,
-                 "completed": s.completed, **_view(views.get(s.name))} for s in self.status()]
+                 "completed": s.completed, **_view(views.get(s.name)),
+                 **({"tokenization": checks[s.name]} if s.name in checks else {})} for s in self.status()]
 
 
 def _view(v: KVViewStatus | None) -> dict[str, Any]:

@@ -6,29 +6,39 @@ scorer does). Simulated instances publish their events themselves (`SimBackend`)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flowserve.core.scheduler import SchedulerCore
+from flowserve.engines.backend import Backend
+from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.gateway.metrics import GatewayMetrics
+from flowserve.gateway.routing_tokens import GatewayTokens
+from flowserve.gateway.token_check import check_tokenization
 from flowserve.kvevents.subscriber import EngineSubscriber
 from flowserve.types.specs import InstanceSpec
 
 
 class KVFeeds:
     def __init__(self, put: Callable[[Any], None], clock: Callable[[], float], room: Callable[[], Awaitable[None]],
-                 metrics: GatewayMetrics, core: SchedulerCore) -> None:
-        """room: returns once the driver took what it was given (subscribers read on then)."""
+                 metrics: GatewayMetrics, core: SchedulerCore, tokens: GatewayTokens) -> None:
+        """room: returns once the driver took what it was given (subscribers read on then);
+        tokens: the gateway's tokenizers, checked against each engine's (`token_check`)."""
         self._put = put
         self._clock = clock
         self._room = room
         self._bad = metrics.kv_bad
+        self._tokens = tokens
         metrics.attach(KVCollector(core))
         self.subscribers: dict[str, EngineSubscriber] = {}
+        self.token_checks: dict[str, str] = {}  # instance → the start-up check's verdict
+        self._checks: dict[str, asyncio.Task[None]] = {}
 
-    def open(self, spec: InstanceSpec) -> None:
+    def open(self, spec: InstanceSpec, backend: Backend) -> None:
         kv = spec.kv_events
         if kv is None or not kv.endpoint or spec.backend == "sim":
             return
@@ -36,8 +46,19 @@ class KVFeeds:
                                lambda inst, kind: self._bad.labels(inst, kind).inc())
         self.subscribers[spec.name] = sub
         sub.start()
+        if isinstance(backend, OpenAIBackend):
+            self.token_checks[spec.name] = "not checked yet (the engine has not answered)"
+            self._checks[spec.name] = asyncio.create_task(self._check(spec.name, backend))
+
+    async def _check(self, name: str, backend: OpenAIBackend) -> None:
+        self.token_checks[name] = await check_tokenization(name, backend, self._tokens)
 
     async def close(self, name: str) -> None:
+        check = self._checks.pop(name, None)
+        if check is not None:
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await check
         sub = self.subscribers.pop(name, None)
         if sub is not None:
             await sub.aclose()

@@ -102,3 +102,26 @@ def test_health_answers_within_100_ms_while_50k_events_per_second_arrive() -> No
     finally:
         flood.kill()
         flood.wait()
+
+
+def test_startup_check_says_whether_the_gateway_tokenizes_as_the_engine(tmp_path) -> None:
+    from tool_engine import ToolEngine
+
+    from flowserve.engines.tinymodel import write_tiny_hf
+    from flowserve.gateway.token_check import first_difference
+
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5]) == "3 ids against 2, first difference at 1 ([2, 3] against [5])"
+    tiny = write_tiny_hf(tmp_path / "tiny")
+    with ToolEngine(MODEL) as engine:  # tokenizes as UTF-8 bytes
+        for local, verdict in (({}, "matches the engine"), ({"tokenizers": {MODEL: str(tiny.tokenizer_json)}},
+                                                             "differs from the engine: text: ")):
+            cfg = serve_config({"instances": [{
+                "name": "vllm", "gpu": "A100-80G", "model": MODEL, "backend": "openai", "url": engine.url,
+                "kv_events": {"endpoint": f"tcp://127.0.0.1:{free_port()}"}}],
+                "gateway": {"engine_kinds": {"vllm": "vllm"}, **local}}, "test")
+            with BackgroundServer(create_app(cfg)) as srv:
+                h = httpx.Client(base_url=srv.url)
+                row = poll_until(lambda h=h: (r := h.get("/status.json").json()["instances"][0])["tokenization"]
+                                 .startswith(("matches", "differs", "unknown")) and r, 30.0, "the token check")
+                assert row["tokenization"].startswith(verdict), row["tokenization"]
