@@ -125,3 +125,17 @@ def test_startup_check_says_whether_the_gateway_tokenizes_as_the_engine(tmp_path
                 row = poll_until(lambda h=h: (r := h.get("/status.json").json()["instances"][0])["tokenization"]
                                  .startswith(("matches", "differs", "unknown")) and r, 30.0, "the token check")
                 assert row["tokenization"].startswith(verdict), row["tokenization"]
+
+
+def test_a_simulated_instance_publishes_its_events_in_the_gateway() -> None:
+    cfg = serve_config({"instances": [{"name": "s", "gpu": "A100-80G", "model": MODEL, "kv_events": {}}],
+                        "api_keys": [KEY], "gateway": {"dispatch": "prefix_affinity", "time_scale": 200.0}}, "test")
+    with BackgroundServer(create_app(cfg)) as srv:
+        h = httpx.Client(base_url=srv.url, headers={"authorization": f"Bearer {KEY}"}, timeout=30)
+        assert h.get("/health").json()["prefix_views"] == {"precise": ["s"], "estimated": []}
+        prompt = list(range(100, 200))
+        r = h.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
+        assert r.status_code == 200, r.text
+        core = srv.app.state.gateway.driver.core
+        poll_until(lambda: core.kv_views()[0].blocks == 6, 10.0, "the engine's BlockStored")  # 100 tokens: 6 blocks
+        assert core.prefix_hit(tuple(prompt), "s") == 96
