@@ -177,7 +177,7 @@ class CallBook:
         if self.leaders is not None:
             self.leaders.lead(cs, call.input_tokens - self.view.cached_tokens(cs, inst))
         if self.prefix_index is not None:
-            self.prefix_index.add(call.prompt, inst.name, now)
+            self.prefix_index.add(self.kv.routed_tokens(call.prompt, inst.name), inst.name, now)
         self.kv.routed(call, inst.name, now)
         self._dirty[inst] = None
 

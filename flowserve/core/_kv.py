@@ -20,7 +20,7 @@ from flowserve.cache.block_index import DEFAULT_BUDGET_BYTES, BlockIndex, IndexS
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall
+from flowserve.types.work import LLMCall, Tokens
 
 DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long unless the engine confirms them
 
@@ -115,17 +115,21 @@ class KVBook:
 
     # ------------------------------------------------------------------ routed prompts
 
-    def routed(self, call: LLMCall, instance: str, now: float) -> None:
-        """The core routed `call` there and added its prompt to the view: for a precise
-        instance, only its full blocks, and only until the TTL unless confirmed."""
+    def routed_tokens(self, prompt: Tokens, instance: str) -> Tokens:
+        """What of a prompt routed to `instance` the view takes as cached there: for a precise
+        instance its full blocks only (engines cache nothing smaller), else all of it."""
         inst = self._inst.get(instance)
-        if inst is None or not inst.precise:
-            return
-        size = inst.block_size
-        aligned = len(call.prompt) - len(call.prompt) % size
-        if self.mirror is not None and aligned < len(call.prompt):
-            self.mirror.discard(instance, call.prompt, aligned, now)  # engines cache whole blocks only
-        self.index.speculate(instance, call.prompt, size, None, now + self.settings.speculative_ttl_s)
+        if inst is None or not inst.precise or len(prompt) % inst.block_size == 0:
+            return prompt
+        return prompt[:len(prompt) - len(prompt) % inst.block_size]
+
+    def routed(self, call: LLMCall, instance: str, now: float) -> None:
+        """The core routed `call` there (and added `routed_tokens` to the view): for a precise
+        instance they count as cached only until the TTL, unless the engine confirms them."""
+        inst = self._inst.get(instance)
+        if inst is not None and inst.precise:
+            self.index.speculate(instance, call.prompt, inst.block_size, None,
+                                 now + self.settings.speculative_ttl_s)
 
     def keeps_estimate(self, instance: str) -> bool:
         """Whether the estimate's updates (finished prompts, estimated evictions) apply."""

@@ -85,3 +85,15 @@ def test_without_event_instances_nothing_changes() -> None:
     d.feed(stored(1.0, 2))  # events for an instance that has none configured are ignored
     assert core.kv_views() == [] and core.kv_index() is None
     assert core.prefix_hit(PROMPT, "a") == 100
+
+
+def test_routing_a_prompt_keeps_another_prompts_confirmed_blocks() -> None:
+    """Two prompts share 96 tokens and the first token of their tails: routing the second must
+    not drop the first one's confirmed block that starts where the second's partial tail does."""
+    core = make_core([kv_spec("a")], "prefix_affinity", kv=KVSettings(speculative_ttl_s=5.0))
+    d = ScriptedDriver(core)
+    d.feed(KVViewChanged(0.0, "a", True, "ok"))
+    first = tuple(range(112))  # 7 blocks
+    d.feed(KVCacheEvents(0.0, "a", (BlockStored(0, tuple(range(1, 8)), None, first, 16),)))
+    d.arrive(query(ScriptProgram([llm("x", 100)])))  # PROMPT: blocks 0-5 of `first`, then tokens 96..99
+    assert core.prefix_hit(first, "a") == 112
