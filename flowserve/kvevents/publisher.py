@@ -1,6 +1,8 @@
 """A KV-event publisher with vLLM's protocol (pyzmq, asyncio): a PUB socket sending
 `[topic, seq (8 bytes, big-endian), payload]` and a ROUTER answering replay requests from
-a buffer of the latest batches (vLLM's `ZmqEventPublisher`, `buffer_steps` = 10,000).
+a buffer of the latest batches (vLLM's `ZmqEventPublisher`, `buffer_steps` = 10,000):
+`[topic, seq, payload]` per batch then `[b"", -1, b""]` as vLLM 0.32 does, or without the
+topic frame as earlier versions did (`replay_topic=False`).
 
 flowserve's tests and `bench kv-events` publish through it, one per data-parallel rank
 (on `endpoint`'s port + rank, as vLLM binds). For fault injection it can skip sequence
@@ -26,7 +28,7 @@ BUFFER_STEPS = 10_000
 
 class KVPublisher:
     def __init__(self, endpoint: str, replay: str | None = None, topic: str = "", buffer_steps: int = BUFFER_STEPS,
-                 layout: Layout = "array", rank: int | None = None) -> None:
+                 layout: Layout = "array", rank: int | None = None, replay_topic: bool = True) -> None:
         """endpoint/replay: where to bind (tcp://127.0.0.1:PORT); rank: written into each batch."""
         self._ctx = zmq.asyncio.Context()
         self.pub = self._ctx.socket(zmq.XPUB)  # a PUB that also sees subscriptions (`subscribed`)
@@ -43,6 +45,7 @@ class KVPublisher:
         self.rank = rank
         self.seq = 0
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer_steps)
+        self.replay_topic = replay_topic
         self.answer = True  # False: replay requests go unanswered (a hung engine)
         self.replays: list[int] = []  # start seqs asked for
         self._task: asyncio.Task[None] | None = None
@@ -107,7 +110,9 @@ class KVPublisher:
             self.replays.append(start)
             if not self.answer:
                 continue
+            topic = [self.topic] if self.replay_topic else []
             for seq, payload in list(self.buffer):
                 if seq >= start:
-                    await self.router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
-            await self.router.send_multipart([client, b"", END_SEQ.to_bytes(8, "big", signed=True), b""])
+                    await self.router.send_multipart([client, b"", *topic, seq.to_bytes(8, "big"), payload])
+            end = [b""] if self.replay_topic else []
+            await self.router.send_multipart([client, b"", *end, END_SEQ.to_bytes(8, "big", signed=True), b""])

@@ -3,7 +3,8 @@
 Per data-parallel rank it connects a SUB socket to the rank's publisher (vLLM's ports:
 endpoint + rank) and, when the engine has one, a DEALER socket to its replay ROUTER
 (vLLM's protocol: send `[b"", start seq (8 bytes, big-endian)]`; the answer is one
-`[b"", seq, payload]` per buffered batch from `start` on, then `[b"", -1, b""]`). What it
+`[b"", topic, seq, payload]` per buffered batch from `start` on, then `[b"", b"", -1, b""]`
+— vLLM 0.32; earlier versions leave the topic out, and both are read). What it
 reads goes through `RankStream` (sequence numbers, replays, holes) and reaches the driver
 as `KVCacheEvents` — up to `CHUNK` batches per event, one event per turn of the loop —
 and `KVViewChanged` when the instance's view becomes precise (every rank complete) or
@@ -161,15 +162,16 @@ class EngineSubscriber:
         try:
             while True:
                 frames = await asyncio.wait_for(sock.recv_multipart(), self.replay_timeout_s)
-                if len(frames) != 3 or frames[0] != b"" or len(frames[1]) != 8:
+                parts = frames[2:] if len(frames) == 4 else frames[1:]  # without the delimiter and any topic
+                if len(frames) not in (3, 4) or frames[0] != b"" or len(parts[0]) != 8:
                     self._bad(Bad("frames", f"rank {rank}: a replay answer of {len(frames)} frames"))
                     continue
-                seq = int.from_bytes(frames[1], "big", signed=True)
+                seq = int.from_bytes(parts[0], "big", signed=True)
                 if seq == END_SEQ:
                     actions += stream.replay_done()
                     break
                 self.batches += 1
-                actions += stream.replayed(seq, frames[2])
+                actions += stream.replayed(seq, parts[1])
                 if len(actions) >= CHUNK:
                     await self._act(rank, stream, actions)
                     actions = []
@@ -185,6 +187,8 @@ class EngineSubscriber:
     def _rank_state(self, rank: int, complete: bool, reason: str) -> None:
         self._complete[rank] = complete
         precise = all(self._complete.values())
+        if complete and not precise:
+            return  # this rank is whole; the view is precise once every rank is
         if precise is not self.precise:
             self.precise = precise
             where = f"rank {rank}: " if self.spec.data_parallel_size > 1 else ""
