@@ -10,10 +10,11 @@ as `KVCacheEvents` — up to `CHUNK` batches per event, one event per turn of th
 and `KVViewChanged` when the instance's view becomes precise (every rank complete) or
 estimated. Bad input is counted by kind (`counts`, and `count` for the metrics) and
 logged, the first few of each kind and then every 1,000th; nothing a publisher sends can
-raise out of the subscriber or hold the event loop: it yields after every chunk and waits
-for `room` (the driver has taken what it was given) before reading on, so a publisher
-faster than the index queues in the sockets, then loses batches there — a gap like any
-other, replayed or leaving the view estimated.
+raise out of the subscriber or hold the event loop: it yields after every chunk, waits for
+`room` (the driver has taken what it was given) before reading on, and while the socket
+stays full it leaves the loop to the rest of the gateway as long as its chunk took (at
+most half the loop's time). A publisher faster than that queues in the socket, then
+loses batches there — a gap like any other, replayed or leaving the view estimated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,8 +33,9 @@ from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, L
 from flowserve.types.kv import CacheChange, KVCacheEvents, KVEventsSpec, KVViewChanged
 
 log = logging.getLogger("flowserve.kvevents")
-CHUNK = 128  # batches per KVCacheEvents (bounds one step of the driver: ~5 ms)
+CHUNK = 64  # batches per KVCacheEvents (bounds one step of the driver: a few ms)
 REPLAY_TIMEOUT_S = 2.0  # a replay socket silent this long has failed
+MAX_PAUSE_S = 0.02  # the longest a flooded subscriber leaves the loop to others between chunks
 RETRY_S = 10.0  # while a rank has a hole a replay may still fill, ask again this often
 RCVHWM = 100_000  # batches the SUB socket queues while the subscriber replays or pauses
 LOGGED = 5  # first reports of each kind logged; then every 1,000th
@@ -102,9 +105,12 @@ class EngineSubscriber:
                 except TimeoutError:
                     await self._act(rank, stream, stream.retry())
                     continue
+                began = time.perf_counter()
                 actions = self._live(stream, frames)
+                full = True
                 for _ in range(CHUNK - 1):  # what else is already there, up to a chunk
                     if not sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                        full = False
                         break
                     actions += self._live(stream, await sub.recv_multipart())
                 await self._act(rank, stream, actions)
@@ -112,6 +118,8 @@ class EngineSubscriber:
                 if self._room is not None:
                     with contextlib.suppress(TimeoutError):  # a driver stuck that long: read on regardless
                         await self._room()  # the driver took it: the next chunk
+                if full:  # a flood: leave the loop to the rest of the gateway as long as the chunk took
+                    await asyncio.sleep(min(time.perf_counter() - began, MAX_PAUSE_S))
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug, not bad input (that is counted): say so, and leave the view estimated
