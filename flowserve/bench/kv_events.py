@@ -2,7 +2,7 @@
 
 * Simulated, under cache pressure (shaped like llm-d's capacity benchmark, scaled to 4
   instances: 64 shared-prefix groups of 6,000 tokens, a 600-token question each, 100
-  output tokens; the working set is ~2.5× the cluster's KV cache): each dispatch policy
+  output tokens; the groups' prefixes are ~2× the cluster's KV cache): each dispatch policy
   with the precise view (the engines publish KV events, read through the gateway's
   decoder) and with the gateway's estimate (`CacheEstimate`, which believes the catalog's
   KV capacity while the engines, like vLLM, keep part of the memory for activations:
