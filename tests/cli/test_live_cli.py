@@ -9,10 +9,10 @@ import yaml
 from live_support import tiny_profile
 from typer.testing import CliRunner
 
-from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.cli import app
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import TinyModel
+from flowserve.workloads.shared_prefix import shared_prefix_workload
 from flowserve.workloads.trace import write_trace
 
 

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from flowserve.bench.experiment import evaluate
 from flowserve.config import load_cluster
 from flowserve.metrics.summary import attainment, min_slo_scale, percentiles, stage_distribution, summarize
+from flowserve.sim.evaluate import evaluate
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.workloads import load_workload
 
