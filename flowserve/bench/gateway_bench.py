@@ -1,10 +1,10 @@
 """`flowserve bench gateway`: the gateway's data plane against the bare engine and against
 `sglang-router` (`cache_aware`), side by side in one run (issue 10).
 
-Every process is separate: the instant backend (`flowserve.bench.instant_backend`), the
+Every process is separate: the instant backend (`flowserve.loadtest.instant_backend`), the
 router under test (`flowserve serve` once per dispatch policy; `sglang-router` when the
 `bench` extra is installed; none for the bare backend) and the load client
-(`flowserve.bench.load_client`, the project's raw HTTP/1.1 client on uvloop: wrk is
+(`flowserve.loadtest.load_client`, the project's raw HTTP/1.1 client on uvloop: wrk is
 not installed on this machine, and the same client frames SSE streams). For 1 and 32
 concurrent clients, non-streaming and streaming (64 tokens), each cell runs `seconds`
 and reports req/s, p50/p99 latency, the latency the router adds over the bare backend
@@ -29,9 +29,9 @@ import numpy as np
 import yaml
 from rich.console import Console
 
-from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.errors import FlowserveError
+from flowserve.loadtest.procs import served
 from flowserve.metrics.tables import markdown_table, write_json
 
 CELLS = ((1, False), (32, False), (1, True), (32, True))
@@ -61,7 +61,7 @@ def tree_cpu_s(pid: int) -> float:
 
 
 def load(url: str, clients: int, seconds: float, stream: bool) -> dict[str, Any]:
-    args = [sys.executable, "-m", "flowserve.bench.load_client", url, str(clients), str(seconds),
+    args = [sys.executable, "-m", "flowserve.loadtest.load_client", url, str(clients), str(seconds),
             "1" if stream else "0"]
     for _attempt in range(2):  # a router still warming its connections may refuse the first one
         out = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -112,7 +112,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
     bport = free_port()
     backend = f"http://127.0.0.1:{bport}"
     py = sys.executable
-    with served([py, "-m", "flowserve.bench.instant_backend", str(bport)], f"{backend}/health",
+    with served([py, "-m", "flowserve.loadtest.instant_backend", str(bport)], f"{backend}/health",
                  out_dir / "backend.log") as bproc:
         say("bare backend")
         results.append(measure("backend alone", backend, bproc.pid, seconds))
@@ -154,7 +154,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
     console.print(markdown_table(["target", "cell", "req/s", "p50 ms", "added p50 ms", "added p99 ms",
                                   "CPU s/1000 req", "tokens/s", "errors"], rows), highlight=False)
     data = {"bench": "gateway", "python": platform.python_version(), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "load_client": "flowserve.bench.load_client (raw HTTP/1.1 on uvloop)",
+            "cpus": os.cpu_count(), "load_client": "flowserve.loadtest.load_client (raw HTTP/1.1 on uvloop)",
             "wrk_installed": shutil.which("wrk") is not None,
             "seconds_per_cell": seconds, "gateway_src": str(gateway_src) if gateway_src else None,
             "notes": notes, "results": results}

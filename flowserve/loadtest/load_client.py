@@ -1,5 +1,5 @@
 """The load client of `flowserve bench gateway`, in its own process so its CPU is not the
-router's: `python -m flowserve.bench.load_client URL CLIENTS SECONDS STREAM` prints one
+router's: `python -m flowserve.loadtest.load_client URL CLIENTS SECONDS STREAM` prints one
 JSON line (requests, seconds, latencies in ms, errors, streamed chunks).
 
 wrk is not installed on this machine, so this is a minimal HTTP/1.1 client on uvloop's
