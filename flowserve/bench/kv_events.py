@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.cache.block_index import BlockIndex
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.cluster import _instances
@@ -34,6 +33,7 @@ from flowserve.profiles.instance import kv_capacity
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.kv import BlockRemoved, BlockStored
 from flowserve.types.specs import EngineParams
+from flowserve.workloads.shared_prefix import shared_prefix_workload
 
 POLICIES = ("flowserve", "prefix_affinity", "llmd", "dynamo_kv", "sglang_cache_aware", "preble_e2", "round_robin")
 VIEWS = ("precise", "estimated")

@@ -20,7 +20,6 @@ from typing import Literal
 
 from flowserve.cache.radix import RadixNode
 from flowserve.engines.cache_estimate import CacheEstimate
-from flowserve.kvevents.engine_blocks import EngineBlocks
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Seq
@@ -38,6 +37,9 @@ class PublishingEngine(SimEngine):
     """Publishes its cache's blocks; `announce` gives the first batch, before any call."""
 
     def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int) -> None:
+        # the wire format needs msgpack, which the core's dependencies leave out: imported when publishing
+        from flowserve.kvevents.engine_blocks import EngineBlocks
+
         assert spec.kv_events is not None
         super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=True)
         self.blocks = EngineBlocks(spec.name, spec.kv_events.block_size)
