@@ -9,8 +9,8 @@
   KV capacity), as it does for engines without events.
 
 By default an instance publishes when its config has `kv_events:` and reports its
-evictions otherwise; `flowserve simulate --cache-view` puts every instance in one view
-(`bench kv-events` compares them).
+evictions otherwise; `flowserve.sim.run.simulate(cache_view=...)` puts every instance in
+one view (`bench kv-events` compares them).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
 CacheView = Literal["engine", "precise", "estimated"]
-CACHE_VIEWS: tuple[CacheView, ...] = ("engine", "precise", "estimated")
 
 
 class PublishingEngine(SimEngine):
