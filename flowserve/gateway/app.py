@@ -81,9 +81,11 @@ class Gateway:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
         self.programs.start()
-        # What start-up built lives as long as the gateway: out of the collector's full passes, which
-        # otherwise stall the event loop for 100s of ms under a flood of allocations (engine cache events)
-        gc.freeze()
+        if any(s.kv_events is not None for s in self.config.instances):
+            # what start-up built lives as long as the gateway: out of the collector's full passes, which
+            # otherwise stall the event loop for 100s of ms under a flood of engine cache events
+            gc.collect()
+            gc.freeze()
 
     async def stop(self) -> None:
         await self.programs.stop()
