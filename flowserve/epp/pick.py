@@ -29,17 +29,19 @@ from flowserve.types.work import LLMCall
 def endpoint_of(url: str) -> str:
     """An engine's `host:port` as the proxy's ORIGINAL_DST cluster needs it: an IP address
     (a host name is resolved once, here), IPv6 in brackets."""
-    parts = urlsplit(url)
-    if parts.hostname is None:
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:  # a malformed IPv6 address or port
+        raise ConfigError(f"{url!r}: not an engine URL ({e})") from None
+    if not host:
         raise ConfigError(f"{url!r}: no host")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    host = parts.hostname
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         try:
             ip = ipaddress.ip_address(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
-        except (OSError, IndexError) as e:
+        except (OSError, IndexError, UnicodeError) as e:
             raise ConfigError(f"{url!r}: cannot resolve {host!r} ({e})") from None
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 

@@ -40,7 +40,8 @@ class HttpEngine:
         self._open.set()
         self._arrived = threading.Condition()
 
-        async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
+        async def app(scope: Scope, receive: Callable[[], Awaitable[Any]],
+                      send: Callable[[Any], Awaitable[None]]) -> None:
             await self._app(scope, receive, send)  # a plain function: uvicorn takes bound methods for ASGI 2
 
         self._server = BackgroundServer(app, graceful_s=1.0)
