@@ -21,9 +21,9 @@ from flowserve.types.specs import InstanceSpec
 if TYPE_CHECKING:
     import pandas as pd
 
-    from flowserve.epp.server import PickerServer
     from flowserve.gateway.server import BackgroundServer
     from flowserve.gateway.settings import ServeConfig
+    from flowserve.picker.server import PickerServer
     from flowserve.sim.simulator import SimResult
     from flowserve.workloads.base import Workload
 
@@ -259,7 +259,7 @@ def epp(
     protocol over ext_proc) for a serving config, as `serve` takes it; every LLM instance
     needs the engine's `url`. Blocks until stopped, or with `background=True` returns a
     started picker in this process (a context manager; `.port`, `.stop_background()`)."""
-    from flowserve.epp.server import PickerServer
+    from flowserve.picker.server import PickerServer
 
     cfg = _serve_config(config, dispatch, queue)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -130,7 +130,7 @@ class LLMRoutes:
                     sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None) -> Started:
         """Check, parse and tokenize a request and hand it to the core: a one-call query, or
         the next call of a program. `sink_for(stream)` gives the call's sink. The gateway
-        then relays the engine's answer; the endpoint picker (`flowserve.epp`) lets its
+        then relays the engine's answer; the endpoint picker (`flowserve.picker`) lets its
         proxy carry it. Raises `APIError` for what the client gets instead."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)

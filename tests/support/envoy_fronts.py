@@ -20,7 +20,7 @@ from repo_paths import ROOT
 
 from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
-from flowserve.epp.envoy import Envoy, render
+from flowserve.picker.envoy import Envoy, render
 
 MODEL = "llama-3.1-8b"
 EXAMPLES = ROOT / "examples" / "envoy"

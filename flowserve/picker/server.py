@@ -22,12 +22,12 @@ import uvicorn
 import uvloop
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from flowserve.epp.service import Health, PickerCore, grpc_server
 from flowserve.errors import ConfigError
 from flowserve.gateway.server import DRAIN_MARGIN_S, bind
 from flowserve.gateway.settings import ServeConfig
+from flowserve.picker.service import Health, PickerCore, grpc_server
 
-log = logging.getLogger("flowserve.epp")
+log = logging.getLogger("flowserve.picker")
 
 
 def metrics_app(core: PickerCore) -> Callable[..., Awaitable[None]]:

@@ -22,7 +22,6 @@ headers and body, then its response headers and body, each answered in turn.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,18 +29,18 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from flowserve.engines.answer import EngineError
-from flowserve.epp import wire
-from flowserve.epp.pick import Pick
-from flowserve.epp.tally import ResponseTally
 from flowserve.gateway.asgi import ROUTES, too_large
 from flowserve.gateway.openai_api import APIError, failure_error
 from flowserve.gateway.query import CallHandle, QueryHandle
 from flowserve.gateway.tenancy import read_headers
+from flowserve.picker import wire
+from flowserve.picker.pick import Pick
+from flowserve.picker.tally import ResponseTally
 
 if TYPE_CHECKING:
-    from flowserve.epp.service import PickerCore
+    from flowserve.picker.service import PickerCore
 
-log = logging.getLogger("flowserve.epp")
+log = logging.getLogger("flowserve.picker")
 Responses = list[wire.ProcessingResponse]
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
@@ -139,11 +138,12 @@ class Exchange:
         self.id_header = (name.decode(), value.decode())
         waited = core.clock()
         if not pick.chosen.done():
-            await asyncio.wait([pick.chosen, h.done], return_when=asyncio.FIRST_COMPLETED)
-        if not pick.chosen.done():  # the core failed it before sending it anywhere
+            h.done.add_done_callback(pick.unsent)
+        chosen = await pick.chosen
+        if chosen is None:  # the core failed it before sending it anywhere
             core.count("failed")
             return [wire.immediate(failure_error(h.done.result().reason or "failed"))]
-        instance, endpoint = pick.chosen.result()
+        instance, endpoint = chosen
         self.picked_at = core.clock()
         core.routed(instance, self.picked_at - waited)
         extra = [("x-flowserve-instance", instance)]
@@ -161,11 +161,12 @@ class Exchange:
 
     def _response_headers(self, msg: wire.ProcessingRequest) -> Responses:
         pick = self.pick
-        if pick is None or not pick.chosen.done():
+        chosen = pick.chosen.result() if pick is not None and pick.chosen.done() else None
+        if chosen is None:
             return [wire.continue_headers(False)]
+        instance, endpoint = chosen
         h = wire.headers_of(msg.response_headers)
         status = int(h.get(":status", "0") or 0)
-        instance, endpoint = pick.chosen.result()
         served = wire.served_endpoint(msg)
         if served is not None and served != endpoint:
             self.core.count("served_elsewhere")
@@ -214,6 +215,8 @@ class Exchange:
         if not self.pick.chosen.done():  # still held: its client left
             if self.cancel is not None:
                 self.cancel()
+            return
+        if self.pick.chosen.result() is None:  # its query ended before a pick
             return
         if self.tally is not None and self.tally.status < 400:  # the proxy needed no more of the body
             self._finish()

@@ -52,12 +52,13 @@ def _drop(_text: object) -> None:
 
 class Pick(TokenSink):
     """One request held by the picker: `chosen` resolves with (instance, endpoint) when the
-    core sends its call, `outcome` is what the response path reports."""
+    core sends its call — or with None when its query ended without sending it (`unsent`) —
+    and `outcome` is what the response path reports."""
 
     def __init__(self) -> None:
         super().__init__(_drop)
         loop = asyncio.get_running_loop()
-        self.chosen: asyncio.Future[tuple[str, str]] = loop.create_future()
+        self.chosen: asyncio.Future[tuple[str, str] | None] = loop.create_future()
         self.outcome: asyncio.Future[CallOutcome] | None = None
         self.call: LLMCall | None = None
 
@@ -72,6 +73,11 @@ class Pick(TokenSink):
         self.outcome = fut
         self.chosen.set_result((instance, endpoint))
         return fut
+
+    def unsent(self, _done: object = None) -> None:
+        """Its query ended (a done-callback of the query's future): if no call went out, none will."""
+        if not self.chosen.done():
+            self.chosen.set_result(None)
 
     def finish(self, outcome: CallOutcome) -> None:
         if self.outcome is not None and not self.outcome.done():

@@ -12,10 +12,10 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowserve.epp import wire
-from flowserve.epp.pick import endpoint_of
 from flowserve.errors import ConfigError
 from flowserve.gateway.openai_api import APIError
+from flowserve.picker import wire
+from flowserve.picker.pick import endpoint_of
 
 
 def headers(*pairs: tuple[str, str]) -> pb.HttpHeaders:

@@ -23,18 +23,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from prometheus_client import Counter, Histogram
 
-from flowserve.epp import wire
-from flowserve.epp.exchange import Exchange
-from flowserve.epp.pick import PickerBackend
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import Gateway
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
 from flowserve.gateway.metrics import LATENCY_BUCKETS
 from flowserve.gateway.settings import ServeConfig
+from flowserve.picker import wire
+from flowserve.picker.exchange import Exchange
+from flowserve.picker.pick import PickerBackend
 from flowserve.types.specs import InstanceSpec
 
-log = logging.getLogger("flowserve.epp")
+log = logging.getLogger("flowserve.picker")
 EXT_PROC = "envoy.service.ext_proc.v3.ExternalProcessor"
 HEALTH_SERVICES = ("", "liveness", "readiness", EXT_PROC)
 HEALTH_EVERY_S = 0.5
@@ -72,6 +72,8 @@ class PickerCore:
         self._held = Histogram("flowserve_epp_held_seconds", "How long a request waited in the core before its "
                                "pick", buckets=LATENCY_BUCKETS, registry=r)
         self._picks = Counter("flowserve_epp_picks", "Picks by instance", ["instance"], registry=r)
+        self._routed = self._requests.labels("routed")
+        self._picks_by: dict[str, Any] = {}
 
     async def start(self) -> None:
         await self.gateway.start()
@@ -83,8 +85,11 @@ class PickerCore:
         self._requests.labels(outcome).inc()
 
     def routed(self, instance: str, held_s: float) -> None:
-        self._requests.labels("routed").inc()
-        self._picks.labels(instance).inc()
+        picks = self._picks_by.get(instance)
+        if picks is None:  # a label lookup per request costs more than the count
+            picks = self._picks_by[instance] = self._picks.labels(instance)
+        self._routed.inc()
+        picks.inc()
         self._held.observe(held_s)
 
     def ready(self) -> bool:

@@ -39,7 +39,7 @@ def completion(prompt: str, **kw: Any) -> dict[str, Any]:
     return {"model": MODEL, "prompt": prompt, "max_tokens": 3, **kw}
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "response headers only"])
 def test_envoy_sends_each_request_where_the_picker_says(mode: str, front: dict[str, Any],
                                                         two_engines: list[HttpEngine]) -> None:
     url = front[mode]

@@ -7,7 +7,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowserve.epp.tally import ResponseTally
+from flowserve.picker.tally import ResponseTally
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17, "prompt_tokens_details": {"cached_tokens": 8}}
 

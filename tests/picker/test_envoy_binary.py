@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 
-from flowserve.epp.envoy import envoy_binary
+from flowserve.picker.envoy import envoy_binary
 
 
 def test_the_wheels_binary_runs_beside_the_protos() -> None:
