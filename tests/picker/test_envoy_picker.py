@@ -30,9 +30,11 @@ def front(two_engines: list[HttpEngine], tmp_path_factory: pytest.TempPathFactor
             envoy("picker.yaml", tmp / "envoy-b.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
                   RESPONSE_BODY_MODE="STREAMED") as (buffered, _), \
             envoy("picker.yaml", tmp / "envoy-f.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED",
-                  RESPONSE_BODY_MODE="STREAMED") as (duplex, _):
-        yield {"BUFFERED": buffered, "FULL_DUPLEX_STREAMED": duplex, "metrics": p.metrics, "picker": p,
-                   "config": cfg}
+                  RESPONSE_BODY_MODE="STREAMED") as (duplex, _), \
+            envoy("picker.yaml", tmp / "envoy-n.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+                  RESPONSE_BODY_MODE="NONE") as (headers_only, _):
+        yield {"BUFFERED": buffered, "FULL_DUPLEX_STREAMED": duplex, "response headers only": headers_only,
+               "metrics": p.metrics, "picker": p, "config": cfg}
 
 
 def completion(prompt: str, **kw: Any) -> dict[str, Any]:

@@ -117,10 +117,8 @@ def test_killing_a_replica_loses_only_what_was_in_flight_on_it(replicas: Replica
     assert len(after) >= 30 and all(e[3] == 200 and e[4] == replicas.ports[1] for e in after)
     moved = {prog for prog, port in home.items() if port == victim}
     assert moved and all(any(e[0] == prog for e in after) for prog in moved)  # its programs went on elsewhere
-    # the active health check has taken the dead replica out
+    # the active health check has taken the dead replica out (the first reset ejected it already)
     until(lambda: stat(replicas.admin, "cluster.replicas.membership_healthy") == 1, what="the dead replica out")
-    # the first calls sent to the dead replica met a refused connection and were retried on the other
-    assert stat(replicas.admin, "cluster.replicas.upstream_rq_retry_success") >= 1
 
 
 def stat(admin: str, name: str) -> int:
