@@ -208,15 +208,23 @@ class Exchange:
         else:
             self.pick.finish(outcome)
 
+    def proxy_left(self) -> None:
+        """The proxy closed its side of the stream: a request still waiting for its pick
+        will not be forwarded (its client left)."""
+        if self.pick is not None and not self.pick.chosen.done():
+            self.closed()
+
     def closed(self) -> None:
         """The stream ended: whatever is still open ends with it."""
-        if self.pick is None or self.ended:
+        pick = self.pick
+        if pick is None or self.ended:
             return
-        if not self.pick.chosen.done():  # still held: its client left
+        if not pick.chosen.done():  # still held (or still being started): its client left
+            pick.abandoned = True  # a call the core sends later fails at once
             if self.cancel is not None:
                 self.cancel()
             return
-        if self.pick.chosen.result() is None:  # its query ended before a pick
+        if pick.chosen.result() is None:  # its query ended before a pick
             return
         if self.tally is not None and self.tally.status < 400:  # the proxy needed no more of the body
             self._finish()

@@ -61,10 +61,14 @@ class Pick(TokenSink):
         self.chosen: asyncio.Future[tuple[str, str] | None] = loop.create_future()
         self.outcome: asyncio.Future[CallOutcome] | None = None
         self.call: LLMCall | None = None
+        self.abandoned = False
 
     def route(self, call: LLMCall, instance: str, endpoint: str) -> asyncio.Future[CallOutcome]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[CallOutcome] = loop.create_future()
+        if self.abandoned:  # its stream closed before the core sent it: nobody would report its end
+            fut.set_exception(EngineError("the request left the proxy before it was picked", retryable=False))
+            return fut
         if self.chosen.done():  # sent again after its first engine failed: the proxy already forwarded it
             fut.set_exception(EngineError(f"call {call.id} was already handed to the proxy", retryable=False))
             return fut

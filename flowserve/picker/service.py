@@ -108,14 +108,29 @@ class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
     def __init__(self, core: PickerCore) -> None:
         self.core = core
 
-    async def Process(self, request_iterator: AsyncIterator[wire.ProcessingRequest],
+    async def Process(self, request_iterator: AsyncIterator[wire.ProcessingRequest],  # gRPC's name
                       context: grpc.aio.ServicerContext) -> AsyncIterator[wire.ProcessingResponse]:
+        """Messages are read by their own task: when the proxy closes its side (its client
+        left) while a request waits for its pick, the wait ends at once — the handler
+        itself is never cancelled by a half-closed stream."""
         ex = Exchange(self.core)
+        inbox: asyncio.Queue[wire.ProcessingRequest | None] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                async for msg in request_iterator:
+                    inbox.put_nowait(msg)
+            finally:
+                inbox.put_nowait(None)
+                ex.proxy_left()
+
+        reader = asyncio.create_task(read())
         try:
-            async for msg in request_iterator:
+            while (msg := await inbox.get()) is not None:
                 for out in await ex.on(msg):
                     yield out
         finally:
+            reader.cancel()
             ex.closed()
 
 

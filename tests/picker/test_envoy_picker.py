@@ -149,12 +149,16 @@ def test_a_request_waits_in_the_core_while_every_engine_is_full(tmp_path: Path) 
             m = p.metrics
             until(lambda: metric(m, "flowserve_instance_queue_depth") == 1, what="the third request queued")
             assert len(a.bodies) + len(b.bodies) == 2  # the third one is held by the picker, not at an engine
+            with pytest.raises(httpx.ReadTimeout):  # a fourth client gives up while its request is held
+                post(url + "/v1/completions", completion("impatient"), timeout=1.0)
+            until(lambda: metric(m, "flowserve_queries_total") >= 1 and
+                  metric(m, "flowserve_instance_queue_depth") == 1, what="the impatient request dropped")
             a.release()
             b.release()
             for t in clients:
                 t.join(30)
             assert sorted(r.status_code for r in results) == [200, 200, 200]
-            assert len(a.bodies) + len(b.bodies) == 3
+            assert len(a.bodies) + len(b.bodies) == 3  # the one whose client left never reached an engine
             assert metric(m, "flowserve_epp_held_seconds_count") == 3
 
 
