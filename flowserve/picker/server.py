@@ -81,28 +81,26 @@ class PickerServer:
         self.port = bound
         await health.start()
         await server.start()
-        web = None
+        web: tuple[uvicorn.Server, asyncio.Task[None]] | None = None
         if self.metrics_port is not None:
             sock = bind(self.host, self.metrics_port)
             self.metrics_port = sock.getsockname()[1]
-            web = uvicorn.Server(uvicorn.Config(metrics_app(core), log_level="warning", lifespan="off",
-                                                access_log=False))
-            web_task = asyncio.create_task(web.serve(sockets=[sock]))
+            http = uvicorn.Server(uvicorn.Config(metrics_app(core), log_level="warning", lifespan="off",
+                                                 access_log=False))
+            web = http, asyncio.create_task(http.serve(sockets=[sock]))
         log.info("flowserve endpoint picker listening on %s:%d (gRPC ext_proc + health)%s", self.host, self.port,
                  f", metrics on http://{self.host}:{self.metrics_port}/metrics" if web else "")
         self.ready.set()
         try:
             await self._stop.wait()
-        finally:
-            drain = self.config.gateway.drain_timeout_s
+        finally:  # open streams keep their RPCs while the core drains: programs close, queries finish
             await health.stop()
-            stopping = asyncio.create_task(server.stop(drain + DRAIN_MARGIN_S))
-            await core.driver.drain()
-            await stopping
+            stopping = asyncio.create_task(server.stop(self.config.gateway.drain_timeout_s + DRAIN_MARGIN_S))
             await core.stop()
+            await stopping
             if web is not None:
-                web.should_exit = True
-                await web_task
+                web[0].should_exit = True
+                await web[1]
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:

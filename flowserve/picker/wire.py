@@ -64,23 +64,34 @@ def served_endpoint(msg: pb.ProcessingRequest) -> str | None:
     if LB_NAMESPACE not in fields:
         return None
     value = fields[LB_NAMESPACE].fields.get(SERVED)
-    return value.string_value or None if value is not None else None
+    if value is None or not value.string_value:
+        return None
+    return value.string_value
 
 
 def continue_headers(request: bool, headers: Sequence[tuple[str, str]] = ()) -> pb.ProcessingResponse:
-    common = pb.CommonResponse(header_mutation=header_mutation(headers)) if headers else pb.CommonResponse()
-    hr = pb.HeadersResponse(response=common)
+    if not headers:
+        return _CONTINUE[request, "headers"]
+    hr = pb.HeadersResponse(response=pb.CommonResponse(header_mutation=header_mutation(headers)))
     return pb.ProcessingResponse(request_headers=hr) if request else pb.ProcessingResponse(response_headers=hr)
 
 
 def continue_body(request: bool) -> pb.ProcessingResponse:
-    br = pb.BodyResponse(response=pb.CommonResponse())
-    return pb.ProcessingResponse(request_body=br) if request else pb.ProcessingResponse(response_body=br)
+    return _CONTINUE[request, "body"]
 
 
 def continue_trailers(request: bool) -> pb.ProcessingResponse:
-    tr = pb.TrailersResponse()
-    return pb.ProcessingResponse(request_trailers=tr) if request else pb.ProcessingResponse(response_trailers=tr)
+    return _CONTINUE[request, "trailers"]
+
+
+# the answers that change nothing, built once (gRPC only reads them)
+_CONTINUE = {
+    (request, part): pb.ProcessingResponse(**{f"{'request' if request else 'response'}_{part}": message})
+    for request in (True, False)
+    for part, message in (("headers", pb.HeadersResponse(response=pb.CommonResponse())),
+                          ("body", pb.BodyResponse(response=pb.CommonResponse())),
+                          ("trailers", pb.TrailersResponse()))
+}
 
 
 def streamed_body(request: bool, body: bytes, end: bool) -> Iterator[pb.ProcessingResponse]:
