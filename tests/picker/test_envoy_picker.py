@@ -18,6 +18,7 @@ from envoy_fronts import MODEL, engines_config, envoy, gateway, metric, picker, 
 from http_engine import HttpEngine
 
 MODES = ("BUFFERED", "FULL_DUPLEX_STREAMED")
+KEY = {"authorization": "Bearer sk-test"}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,8 @@ def front(two_engines: list[HttpEngine], tmp_path_factory: pytest.TempPathFactor
           ) -> Iterator[dict[str, Any]]:
     """One picker (prefix_affinity) behind one Envoy per request body mode."""
     tmp = tmp_path_factory.mktemp("front")
-    cfg = engines_config(tmp / "serve.yaml", two_engines, dispatch="prefix_affinity", max_body_bytes=4096)
+    cfg = engines_config(tmp / "serve.yaml", two_engines, dispatch="prefix_affinity", max_body_bytes=4096,
+                         api_keys=["sk-test"])
     with picker(cfg, tmp / "epp.log") as p, \
             envoy("picker.yaml", tmp / "envoy-b.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
                   RESPONSE_BODY_MODE="STREAMED") as (buffered, _), \
@@ -51,7 +53,7 @@ def test_envoy_sends_each_request_where_the_picker_says(mode: str, front: dict[s
     before = [len(e.bodies) for e in two_engines]
     for body in sent:
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
-        r = post(url + path, body, headers={"x-tenant": "acme"})
+        r = post(url + path, body, headers={"x-tenant": "acme", **KEY})
         assert r.status_code == 200, r.text
         instance = r.headers["x-flowserve-instance"]
         assert r.headers["x-engine"] == f"e{instance[1:]}"  # Envoy's upstream is the picked instance's engine
@@ -106,28 +108,30 @@ def test_the_same_decisions_as_the_gateway(two_engines: list[HttpEngine], tmp_pa
 
 
 BAD: list[tuple[str, dict[str, Any]]] = [
-    ("not JSON", {"raw": b"{not json"}),
-    ("no model", {"body": {"prompt": "x"}}),
-    ("unknown model", {"body": {"model": "gpt-5", "prompt": "x"}}),
-    ("unsupported field", {"body": {"model": MODEL, "prompt": "x", "best_of": 3}}),
-    ("over the limit", {"body": {"model": MODEL, "prompt": "x" * 5000}}),
-    ("bad deadline", {"body": completion("x"), "headers": {"x-slo-ms": "soon"}}),
-    ("stage without a program", {"body": completion("x"), "headers": {"x-flowserve-stage": "plan"}}),
-    ("empty body", {"raw": b""}),
+    ("not JSON", {"raw": b"{not json", "headers": KEY}),
+    ("no model", {"body": {"prompt": "x"}, "headers": KEY}),
+    ("unknown model", {"body": {"model": "gpt-5", "prompt": "x"}, "headers": KEY}),
+    ("unsupported field", {"body": {"model": MODEL, "prompt": "x", "best_of": 3}, "headers": KEY}),
+    ("over the limit", {"body": {"model": MODEL, "prompt": "x" * 5000}, "headers": KEY}),
+    ("bad deadline", {"body": completion("x"), "headers": {"x-slo-ms": "soon", **KEY}}),
+    ("stage without a program", {"body": completion("x"), "headers": {"x-flowserve-stage": "plan", **KEY}}),
+    ("empty body", {"raw": b"", "headers": KEY}),
+    ("no API key", {"body": completion("x")}),
+    ("a wrong API key", {"body": completion("x"), "headers": {"authorization": "Bearer sk-nope"}}),
 ]
 
-
 def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path) -> None:
+    def answers(url: str) -> list[tuple[int, Any]]:
+        out = [post(url + "/v1/completions", **kw) for _, kw in BAD]
+        out.append(post(url + "/v1/completions", raw=iter([b'{"model": "', b"x" * 5000, b'"}']),  # chunked
+                        headers=KEY))
+        return [(r.status_code, r.json()) for r in out]
+
     with gateway(front["config"], tmp_path / "gw.log") as gw:
-        want = [(r.status_code, r.json()) for r in (post(gw + "/v1/completions", **kw) for _, kw in BAD)]
-        chunked = post(gw + "/v1/completions", raw=iter([b'{"model": "', b"x" * 5000, b'"}']))  # type: ignore[arg-type]
-        want.append((chunked.status_code, chunked.json()))
-    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 413]
+        want = answers(gw)
+    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 413]
     for mode in MODES:
-        got = [(r.status_code, r.json()) for r in (post(front[mode] + "/v1/completions", **kw) for _, kw in BAD)]
-        chunked = post(front[mode] + "/v1/completions", raw=iter([b'{"model": "', b"x" * 5000, b'"}']))  # type: ignore[arg-type]
-        got.append((chunked.status_code, chunked.json()))
-        for (name, _), w, g in zip([*BAD, ("chunked over the limit", {})], want, got, strict=True):
+        for (name, _), w, g in zip([*BAD, ("chunked over the limit", {})], want, answers(front[mode]), strict=True):
             assert g == w, f"{mode}, {name}"
 
 

@@ -26,12 +26,13 @@ MODEL = "llama-3.1-8b"
 EXAMPLES = ROOT / "examples" / "envoy"
 
 
-def engines_config(path: Path, engines: list[HttpEngine], max_inflight: int | None = None, **gateway: Any) -> Path:
+def engines_config(path: Path, engines: list[HttpEngine], max_inflight: int | None = None,
+                   api_keys: list[str] | None = None, **gateway: Any) -> Path:
     """A serving YAML with one openai instance per engine (instance i ↔ engine i)."""
     extra = {"max_inflight": max_inflight} if max_inflight else {}
     instances = [{"name": f"i{k}", "gpu": "A100-80G", "model": MODEL, "backend": "openai", "url": e.url, **extra}
                  for k, e in enumerate(engines)]
-    path.write_text(yaml.safe_dump({"instances": instances, "gateway": {
+    path.write_text(yaml.safe_dump({"instances": instances, "api_keys": api_keys or [], "gateway": {
         "engine_kinds": {f"i{k}": "openai" for k in range(len(engines))}, **gateway}}))
     return path
 
