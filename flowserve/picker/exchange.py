@@ -31,7 +31,6 @@ import orjson
 from flowserve.engines.answer import EngineError
 from flowserve.gateway.asgi import ROUTES, too_large
 from flowserve.gateway.openai_api import APIError, failure_error
-from flowserve.gateway.query import CallHandle, QueryHandle
 from flowserve.gateway.tenancy import read_headers
 from flowserve.picker import wire
 from flowserve.picker.pick import Pick
@@ -55,7 +54,6 @@ class Exchange:
         self.body: list[bytes] = []
         self.size = 0
         self.pick: Pick | None = None
-        self.handle: QueryHandle | CallHandle | None = None
         self.cancel: Callable[[], None] | None = None
         self.id_header: tuple[str, str] | None = None
         self.picked_at = 0.0
@@ -133,7 +131,7 @@ class Exchange:
             log.exception("the picker failed on a request")
             core.count("failed")
             return [wire.immediate(_INTERNAL)]
-        h = self.handle = started.handle
+        h = started.handle
         name, value = started.id_header
         self.id_header = (name.decode(), value.decode())
         waited = core.clock()

@@ -136,27 +136,38 @@ def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path)
 
 
 def test_a_request_waits_in_the_core_while_every_engine_is_full(tmp_path: Path) -> None:
+    """Two engines of one slot each, both held: a third request waits in the core's queue
+    (not at an engine); one whose client gives up there never reaches an engine; beyond
+    `max_queries` open requests, admission answers 429 as the gateway does."""
     with HttpEngine("g0") as a, HttpEngine("g1") as b:
-        cfg = engines_config(tmp_path / "serve.yaml", [a, b], max_inflight=1)
+        cfg = engines_config(tmp_path / "serve.yaml", [a, b], max_inflight=1, max_queries=3)
         with picker(cfg, tmp_path / "epp.log") as p, \
                 envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
                       RESPONSE_BODY_MODE="STREAMED") as (url, _):
             a.hold()
             b.hold()
             results: list[httpx.Response] = []
-            clients = [threading.Thread(target=lambda i=i: results.append(
-                post(url + "/v1/completions", completion(f"request {i}")))) for i in range(3)]
-            for t in clients:
+
+            def client(i: int) -> threading.Thread:
+                t = threading.Thread(target=lambda: results.append(post(url + "/v1/completions",
+                                                                        completion(f"request {i}"))))
                 t.start()
+                return t
+
+            clients = [client(0), client(1)]
             a.wait_arrived(1)
             b.wait_arrived(1)
             m = p.metrics
+            with pytest.raises(httpx.ReadTimeout):  # its client gives up while the request waits
+                post(url + "/v1/completions", completion("impatient"), timeout=1.0)
+            until(lambda: metric(m, "flowserve_queries_total") == 1 and
+                  metric(m, "flowserve_instance_queue_depth") == 0, what="the impatient request dropped")
+            clients.append(client(2))
             until(lambda: metric(m, "flowserve_instance_queue_depth") == 1, what="the third request queued")
             assert len(a.bodies) + len(b.bodies) == 2  # the third one is held by the picker, not at an engine
-            with pytest.raises(httpx.ReadTimeout):  # a fourth client gives up while its request is held
-                post(url + "/v1/completions", completion("impatient"), timeout=1.0)
-            until(lambda: metric(m, "flowserve_queries_total") >= 1 and
-                  metric(m, "flowserve_instance_queue_depth") == 1, what="the impatient request dropped")
+            refused = post(url + "/v1/completions", completion("one too many"))
+            assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == "rate_limit_exceeded"
             a.release()
             b.release()
             for t in clients:
