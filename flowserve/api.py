@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,7 +261,6 @@ def epp(
     from flowserve.picker.server import PickerServer
 
     cfg = _serve_config(config, dispatch, queue)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = PickerServer(cfg, host, port, metrics_port, log_level)
     if background:
         return server.start_background()

@@ -28,6 +28,7 @@ from flowserve.gateway.settings import ServeConfig
 from flowserve.picker.service import Health, PickerCore, grpc_server
 
 log = logging.getLogger("flowserve.picker")
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
 def metrics_app(core: PickerCore) -> Callable[..., Awaitable[None]]:
@@ -55,6 +56,8 @@ class PickerServer:
                  metrics_port: int | None = None, log_level: str = "info") -> None:
         if not 0 <= port <= 65535 or (metrics_port is not None and not 0 <= metrics_port <= 65535):
             raise ConfigError(f"--port/--metrics-port: expected 0 to 65535, got {port}/{metrics_port}")
+        if log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"--log-level: one of {', '.join(x.lower() for x in LOG_LEVELS)}, got {log_level!r}")
         self.config = config
         self.host = host
         if port:  # a port in use is one clear line, before start-up
@@ -107,7 +110,9 @@ class PickerServer:
             self._loop.call_soon_threadsafe(self._stop.set)
 
     def run(self) -> None:
-        """Serve in the foreground until SIGINT/SIGTERM."""
+        """Serve in the foreground until SIGINT/SIGTERM (the process's logging set up here)."""
+        logging.basicConfig(level=self.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
         async def main() -> None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
