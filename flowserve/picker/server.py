@@ -77,7 +77,14 @@ class PickerServer:
         await core.start()
         health = Health(core)
         server = grpc_server(core, health)
-        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        bound = 0
+        for _attempt in range(1 if self.port else 3):  # an ephemeral port can be taken while gRPC binds it
+            try:
+                bound = server.add_insecure_port(f"{self.host}:{self.port}")
+            except RuntimeError:
+                bound = 0
+            if bound:
+                break
         if bound == 0:
             await core.stop()
             raise ConfigError(f"--host {self.host} --port {self.port}: cannot listen there")
