@@ -204,3 +204,30 @@ def test_a_picker_restarted_mid_stream_leaves_no_request_hanging(tmp_path: Path)
             with picker(cfg, tmp_path / "epp2.log", port=p.port):  # the picker is back on its port
                 until(lambda: post(url + "/v1/completions", completion("after")).status_code == 200,
                       what="a request through the restarted picker")
+
+
+def test_a_draining_picker_finishes_what_it_sent_and_refuses_the_rest(tmp_path: Path) -> None:
+    """SIGTERM: the answer already at an engine completes; a request still waiting in the core
+    gets the gateway's 503 JSON once the drain times out; nothing hangs."""
+    with HttpEngine("d0") as a:
+        cfg = engines_config(tmp_path / "serve.yaml", [a], max_inflight=1, drain_timeout_s=1.0)
+        with picker(cfg, tmp_path / "epp.log") as p, \
+                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+                      RESPONSE_BODY_MODE="STREAMED") as (url, _):
+            a.hold()
+            results: dict[str, httpx.Response] = {}
+            sent = threading.Thread(target=lambda: results.update(sent=post(url + "/v1/completions",
+                                                                              completion("sent"))))
+            sent.start()
+            a.wait_arrived(1)
+            waiting = threading.Thread(target=lambda: results.update(waiting=post(url + "/v1/completions",
+                                                                                    completion("waiting"))))
+            waiting.start()
+            until(lambda: metric(p.metrics, "flowserve_instance_queue_depth") == 1, what="a request waiting")
+            os.kill(p.pid, signal.SIGTERM)
+            waiting.join(30)
+            r = results["waiting"]
+            assert r.status_code == 503 and "shut down" in r.json()["error"]["message"]
+            a.release()
+            sent.join(30)
+            assert results["sent"].status_code == 200
