@@ -141,9 +141,9 @@ def simulate(
     workload: a built-in name, a workload YAML or JSONL trace, a mapping (`{"kind": ...}`),
     or a `Workload`; dispatch/queue: a name, an import path `package.module:Class`, a
     class or a ready object. `**params` go to the policy whose constructor takes them."""
-    from flowserve.bench.experiment import evaluate
     from flowserve.graph.passes import make_passes
     from flowserve.profiles.instance import max_context
+    from flowserve.sim.evaluate import evaluate
     from flowserve.sim.run import PolicySpec
     from flowserve.workloads.base import Workload
     from flowserve.workloads.registry import load_workload
@@ -193,7 +193,7 @@ def compare(
     every built-in contestant. Returns the JSON the bench writes."""
     from rich.console import Console
 
-    from flowserve.bench.compare import contestants, run_compare_bench
+    from flowserve.sim.compare import contestants, run_compare_bench
 
     picked = contestants(policies)
     return run_compare_bench(Path(out or "out/bench-compare"), quick, console or Console(quiet=out is None),

@@ -1,8 +1,8 @@
 """`flowserve bench gateway`: flowserve's data planes against the bare engine and against
 `sglang-router` (`cache_aware`), side by side in one run, measured with wrk.
 
-Every process is separate: the instant backend (`flowserve.bench.instant_backend`), the
-router under test and wrk (`flowserve.bench.wrk`). The routers, per dispatch policy:
+Every process is separate: the instant backend (`flowserve.loadtest.instant_backend`), the
+router under test and wrk (`flowserve.loadtest.wrk`). The routers, per dispatch policy:
 
 * `gateway`: `flowserve serve` (optionally N processes on one port);
 * `picker`: Envoy in front of the engine with `flowserve epp` as its endpoint picker
@@ -29,9 +29,9 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from flowserve.bench.instant_backend import STREAM_TOKENS
-from flowserve.bench.procs import served
-from flowserve.bench.wrk import run_wrk, wrk_binary
+from flowserve.loadtest.instant_backend import STREAM_TOKENS
+from flowserve.loadtest.procs import served
+from flowserve.loadtest.wrk import run_wrk, wrk_binary
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.picker.envoy import Envoy, render
@@ -127,7 +127,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
     def flowserve(args: list[str], health: str, log: str) -> contextlib.AbstractContextManager[Any]:
         return served([*cli, *args, "--log-level", "warning"], health, out_dir / log, env=env, cwd=gateway_src)
 
-    with served([py, "-m", "flowserve.bench.instant_backend", str(bport)], f"{backend}/health",
+    with served([py, "-m", "flowserve.loadtest.instant_backend", str(bport)], f"{backend}/health",
                 out_dir / "backend.log") as bproc:
         say("bare backend")
         results.append(measure("backend alone", backend, [bproc.pid], seconds, out_dir))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from flowserve.bench.procs import served
-from flowserve.bench.wrk import run_wrk
+from flowserve.loadtest.procs import served
+from flowserve.loadtest.wrk import run_wrk
 from flowserve.cli import app
 from flowserve.engines.llamacpp_server import free_port
 
@@ -17,7 +17,7 @@ from flowserve.engines.llamacpp_server import free_port
 def test_wrk_measures_the_instant_backend(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with served([sys.executable, "-m", "flowserve.bench.instant_backend", str(port)], f"{url}/health",
+    with served([sys.executable, "-m", "flowserve.loadtest.instant_backend", str(port)], f"{url}/health",
                 tmp_path / "backend.log"):
         plain = run_wrk(f"{url}/v1/completions", 2, 1, False, "llama-3.1-8b", tmp_path)
         missing = run_wrk(f"{url}/v1/nothing-here", 1, 1, False, "llama-3.1-8b", tmp_path)

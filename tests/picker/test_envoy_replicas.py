@@ -21,7 +21,7 @@ import pytest
 import yaml
 from envoy_fronts import MODEL, envoy, post, until
 
-from flowserve.bench.procs import served
+from flowserve.loadtest.procs import served
 from flowserve.engines.llamacpp_server import free_port
 
 

@@ -18,7 +18,7 @@ import yaml
 from http_engine import HttpEngine
 from repo_paths import ROOT
 
-from flowserve.bench.procs import served
+from flowserve.loadtest.procs import served
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.picker.envoy import Envoy, render
 
