@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from flowserve.engines.llamacpp_server import free_port
 from flowserve.loadtest.instant_backend import STREAM_TOKENS
 from flowserve.loadtest.procs import served
 from flowserve.loadtest.wrk import run_wrk, wrk_binary
-from flowserve.engines.llamacpp_server import free_port
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.picker.envoy import Envoy, render
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from flowserve.loadtest.procs import served
-from flowserve.loadtest.wrk import run_wrk
 from flowserve.cli import app
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
+from flowserve.loadtest.wrk import run_wrk
 
 
 def test_wrk_measures_the_instant_backend(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from envoy_fronts import MODEL, envoy, post, until
 
-from flowserve.loadtest.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 
 
 def sim_config(path: Path) -> Path:

@@ -18,8 +18,8 @@ import yaml
 from http_engine import HttpEngine
 from repo_paths import ROOT
 
-from flowserve.loadtest.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 from flowserve.picker.envoy import Envoy, render
 
 MODEL = "llama-3.1-8b"
