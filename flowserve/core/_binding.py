@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core._instances import InstanceBook
+from flowserve.core._kv import KVBook
 from flowserve.core._leaders import PrefillLeaders, PrefillSharing
 from flowserve.core._pool import ReadyPool
 from flowserve.core.lifecycle import CallStatus
@@ -55,11 +56,14 @@ class Binder:
     def __init__(self, ends: CallEnds, dispatch: DispatchPolicy, queues: QueueFactory,
                  profile: Callable[[InstanceSpec], InstanceProfile], predictor: OutputPredictor,
                  prefix_index: PrefixIndex | None, tokenizer: PromptTokenizer, max_retries: int,
-                 queries: dict[int, QueryState], sharing: PrefillSharing | None) -> None:
+                 queries: dict[int, QueryState], sharing: PrefillSharing | None, kv: KVBook) -> None:
+        """kv: the engines' cache events (`flowserve.core._kv`), which decide what a routed
+        prompt and a finished call teach the router's index."""
         self._ends = ends
         self.dispatch = dispatch
         self.predictor = predictor
         self.prefix_index = prefix_index
+        self.kv = kv
         self.tokenizer = tokenizer
         self.max_retries = max_retries
         self.tracked: dict[int, CallState] = {}  # every live call (not final), by id
@@ -192,7 +196,8 @@ class Binder:
         if self.leaders is not None:
             self.leaders.lead(cs, call.input_tokens - self.view.cached_tokens(cs, inst))
         if self.prefix_index is not None:
-            self.prefix_index.add(call.prompt, inst.name, now)
+            self.prefix_index.add(self.kv.routed_tokens(call.prompt, inst.name), inst.name, now)
+        self.kv.routed(call, inst.name, now)
         self._dirty[inst] = None
 
     def _bind_pooled(self) -> None:

@@ -65,7 +65,7 @@ class CallBook(Binder):
         assert call is not None
         inst.completed += 1
         cs.move(S.FINISHED)
-        if self.prefix_index is not None:
+        if self.prefix_index is not None and self.kv.keeps_estimate(inst.name):
             # the engine holds the whole prompt now, even parts it evicted while the call waited
             self.prefix_index.add(call.prompt, inst.name, ev.time, count=False)
         self.predictor.observe(call.workflow, call.stage, ev.output_tokens)

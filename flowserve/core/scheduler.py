@@ -9,7 +9,7 @@ drivers — the virtual-time simulator and the live gateway — feed it the same
 Drivers use only `handle` and the query API below (`instance_status`, `is_current`,
 `prefix_hit`, `keeps_prefix_index`, `indexed_tokens`, `predicted_wait_s`, `max_context`, `tick_s`,
 `open_queries`, `open_calls`, `call_status`, `calls_of`, `decisions`, `wants_prefill_done`, `finished_calls`,
-`dispatch_stats`, `decide`); everything else is private.
+`dispatch_stats`, `decide`, `kv_views`, `kv_index`); everything else is private.
 
 Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed.
 """
@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from flowserve.cache.block_index import IndexStats
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core._binding import CallEnds
 from flowserve.core._calls import CallBook
+from flowserve.core._kv import KVBook, KVSettings, KVViewStatus
 from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
 from flowserve.core._ops import OpBook, QueryEnds
 from flowserve.core._runs import RunBook
@@ -54,6 +56,7 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
 
@@ -74,14 +77,17 @@ class SchedulerCore:
         tokenizer: PromptTokenizer | None = None,
         passes: Sequence[GraphPass] = (),
         prefill_sharing: PrefillSharing | None = DEFAULT_SHARING,
+        kv: KVSettings | None = None,
         *,
         workflows: Mapping[str, WorkflowFactory] | None = None,
         services: DriverServices | None = None,
     ) -> None:
         """prefill_sharing: when a call waits for another's prefill of the long prefix they
-        share (`flowserve.core._leaders`); None: never. workflows: the factories that build
-        each query's workflow from its `WorkflowRef` (the driver's registry). services:
-        what the driver offers the policies (`DispatchPolicy.attach`)."""
+        share (`flowserve.core._leaders`); None: never. kv: the block index of the engines'
+        cache events (`flowserve.core._kv`), kept when an instance publishes them.
+        workflows: the factories that build each query's workflow from its `WorkflowRef`
+        (the driver's registry). services: what the driver offers the policies
+        (`DispatchPolicy.attach`)."""
         self._dispatch = dispatch
         if services is not None:
             dispatch.attach(services)
@@ -93,10 +99,11 @@ class SchedulerCore:
             window = dispatch.prefix_window_s
             prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window)
         predictor = self._predictor
+        self._kv = kv_book = KVBook(prefix_index, kv or KVSettings())
 
         def call_book(ends: CallEnds) -> CallBook:
             return CallBook(ends, dispatch, queue, profile, predictor, prefix_index, tokenizer or NoText(),
-                            max_retries, self._queries, prefill_sharing)
+                            max_retries, self._queries, prefill_sharing, kv_book)
 
         def op_book(ends: QueryEnds) -> OpBook:  # non-LLM engines (embedding, reranker, ...) batch their ops
             return OpBook(ends, queue.cls.order_key, [s for s in instances if s.kind != "llm"])
@@ -109,6 +116,7 @@ class SchedulerCore:
         for spec in instances:
             if spec.kind == "llm":
                 calls.fleet.add(spec)
+                kv_book.add(spec)
         self._handlers: Mapping[type, Callable[[Any], list[Command]]] = {
             CallFinished: runs.call_finished,
             CallProgress: runs.progress,
@@ -125,6 +133,8 @@ class SchedulerCore:
             PrefixEvicted: self._on_evicted,
             InstanceDown: self._on_instance_down,
             InstanceUp: self._on_instance_up,
+            KVCacheEvents: self._on_kv_events,
+            KVViewChanged: self._on_kv_view,
             Tick: _ignore,
             JobFinished: _ignore,  # policies see it in `observe`
         }
@@ -136,6 +146,7 @@ class SchedulerCore:
         if handler is None:
             raise TypeError(f"unknown event {event!r}")
         self._view.advance(event.time)
+        self._kv.expire(event.time)
         out = handler(event)
         for more in (self._dispatch.observe(event, self._view), self._calls.release_all(),
                      self._opbook.release_all()):
@@ -235,7 +246,25 @@ class SchedulerCore:
 
     # ------------------------------------------------------------------ instances and caches
 
+    def kv_views(self) -> list[KVViewStatus]:
+        """Per instance with cache events: precise or estimated, and why (empty without)."""
+        return self._kv.views()
+
+    def kv_index(self) -> tuple[int, IndexStats] | None:
+        """The block index's bytes and counters (None without instances that publish events)."""
+        return (self._kv.bytes, self._kv.stats) if self._kv.views() else None
+
+    def _on_kv_events(self, ev: KVCacheEvents) -> list[Command]:
+        self._kv.on_events(ev)
+        return []
+
+    def _on_kv_view(self, ev: KVViewChanged) -> list[Command]:
+        self._kv.on_view(ev)
+        return []
+
     def _on_evicted(self, ev: PrefixEvicted) -> list[Command]:
+        if not self._kv.keeps_estimate(ev.instance):
+            return []  # the engine's own events say what it evicted
         if self._calls.prefix_index is not None:
             self._calls.prefix_index.discard(ev.instance, ev.tokens, ev.start, ev.time)
         return []
@@ -248,7 +277,9 @@ class SchedulerCore:
     def _on_instance_up(self, ev: InstanceUp) -> list[Command]:
         if ev.spec.kind != "llm":
             return self._runs.op_instance_up(ev)
-        return self._calls.on_instance_up(ev)
+        out = self._calls.on_instance_up(ev)
+        self._kv.add(ev.spec)
+        return out
 
 
 def _ignore(event: Event) -> list[Command]:

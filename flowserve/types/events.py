@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.errors import FailureKind
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
 
@@ -201,4 +202,6 @@ Event = (
     | QueryInput
     | QueryClosed
     | CallCancelled
+    | KVCacheEvents
+    | KVViewChanged
 )
