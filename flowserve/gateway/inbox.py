@@ -43,6 +43,10 @@ class Inbox:
         assert self._queue is not None, "the driver is not started"
         self._queue.put_nowait(item)
 
+    def qsize(self) -> int:
+        """Items waiting (0 before the driver starts)."""
+        return 0 if self._queue is None else self._queue.qsize()
+
     async def get(self) -> Any:
         assert self._queue is not None, "the driver is not started"
         return await self._queue.get()
