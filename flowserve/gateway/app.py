@@ -6,7 +6,8 @@ GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 2
 GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics
 (Prometheus), GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class`, and a program's
+Headers: `x-tenant` (the API key's tenant, or one it acts for: `flowserve.tenants`), `x-priority`,
+`x-slo-ms`, `x-flowserve-class`, and a program's
 `x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import shutil
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -44,8 +44,10 @@ from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
-from flowserve.gateway.tenancy import read_headers
+from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
+from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.schema import validate
+from flowserve.tenants import api_keys
 
 _END = object()
 
@@ -75,6 +77,7 @@ class Gateway:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
         self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
+        self._admin_keys = api_keys(list(config.admin_keys))
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
@@ -90,18 +93,19 @@ class Gateway:
 
     # ------------------------------------------------------------------ helpers
 
-    def check_key(self, request: Request, keys: Sequence[str]) -> None:
-        self.check_key_header(request.headers.get("authorization", ""), keys)
+    def authenticate(self, request: Request) -> None:
+        authenticate(request.headers.get("authorization", ""), self.config.keys)
 
-    def check_key_header(self, auth: str, keys: Sequence[str]) -> None:
-        if not keys:
-            return
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise APIError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
-        token = token.strip()
-        if not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
-            raise APIError(401, "incorrect API key provided", code="invalid_api_key")
+    def tenant(self, request: Request) -> str:
+        """The request's authenticated tenant (`tenancy.request_tenant`)."""
+        return request_tenant(request.headers, self.config.keys)
+
+    def check_admin(self, request: Request) -> None:
+        """An admin endpoint's key check: the admin keys, else open only where no key guards anything."""
+        if self.config.admin_closed:
+            raise APIError(403, "the admin endpoints need an admin key: the api_keys name tenants, and "
+                                "gateway.admin_keys names none", code="admin_keys_not_configured")
+        authenticate(request.headers.get("authorization", ""), self._admin_keys)
 
     def model_of(self, name: str) -> str:
         if not self.driver.serves(name):
@@ -129,7 +133,7 @@ class Gateway:
     # ------------------------------------------------------------------ workflows
 
     async def workflow_request(self, request: Request, name: str) -> Response:
-        hdr = read_headers(request.headers)
+        hdr = read_headers(request.headers, self.config.keys)
         wf = self.workflows.get(name)
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
@@ -154,31 +158,31 @@ class Gateway:
         h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
-            return JSONResponse({"id": h.id, "workflow": name, "status": "running",
-                                 "url": f"/v1/queries/{h.id}"}, status_code=202)
+            return JSONResponse({"id": h.ref, "workflow": name, "status": "running",
+                                 "url": f"/v1/queries/{h.ref}"}, status_code=202)
         watch = ClientWatch(request.receive, self.driver.cancel)
         watch.track(h.id)
         try:
             result = await h.done
         finally:
             watch.stop()
-        out = query_body(result)
+        out = query_body(h.ref, result)
         if result.status != "completed":
             err = failure_error(result.reason or "failed")
             return JSONResponse({**err.body(), **out}, status_code=err.status)
         return JSONResponse(out)
 
-    def query_status(self, query_id: str) -> Response:
-        try:
-            h = self.driver.query(int(query_id))
-        except ValueError:
-            h = None
-        if h is None:
+    def query_status(self, query_id: str, tenant: str) -> Response:
+        """A query of the tenant's by its id; another tenant's is not found (404, as an
+        unknown one: its existence is not revealed), and so is a program's (see
+        /v1/programs/ID)."""
+        h = self.driver.book.by_ref(query_id)
+        if h is None or h.tenant != tenant or h.workflow == PROGRAM_WORKFLOW:
             raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
         if not h.done.done():
-            return JSONResponse({"id": h.id, "workflow": h.workflow, "status": "running",
+            return JSONResponse({"id": h.ref, "workflow": h.workflow, "status": "running",
                                  "calls_finished": h.calls_finished})
-        return JSONResponse(query_body(h.done.result()))
+        return JSONResponse(query_body(h.ref, h.done.result()))
 
     # ------------------------------------------------------------------ admin
 
@@ -207,8 +211,8 @@ class Gateway:
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
 
 
-def query_body(r: QueryResult) -> dict[str, Any]:
-    return {"id": r.id, "workflow": r.workflow, "status": r.status, "reason": r.reason,
+def query_body(ref: str, r: QueryResult) -> dict[str, Any]:
+    return {"id": ref, "workflow": r.workflow, "status": r.status, "reason": r.reason,
             "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
             "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
                        "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
@@ -231,8 +235,6 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     app = FastAPI(title="flowserve gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = gw
-    api_keys = config.api_keys
-    admin_keys = config.admin_keys
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> Response:
@@ -251,35 +253,31 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
-        gw.check_key(request, api_keys)
+        gw.authenticate(request)
         return JSONResponse({"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "flowserve"} for m in gw.driver.models()]})
 
     @app.get("/v1/workflows")
     async def workflows_list(request: Request) -> Response:
-        gw.check_key(request, api_keys)
+        gw.authenticate(request)
         return JSONResponse({"data": [{"name": w.name, "description": w.description}
                                       for w in gw.workflows.values()]})
 
     @app.post("/v1/workflows/{name}")
     async def run_workflow(name: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
         return await gw.workflow_request(request, name)
 
     @app.get("/v1/queries/{query_id}")
     async def get_query(query_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return gw.query_status(query_id)
+        return gw.query_status(query_id, gw.tenant(request))
 
     @app.get("/v1/programs/{program_id}")
     async def get_program(program_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return JSONResponse(gw.programs.state(program_id, read_headers(request.headers).tenant))
+        return JSONResponse(gw.programs.state(program_id, gw.tenant(request)))
 
     @app.delete("/v1/programs/{program_id}")
     async def delete_program(program_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return JSONResponse(await gw.programs.delete(program_id, read_headers(request.headers).tenant))
+        return JSONResponse(await gw.programs.delete(program_id, gw.tenant(request)))
 
     @app.get("/health")
     async def health() -> Response:
@@ -301,22 +299,22 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.get("/status.json")
     async def status_json(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return JSONResponse(board.snapshot())
 
     @app.get("/admin/instances")
     async def list_instances(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return JSONResponse({"instances": gw.driver.instances()})
 
     @app.post("/admin/instances")
     async def add_instance(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return await gw.add_instance(request)
 
     @app.delete("/admin/instances/{name}")
     async def remove_instance(name: str, request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return await gw.remove_instance(name)
 
     return GatewayASGI(app, LLMRoutes(gw))

@@ -112,7 +112,7 @@ class LiveDriver:
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
-        self.metrics = GatewayMetrics(s.dispatch)
+        self.metrics = GatewayMetrics(s.dispatch, s.metrics_tenants)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
@@ -311,7 +311,7 @@ class LiveDriver:
             return
         h.arrival = now
         deadline = None if h.slo_s is None else now + h.slo_s
-        self.book.open[h.id] = h
+        self.book.opened(h)
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority,
                                                 h.cls)))

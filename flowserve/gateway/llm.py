@@ -83,8 +83,7 @@ class LLMRoutes:
         """`on_query` learns the id of the query the request started, or for a program's
         call how to cancel that call alone (what to do when the client leaves)."""
         gw = self.gw
-        gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
-        hdr = read_headers(headers)
+        hdr = read_headers(headers, gw.config.keys)
         ph = read_program_headers(headers)
         req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
                              else CompletionRequest, raw)
@@ -144,7 +143,7 @@ class LLMRoutes:
         await self.gw.submit(h)
         if on_query is not None:
             on_query(h.id)
-        return h, (b"x-flowserve-query-id", str(h.id).encode())
+        return h, (b"x-flowserve-query-id", h.ref.encode())
 
     def _abandon(self, h: QueryHandle | CallHandle) -> None:
         """Its client went away: a program's call is cancelled alone."""

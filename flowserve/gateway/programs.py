@@ -9,7 +9,8 @@ deletes it (`DELETE /v1/programs/{id}`: its summary), when no call came for
 `programs.idle_s`, or when the core fails it; its summary is kept (`programs.kept`) so a
 late call gets a clear 409 and `GET` still answers. Limits — calls per program, duration,
 open programs per tenant — answer with a 4xx JSON error and change nothing. Program ids
-are global: another tenant's id is refused (409) and its program is never shown (404).
+are the tenant's own (the authenticated tenant, `flowserve.tenants`): two tenants may use
+one id, each for its own program, and neither sees nor reaches the other's.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class ProgramBook:
         self.driver = driver
         self.settings = settings
         self.clock = clock
-        self.open: dict[str, OpenProgram] = {}
-        self.ended: OrderedDict[str, OpenProgram] = OrderedDict()
+        self.open: dict[tuple[str, str], OpenProgram] = {}  # by (tenant, program id)
+        self.ended: OrderedDict[tuple[str, str], OpenProgram] = OrderedDict()
+        self.per_tenant: dict[str, int] = {}  # open programs by tenant
         self._ids = itertools.count(1)
         self._sweeper: asyncio.Task[None] | None = None
         r = driver.metrics.registry
@@ -131,14 +133,12 @@ class ProgramBook:
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _program(self, program_id: str, hdr: Headers) -> OpenProgram:
-        prog = self.open.get(program_id)
+        prog = self.open.get((hdr.tenant, program_id))
         if prog is None:
-            done = self.ended.get(program_id)
+            done = self.ended.get((hdr.tenant, program_id))
             if done is not None:
-                raise self._refused(self._ended_error(done) if done.tenant == hdr.tenant else _taken(program_id))
+                raise self._refused(self._ended_error(done))
             return await self._open(program_id, hdr)
-        if prog.tenant != hdr.tenant:
-            raise self._refused(_taken(program_id))
         await self._admitted(prog)
         return prog
 
@@ -156,7 +156,7 @@ class ProgramBook:
             raise ready.exception()  # type: ignore[misc]
 
     async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
-        mine = sum(1 for p in self.open.values() if p.tenant == hdr.tenant)
+        mine = self.per_tenant.get(hdr.tenant, 0)
         if mine >= self.settings.max_open_per_tenant:
             raise self._refused(APIError(
                 429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
@@ -165,19 +165,19 @@ class ProgramBook:
         now = self.clock()
         prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
                            ready=asyncio.get_running_loop().create_future(), last=now)
-        self.open[program_id] = prog  # at once: a concurrent first call waits for this one
+        self._add(prog)  # at once: a concurrent first call waits for this one
         h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, hdr.priority,
                                   hdr.slo_s, cls=hdr.cls)
         assert prog.ready is not None
         try:
             await self.driver.submit(h)
         except Exception as e:
-            del self.open[program_id]
+            self._remove(prog)
             prog.ready.set_exception(e)
             prog.ready.exception()  # retrieved: the waiters re-raise it
             raise
         except asyncio.CancelledError:
-            del self.open[program_id]
+            self._remove(prog)
             prog.ready.cancel()
             raise
         prog.handle = h
@@ -185,6 +185,16 @@ class ProgramBook:
         prog.ready.set_result(None)
         prog.ready = None
         return prog
+
+    def _add(self, prog: OpenProgram) -> None:
+        self.open[(prog.tenant, prog.id)] = prog
+        self.per_tenant[prog.tenant] = self.per_tenant.get(prog.tenant, 0) + 1
+
+    def _remove(self, prog: OpenProgram) -> None:
+        if self.open.pop((prog.tenant, prog.id), None) is not None:
+            self.per_tenant[prog.tenant] -= 1
+            if not self.per_tenant[prog.tenant]:
+                del self.per_tenant[prog.tenant]
 
     def _check(self, prog: OpenProgram, hdr: Headers, explicit: Mapping[str, str]) -> None:
         """A call that would change the program's settings, or break its limits, is refused."""
@@ -232,13 +242,13 @@ class ProgramBook:
         result = fut.result()
         if result.status != "completed":
             prog.ended = prog.ended or "failed"
-        self.open.pop(prog.id, None)
+        self._remove(prog)
         prog.summary = summary(prog, result)
         self.m_ended.labels("failed" if result.status != "completed" else prog.ended or "deleted").inc()
         if prog.slo_s is not None:
             self.m_slo.labels("met" if result.deadline_met else "missed").inc()
         if self.settings.kept:
-            self.ended[prog.id] = prog
+            self.ended[(prog.tenant, prog.id)] = prog
             while len(self.ended) > self.settings.kept:
                 self.ended.popitem(last=False)
 
@@ -265,8 +275,8 @@ class ProgramBook:
                 "slo_ms": None if prog.slo_s is None else prog.slo_s * 1000}
 
     def _find(self, program_id: str, tenant: str) -> OpenProgram:
-        prog = self.open.get(program_id) or self.ended.get(program_id)
-        if prog is None or prog.tenant != tenant:  # another tenant's program is not shown
+        prog = self.open.get((tenant, program_id)) or self.ended.get((tenant, program_id))
+        if prog is None:
             raise APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
         return prog
 
@@ -286,11 +296,6 @@ class ProgramBook:
         while True:
             await asyncio.sleep(every)
             self.sweep()
-
-
-def _taken(program_id: str) -> APIError:
-    return APIError(409, f"program id {program_id!r} is in use; choose another id", code="program_id_taken",
-                    param="x-flowserve-program")
 
 
 def summary(prog: OpenProgram, r: QueryResult) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,8 @@ class QueryHandle:
     """A query the driver took: `accepted` resolves when the core has it (or raises
     `Rejected`), `done` with its result, `routed` with the instance its first call went
     to. `sink` receives the streamed text of a one-call query; `oracle` makes a replayed
-    query produce its recorded lengths."""
+    query produce its recorded lengths. `ref` is its id for clients (random: the core's
+    `id` counts up, and a client must not find other tenants' queries by counting)."""
 
     id: int
     workflow: str
@@ -99,6 +101,7 @@ class QueryHandle:
     call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
+    ref: str = field(default_factory=lambda: "q-" + secrets.token_hex(12))
 
     def channel(self, node: str) -> QueryHandle | CallHandle:
         """Where the answer of step `node` goes: its own client's handle (a program's

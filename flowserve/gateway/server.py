@@ -170,11 +170,14 @@ class BackgroundServer:
         return self
 
     def stop(self, timeout_s: float = 120.0) -> None:
-        """Graceful: the driver drains, uvicorn finishes the open responses."""
+        """Graceful: the driver drains, uvicorn finishes the open responses (RuntimeError
+        when that takes longer than `timeout_s`)."""
         self.server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(timeout_s)
         self._sock.close()
+        if self._thread.is_alive():
+            raise RuntimeError(f"the gateway did not stop within {timeout_s:g} s")
 
     def __enter__(self) -> BackgroundServer:
         return self if self._thread.is_alive() else self.start()
