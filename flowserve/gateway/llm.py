@@ -65,8 +65,18 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
-def _parsed(model: type[ChatRequest | CompletionRequest], raw: bytes) -> ChatRequest | CompletionRequest:
-    return parse(model, decode_json(raw))
+def _parsed(kind: str, raw: bytes, max_messages: int) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
+    """The request and its chat; the message count is checked before anything else is
+    (a 400 for 50,000 messages costs their JSON decoding, not their validation)."""
+    body = decode_json(raw)
+    if kind != "chat":
+        return parse(CompletionRequest, body), None
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise APIError(400, f"messages: {len(messages)} messages; at most {max_messages} in one request "
+                            f"(gateway.max_messages)", param="messages")
+    req = parse(ChatRequest, body)
+    return req, req.chat()
 
 
 def _ids_in_range(ids: list[int]) -> bool:
@@ -85,12 +95,15 @@ class LLMRoutes:
         gw = self.gw
         hdr = read_headers(headers, gw.config.keys)
         ph = read_program_headers(headers)
-        req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
-                             else CompletionRequest, raw)
+        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, gw.config.gateway.max_messages)
         model = gw.model_of(req.model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or gw.config.gateway.default_max_tokens)
-        chat = req.chat() if kind == "chat" else None
+        limit = self.driver.max_context(model)
+        if limit is not None and max_tokens >= limit:  # the cheap half of the context check: before tokenizing
+            raise APIError(400, f"max_tokens: {max_tokens} tokens for the completion leave no room for a prompt in "
+                                f"this model's maximum context length of {limit} tokens",
+                           code="context_length_exceeded", param="max_tokens")
         try:  # a chat is rendered as its engine will render it; the core routes by those tokens
             ids = await (self.driver.tokens.chat(chat, model) if chat is not None
                          else self._prompt_ids(req.prompt, model))

@@ -77,6 +77,8 @@ def test_bad_program_input_gets_a_clear_4xx(server: BackgroundServer) -> None:
 
     for headers, param in [({"x-flowserve-program": "x" * 129}, "x-flowserve-program"),
                            ({"x-flowserve-program": "has space"}, "x-flowserve-program"),
+                           ({"x-flowserve-program": "a/b"}, "x-flowserve-program"),  # issue 35 item 9
+                           ({"x-flowserve-program": ".."}, "x-flowserve-program"),
                            ({"x-flowserve-program": "p", "x-flowserve-stage": "s" * 129}, "x-flowserve-stage"),
                            ({"x-flowserve-program": "p", "x-flowserve-thread": ""}, "x-flowserve-thread"),
                            ({"x-flowserve-stage": "plan"}, "x-flowserve-stage"),
