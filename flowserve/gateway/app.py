@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -155,6 +156,9 @@ class Gateway:
             program = wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
             raise APIError(400, str(e), param="input") from None
+        except Exception as e:  # the workflow's own constructor failed: its error, not a dropped connection
+            raise APIError(500, f"workflow {name!r} could not be built: {type(e).__name__}: {e}", "server_error",
+                           "app_error") from None
         h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
@@ -166,11 +170,7 @@ class Gateway:
             result = await h.done
         finally:
             watch.stop()
-        out = query_body(h.ref, result)
-        if result.status != "completed":
-            err = failure_error(result.reason or "failed")
-            return JSONResponse({**err.body(), **out}, status_code=err.status)
-        return JSONResponse(out)
+        return query_answer(h.ref, result)
 
     def query_status(self, query_id: str, tenant: str) -> Response:
         """A query of the tenant's by its id; another tenant's is not found (404, as an
@@ -182,7 +182,7 @@ class Gateway:
         if not h.done.done():
             return JSONResponse({"id": h.ref, "workflow": h.workflow, "status": "running",
                                  "calls_finished": h.calls_finished})
-        return JSONResponse(query_body(h.ref, h.done.result()))
+        return query_answer(h.ref, h.done.result())
 
     # ------------------------------------------------------------------ admin
 
@@ -209,6 +209,22 @@ class Gateway:
         except KeyError:
             raise APIError(404, f"no instance {name!r}", code="instance_not_found") from None
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
+
+
+def query_answer(ref: str, r: QueryResult) -> Response:
+    """A finished query's answer: its body, with the error of a failed one (an output
+    that is not JSON is its workflow's error, not a response that cannot be written)."""
+    out = query_body(ref, r)
+    err = None if r.status == "completed" else failure_error(r.reason or "failed")
+    try:
+        json.dumps(out["output"], allow_nan=False)  # as JSONResponse renders it
+    except (TypeError, ValueError) as e:
+        err = APIError(500, f"workflow {r.workflow!r}: output() returned a value that is not JSON ({e})",
+                       "server_error", "app_error")
+        out = {**out, "status": "failed", "reason": err.message, "output": None}
+    if err is not None:
+        return JSONResponse({**err.body(), **out}, status_code=err.status)
+    return JSONResponse(out)
 
 
 def query_body(ref: str, r: QueryResult) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import multiprocessing
 import os
@@ -25,14 +26,21 @@ import uvicorn
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
-from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.http_protocol import BoundedHttpProtocol, HeadLimits
+from flowserve.gateway.settings import GatewaySettings, ServeConfig
 
 DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
 
 
-def uvicorn_config(app: Any, drain_timeout_s: float, **kw: Any) -> uvicorn.Config:
-    return uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+def uvicorn_config(app: Any, drain_timeout_s: float, limits: HeadLimits | None = None, **kw: Any) -> uvicorn.Config:
+    """limits: a gateway's bounds on request heads (`BoundedHttpProtocol`)."""
+    http: Any = "httptools" if limits is None else functools.partial(BoundedHttpProtocol, limits=limits)
+    return uvicorn.Config(app, loop="uvloop", http=http, lifespan="on", access_log=False,
                           timeout_graceful_shutdown=int(drain_timeout_s + DRAIN_MARGIN_S) + 1, **kw)
+
+
+def head_limits(s: GatewaySettings) -> HeadLimits:
+    return HeadLimits(s.max_header_bytes, s.max_headers, s.header_timeout_s)
 
 
 class GatewayServer(uvicorn.Server):
@@ -68,7 +76,7 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
     sock = bind(host, port)  # before anything else: a port in use is one line, not a traceback
     if workers <= 1:
         server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
-                                              log_level=log_level))
+                                              head_limits(config.gateway), log_level=log_level))
         announce(sock)
         server.run(sockets=[sock])
         return
@@ -130,7 +138,8 @@ def announce(sock: socket.socket) -> None:
 
 
 def _worker(config: ServeConfig, sock: socket.socket, log_level: str, first: bool) -> None:
-    server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s, log_level=log_level))
+    server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
+                                          head_limits(config.gateway), log_level=log_level))
     if first:
         announce(sock)
     server.run(sockets=[sock])
@@ -146,7 +155,8 @@ class BackgroundServer:
         self.host, self.port = self._sock.getsockname()[:2]
         gw = getattr(getattr(app, "state", None), "gateway", None)
         drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0
-        self.server = GatewayServer(uvicorn_config(app, drain, log_level=log_level))
+        limits = head_limits(gw.config.gateway) if gw is not None else None
+        self.server = GatewayServer(uvicorn_config(app, drain, limits, log_level=log_level))
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="flowserve-gateway", daemon=True)
 

@@ -252,3 +252,17 @@ def test_the_rendered_page_shows_what_metrics_says(chromium: str, busy_gateway: 
     assert sum(int(v[f"{i}.queued"]) for i in ("sim-0", "sim-1")) == 1
     assert v["dispatch"] == "round_robin" and v["queue"] == "flowserve"
     assert 'tenant_weights={"gold":3,"free":1}' in dom
+
+
+def test_status_json_answers_for_policies_given_by_import_path() -> None:
+    """Issue 35 item 15: a plug-in policy (import path) made /status.json a 500 (KeyError)."""
+    import flowserve
+
+    cfg = {**CONFIG, "gateway": {"admin_keys": [ADMIN]}}
+    with flowserve.serve(cfg, port=0, dispatch="thirdparty:FewestCalls", queue="thirdparty:Lifo",
+                         background=True) as srv:
+        snap = httpx.get(f"{srv.url}/status.json", headers={"authorization": f"Bearer {ADMIN}"})
+        assert snap.status_code == 200, snap.text
+        policies = snap.json()["policies"]
+        assert policies["dispatch"] == {"name": "thirdparty:FewestCalls", "params": {"spread": 0}}
+        assert policies["queue"]["name"] == "thirdparty:Lifo"
