@@ -74,8 +74,9 @@ def test_an_slo_must_be_a_positive_finite_number(server: BackgroundServer, slo: 
 
 
 def test_supported_fields_are_accepted(server: BackgroundServer) -> None:
+    chat = {k: v for k, v in CHAT.items() if k != "max_tokens"}  # max_completion_tokens below
     resp = post(server, "/v1/chat/completions", {
-        **{k: v for k, v in CHAT.items() if k != "max_tokens"}, "temperature": 1, "top_p": 0.5, "stop": "x", "seed": 3, "user": "u", "presence_penalty": 0,
+        **chat, "temperature": 1, "top_p": 0.5, "stop": "x", "seed": 3, "user": "u", "presence_penalty": 0,
         "frequency_penalty": 0.5, "logit_bias": {"12": -100}, "logprobs": True, "top_logprobs": 2, "n": 1,
         "response_format": {"type": "json_object"}, "stream_options": None, "max_completion_tokens": 2,
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
