@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from flowserve.apps.single import SingleCall
-from flowserve.engines.backend import TokenSink
+from flowserve.engines.backend import EngineFields, TokenSink
 from flowserve.errors import FlowserveError
 from flowserve.gateway import tenancy
 from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
@@ -136,7 +136,8 @@ class LLMRoutes:
         call = result.calls[-1]
         use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
         make = chat_body if kind == "chat" else completion_body
-        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
+        body = make(rid, model, call.text, call.finish_reason, use, call.extra)
+        return json_reply({**body, **(h.engine or {})},  # the engine's own id, created and fingerprint
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
 
     async def _start(self, kind: str, headers: Mapping[str, str], hdr: tenancy.Headers, ph: ProgramHeaders | None,
@@ -196,7 +197,12 @@ class LLMRoutes:
                 if item is _END:
                     ended = True
                     break
-                parts.append(enc.delta(item) if isinstance(item, str) else enc.choice(item))
+                if isinstance(item, str):
+                    parts.append(enc.delta(item))
+                elif isinstance(item, EngineFields):
+                    enc.adopt(item.fields)
+                else:
+                    parts.append(enc.choice(item))
                 if queue.empty():
                     break
                 item = queue.get_nowait()

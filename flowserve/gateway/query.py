@@ -74,6 +74,7 @@ class CallHandle:
     routed: asyncio.Future[str]
     sink: TokenSink | None
     sent: float  # when the driver took it (its latency's start)
+    engine: Mapping[str, Any] | None = None  # the engine's own fields of its answer (id, created, fingerprint)
 
 
 @dataclass(eq=False)
@@ -102,6 +103,7 @@ class QueryHandle:
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
     ref: str = field(default_factory=lambda: "q-" + secrets.token_hex(12))
+    engine: Mapping[str, Any] | None = None  # a one-call query: the engine's own fields of its answer
 
     def channel(self, node: str) -> QueryHandle | CallHandle:
         """Where the answer of step `node` goes: its own client's handle (a program's
