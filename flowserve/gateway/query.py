@@ -61,6 +61,11 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
     return tuple(sorted(calls, key=lambda c: c.finished))
 
 
+def new_ref() -> str:
+    """An id for clients that nobody can guess (the core's ids count up)."""
+    return "q-" + secrets.token_hex(12)
+
+
 @dataclass(eq=False)
 class CallHandle:
     """One call of a program, awaited by its client like a one-call query's handle:
@@ -75,6 +80,7 @@ class CallHandle:
     sink: TokenSink | None
     sent: float  # when the driver took it (its latency's start)
     engine: Mapping[str, Any] | None = None  # the engine's own fields of its answer (id, created, fingerprint)
+    ref: str = field(default_factory=new_ref)  # its id for its client (no lookup: see QueryHandle.ref)
 
 
 @dataclass(eq=False)
@@ -102,7 +108,7 @@ class QueryHandle:
     call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
-    ref: str = field(default_factory=lambda: "q-" + secrets.token_hex(12))
+    ref: str = field(default_factory=new_ref)
     engine: Mapping[str, Any] | None = None  # a one-call query: the engine's own fields of its answer
 
     def channel(self, node: str) -> QueryHandle | CallHandle:
