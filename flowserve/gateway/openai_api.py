@@ -154,6 +154,8 @@ class ChunkEncoder:
 
 def failure_error(reason: str) -> APIError:
     """The HTTP error for a query that failed, from the reason the core gave."""
+    if reason.startswith("workflow ") and (" raised " in reason or " output failed: " in reason):
+        return APIError(500, reason, "server_error", "app_error")  # the workflow's own code, not the engine
     if "exceeds the model's context" in reason or "exceeds the KV capacity" in reason:
         return APIError(400, reason, code="context_length_exceeded", param="prompt")
     if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:

@@ -126,6 +126,10 @@ def test_a_workflow_s_own_bugs_are_its_errors_as_json_and_never_the_engine_s() -
             return http.post("/v1/workflows/faulty", json={"input": {"fault": fault}})
 
         assert run("none").status_code == 200
+        for fault, bug in (("start", "KeyError"), ("output", "ZeroDivisionError: the output's own bug")):
+            r = run(fault)  # its own code failed: 500 app_error, not the engine's 502
+            assert r.status_code == 500 and r.json()["error"]["code"] == "app_error", r.text
+            assert bug in r.json()["error"]["message"] and r.json()["status"] == "failed"
         r = run("init")
         assert r.status_code == 500 and r.headers.get("connection") != "close"
         err = r.json()["error"]

@@ -9,11 +9,16 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from live_support import MODEL
 
 from flowserve.gateway.app import create_app
+from flowserve.gateway.openai_api import APIError
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.gateway.tenancy import request_tenant
+from flowserve.tenants import api_keys, tenant_name_problem
 
 ALICE, BOB, SHOP, OPS = "sk-alice-0123456789", "sk-bob-0123456789", "sk-shop-0123456789", "sk-ops-0123456789"
 KEYS = {ALICE: "alice", BOB: "bob", SHOP: {"tenant": "shop", "acts_for": ["shop/*", "partner"]}}
@@ -149,3 +154,30 @@ def test_per_tenant_metrics_keep_the_top_tenants_and_sum_the_rest() -> None:
         tenants = {t for t, _ in series}
         assert len(tenants) <= 21 and "other" in tenants and "heavy" in tenants
         assert sum(float(v) for _, v in series) == 2 * 65  # every output token counted once
+
+
+names = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=300), max_size=140) | st.sampled_from(
+    ["alice", "bob", "shop", "shop/u1", "shop/", "partner", "other", "default", " alice ", "key-1", ""])
+BOOKS = [api_keys(KEYS), api_keys([ALICE, BOB]), api_keys(None)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(range(len(BOOKS))), st.sampled_from([ALICE, BOB, SHOP, OPS, "", "x y"]),
+       st.sampled_from(["Bearer ", "bearer  ", "Basic ", ""]), st.none() | names)
+def test_any_key_and_x_tenant_give_a_tenant_the_key_may_act_for_or_a_4xx(book: int, key: str, scheme: str,
+                                                                          claimed: str | None) -> None:
+    keys = BOOKS[book]
+    headers = {"authorization": scheme + key, **({} if claimed is None else {"x-tenant": claimed})}
+    try:
+        tenant = request_tenant(headers, keys)
+    except APIError as e:
+        assert e.status in (400, 401, 403) and e.message
+        if e.status == 403:
+            assert e.param == "x-tenant" and keys
+        return
+    assert tenant_name_problem(tenant) is None or tenant == "default"
+    grant = keys.grant(key) if keys else None
+    if keys:
+        assert grant is not None and scheme.strip().lower() == "bearer" and grant.may_act_for(tenant)
+    elif claimed is not None and claimed.strip():
+        assert tenant == claimed.strip()  # an open gateway: whatever the client names
