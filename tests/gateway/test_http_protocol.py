@@ -10,9 +10,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from live_support import MODEL
 
 from flowserve.gateway.app import create_app
+from flowserve.gateway.asgi import SINGLE, repeated
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import serve_config
 
@@ -79,3 +82,21 @@ def test_a_request_answered_longer_than_the_head_timeout_is_not_cut(server: Back
     out = exchange(server, request(f"authorization: Bearer {KEY}", body=body))
     assert out.startswith(b"HTTP/1.1 200 OK"), out[:200]
     assert json.loads(out.partition(b"\r\n\r\n")[2])["usage"]["completion_tokens"] == 200
+
+
+header_names = st.sampled_from([b"authorization", b"x-tenant", b"x-slo-ms", b"x-flowserve-program", b"accept",
+                                b"x-other", b"cookie", b"content-type"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(header_names, st.binary(max_size=8)), max_size=12))
+def test_the_first_header_read_once_that_repeats_is_named(headers: list[tuple[bytes, bytes]]) -> None:
+    named = repeated({"headers": headers})
+    seen: set[bytes] = set()
+    expected = None
+    for name, _ in headers:
+        if name in SINGLE and name in seen:
+            expected = name
+            break
+        seen.add(name)
+    assert named == expected
