@@ -89,6 +89,9 @@ class GatewayMetrics:
         self.jobs = Counter("flowserve_jobs", "Background jobs (RunJob) by outcome", ["outcome"], registry=r)
         self.record_errors = Counter("flowserve_record_errors", "Finished queries `gateway.record` could not write "
                                      "(a full disk): the queries were answered, their records dropped", registry=r)
+        self.kv_bad = Counter("flowserve_kv_events_bad", "Engine cache events not applied as sent, by kind (gap, "
+                              "stale, malformed, broken, skipped, frames, replay_short, replay_failed, restart)",
+                              ["instance", "kind"], registry=r)
 
     def policy_changed(self, cmd: PolicyChanged) -> None:
         self.policy_changes.labels(cmd.policy).inc()
