@@ -30,7 +30,7 @@ from urllib.parse import unquote
 import orjson
 
 from flowserve.engines.answer import EngineError
-from flowserve.gateway.asgi import ROUTES, too_large
+from flowserve.gateway.asgi import ROUTES, SINGLE, too_large
 from flowserve.gateway.openai_api import APIError, failure_error
 from flowserve.gateway.tenancy import authenticate, request_tenant
 from flowserve.picker import wire
@@ -85,6 +85,9 @@ class Exchange:
         cfg = msg.protocol_config
         self.full_duplex = cfg.request_body_mode == wire.FULL_DUPLEX
         self.echo_response = cfg.response_body_mode == wire.FULL_DUPLEX
+        twice = wire.repeated(msg.request_headers, SINGLE)
+        if twice is not None:
+            return [wire.immediate(APIError(400, f"{twice}: sent more than once; send one", param=twice))]
         h = self.headers = wire.headers_of(msg.request_headers)
         path = h.get(":path", "").split("?", 1)[0]
         method = h.get(":method", "")

@@ -118,6 +118,7 @@ BAD: list[tuple[str, dict[str, Any]]] = [
     ("empty body", {"raw": b"", "headers": KEY}),
     ("no API key", {"body": completion("x")}),
     ("a wrong API key", {"body": completion("x"), "headers": {"authorization": "Bearer sk-nope"}}),
+    ("x-tenant sent twice", {"body": completion("x"), "headers": [*KEY.items(), ("x-tenant", "a"), ("x-tenant", "b")]}),
 ]
 
 def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path)
 
     with gateway(front["config"], tmp_path / "gw.log") as gw:
         want = answers(gw)
-    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 413]
+    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 400, 413]
     for mode in MODES:
         for (name, _), w, g in zip([*BAD, ("chunked over the limit", {})], want, answers(front[mode]), strict=True):
             assert g == w, f"{mode}, {name}"

@@ -72,7 +72,7 @@ def envoy(template: str, log: Path, **values: Any) -> Iterator[tuple[str, Envoy]
         yield f"http://127.0.0.1:{listen}", e
 
 
-def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: dict[str, str] | None = None,
+def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: Any = None,
          timeout: float = 30.0) -> httpx.Response:
     """One request, bounded in time: a hang fails the test instead of stalling it."""
     if raw is not None:
