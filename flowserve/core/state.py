@@ -158,7 +158,11 @@ class InstanceState:
         self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
         self.queue = queue
         self.running: dict[int, CallState] = {}
-        self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls
+        self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls (peer replicas' included)
+        # peer replicas' share of the load (`flowserve.core._peers`): part of `outstanding`
+        self.peer_outstanding = 0.0
+        self.peer_running = 0
+        self.peers = 0  # peer replicas with calls here
         self.up = True
         # Engine-reported admission state (spec.reports_capacity); optimistic otherwise.
         self.free_seqs = spec.engine.max_num_seqs if spec.reports_capacity else UNLIMITED
@@ -176,8 +180,11 @@ class InstanceState:
     def slots_free(self) -> int:
         """Calls this instance can start now: engine admission and max_inflight."""
         free = self.free_seqs
-        if self.spec.max_inflight is not None:
-            free = min(free, self.spec.max_inflight - len(self.running))
+        limit = self.spec.max_inflight
+        if limit is not None:
+            own = len(self.running)
+            # replicas share the limit: what peers leave, and at least an equal share each
+            free = min(free, max(limit - own - self.peer_running, limit // (self.peers + 1) - own))
         return free
 
     @property
