@@ -41,7 +41,8 @@ from flowserve.gateway.openai_api import (
     failure_error,
 )
 from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, Rejected, query_body
+from flowserve.gateway.replica import Replica
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import read_headers
@@ -75,15 +76,21 @@ class Gateway:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
         self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
+        self.replica: Replica | None = None  # gateway.state: one of several replicas
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
+        state = self.config.gateway.state
+        if state is not None:
+            self.replica = await Replica.join(state, self.driver, self.config.instances, self.programs)
         self.programs.start()
 
     async def stop(self) -> None:
         await self.programs.stop()
         await self.driver.shutdown()
+        if self.replica is not None:
+            await self.replica.leave()
         for prepared in self.prepared.values():
             for path in prepared.get("_cleanup", ()):
                 shutil.rmtree(path, ignore_errors=True)
@@ -168,11 +175,15 @@ class Gateway:
             return JSONResponse({**err.body(), **out}, status_code=err.status)
         return JSONResponse(out)
 
-    def query_status(self, query_id: str) -> Response:
+    async def query_status(self, query_id: str) -> Response:
         try:
             h = self.driver.query(int(query_id))
         except ValueError:
             h = None
+        if h is None and self.replica is not None and query_id.isdigit():  # another replica's query
+            found = await self.replica.query(int(query_id))
+            if found is not None:
+                return JSONResponse(found)
         if h is None:
             raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
         if not h.done.done():
@@ -205,14 +216,6 @@ class Gateway:
         except KeyError:
             raise APIError(404, f"no instance {name!r}", code="instance_not_found") from None
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
-
-
-def query_body(r: QueryResult) -> dict[str, Any]:
-    return {"id": r.id, "workflow": r.workflow, "status": r.status, "reason": r.reason,
-            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
-            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
-                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
-                       "output_tokens": c.output_tokens} for c in r.calls]}
 
 
 def create_app(config: ServeConfig, backend_factory: BackendFactory | None = None,
@@ -269,12 +272,12 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     @app.get("/v1/queries/{query_id}")
     async def get_query(query_id: str, request: Request) -> Response:
         gw.check_key(request, api_keys)
-        return gw.query_status(query_id)
+        return await gw.query_status(query_id)
 
     @app.get("/v1/programs/{program_id}")
     async def get_program(program_id: str, request: Request) -> Response:
         gw.check_key(request, api_keys)
-        return JSONResponse(gw.programs.state(program_id, read_headers(request.headers).tenant))
+        return JSONResponse(await gw.programs.state(program_id, read_headers(request.headers).tenant))
 
     @app.delete("/v1/programs/{program_id}")
     async def delete_program(program_id: str, request: Request) -> Response:
@@ -286,8 +289,10 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         d = gw.driver
         up = sum(1 for i in d.instances() if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
-        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries},
-                            status_code=200 if status == "ok" else 503)
+        body = {"status": status, "instances_up": up, "open_queries": d.open_queries}
+        if gw.replica is not None:  # degraded without Redis still serves: the detail says so
+            body["state"] = gw.replica.health()
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

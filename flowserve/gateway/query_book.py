@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
@@ -27,6 +28,7 @@ class QueryBook:
         self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
         self.calls: dict[int, QueryHandle] = {}  # call id → its query
         self.ops: dict[int, int] = {}  # running tool op → its query id
+        self.on_resolved: Callable[[QueryHandle], None] | None = None  # replicas publish finished queries
 
     def get(self, query_id: int) -> QueryHandle | None:
         return self.open.get(query_id) or self.finished.get(query_id)
@@ -81,6 +83,8 @@ class QueryBook:
                 ch.done.set_result(QueryResult(ch.id, h.workflow, "failed", reason or status, now - ch.sent, None,
                                                {}, ()))
         h.steps.clear()
+        if self.on_resolved is not None:
+            self.on_resolved(h)
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
             self.finished.popitem(last=False)

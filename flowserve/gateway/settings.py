@@ -42,6 +42,29 @@ class ProgramSettings(Strict):
                       "for a late call)")
 
 
+class StateSettings(Strict):
+    """Replicas sharing one scheduler's view through Redis (docs/replicas.md)."""
+
+    url: str = Field(description="the Redis that holds the shared state: redis://HOST:PORT/DB, rediss://..., or "
+                     "unix:///PATH?db=N")
+    namespace: str = Field("flowserve", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="prefix of every key: "
+                           "deployments with another namespace share nothing")
+    sync_ms: float = Field(20.0, gt=0, le=10_000, description="how often a replica exchanges load and routed "
+                           "prompts with its peers")
+    heartbeat_s: float = Field(1.0, gt=0, le=3600, description="a replica's report is refreshed at least this often "
+                               "and expires after two: a dead replica's share of the load is gone within two "
+                               "heartbeats")
+    timeout_ms: float = Field(500.0, gt=0, le=60_000, description="one Redis command; beyond, the replica serves on "
+                              "its local view (degraded) until Redis answers again")
+    route_ttl_s: float = Field(300.0, gt=0, description="peers' routed prompts older than this are not folded in")
+    route_entries: int = Field(100_000, ge=100, description="routed prompts the stream keeps")
+    route_blocks: int = Field(65_536, ge=64, description="prompt blocks (16 tokens) each replica remembers to "
+                              "rebuild peers' routed prompts")
+    queries_ttl_s: float = Field(3600.0, gt=0, description="finished workflow queries answer GET /v1/queries/ID on "
+                                 "every replica for this long")
+    programs_ttl_s: float = Field(3600.0, gt=0, description="an ended program's record is kept this long")
+
+
 class GatewaySettings(Strict):
     """The `gateway:` section of a serving YAML (`flowserve serve --config`); every field is
     optional."""
@@ -106,6 +129,9 @@ class GatewaySettings(Strict):
                                          "the retrieval ops")
     admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints (default: the "
                                          "`api_keys`)")
+    state: StateSettings | None = Field(None, description="replicas: share load, programs, tenants, queries and "
+                                        "routed prefixes through Redis (`{url: redis://HOST:PORT/DB}`); null: this "
+                                        "process alone")
 
     @model_validator(mode="after")
     def _policies_exist(self) -> GatewaySettings:
