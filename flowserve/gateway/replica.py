@@ -10,11 +10,13 @@ share of the load at once instead of after two heartbeats.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -24,11 +26,12 @@ from flowserve.errors import ConfigError
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, query_body
-from flowserve.gateway.settings import GatewaySettings, StateSettings
+from flowserve.gateway.settings import GatewaySettings, ServeConfig, StateSettings
 from flowserve.gateway.shared_programs import SharedPrograms
 from flowserve.replicas import fingerprint
 from flowserve.replicas.codec import StateError, json_object
 from flowserve.replicas.programs import ProgramRegistry
+from flowserve.replicas.redis_server import PrivateRedis, redis_binary
 from flowserve.replicas.store import LOST, StateStore, connect
 from flowserve.replicas.sync import ReplicaSync
 from flowserve.types.peers import PeerRouted
@@ -80,6 +83,27 @@ async def claim_config(store: StateStore, mine: Mapping[str, Any], ttl_s: float,
     raise StateError(f"gateway.state {redacted(url)} (namespace {store.ns!r}) is shared by replicas with another "
                      f"config: {'; '.join(diff)}. Give every replica the same instances and policies, or another "
                      f"gateway.state.namespace")
+
+
+def with_state(config: ServeConfig, url: str) -> ServeConfig:
+    """The config with its state at `url` (the rest of `gateway.state` kept)."""
+    state = config.gateway.state
+    new = StateSettings(url=url) if state is None else state.model_copy(update={"url": url})
+    return dataclasses.replace(config, gateway=config.gateway.model_copy(update={"state": new}))
+
+
+@contextlib.contextmanager
+def replicated(config: ServeConfig, workers: int) -> Iterator[ServeConfig]:
+    """The config `workers` gateway processes run: several need a state to share — the
+    config's, else a private redis-server on a unix socket while they run."""
+    if workers <= 1 or config.gateway.state is not None:
+        yield config
+        return
+    if redis_binary() is None:
+        raise ConfigError(f"--workers {workers}: the workers share their state through Redis, and redis-server is "
+                          f"not on PATH: give --state-url redis://HOST:PORT/DB, or install redis-server")
+    with PrivateRedis() as server:
+        yield with_state(config, server.url)
 
 
 async def check_state(s: StateSettings, instances: Sequence[InstanceSpec], gateway: GatewaySettings) -> None:

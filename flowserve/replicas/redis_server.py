@@ -8,7 +8,6 @@ once it answers PING. Stopping it is SIGTERM, then SIGKILL after a grace period.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from flowserve.engines.llamacpp_server import free_port
 from flowserve.errors import ConfigError
 
 START_TIMEOUT_S = 10.0
@@ -54,7 +54,7 @@ class PrivateRedis:
         self.binary = binary
         self._own_folder = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="flowserve-redis-")) if folder is None else folder
-        self.port = _free_port() if port == 0 else port
+        self.port = free_port() if port == 0 else port
         self.appendonly = appendonly
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -115,9 +115,3 @@ class PrivateRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
