@@ -203,6 +203,7 @@ class Replica:
         shared = SharedPrograms(ProgramRegistry(store, name, settings.programs_ttl_s), sync, programs.settings,
                                 runner.emit, driver.clock)
         programs.shared = shared
+        sync.on_resync(lambda: store.keep_number(number))
         sync.on_resync(lambda: shared.restore_all(programs.open.values()))
         driver.book.on_resolved = replica.finished
         sync.on_tick(replica.publish)

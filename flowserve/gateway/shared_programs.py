@@ -69,10 +69,10 @@ class SharedPrograms:
             _, got = await self.registry.open(program_id, hdr.tenant, hdr.priority, hdr.cls,
                                                 None if hdr.slo_s is None else hdr.slo_s * 1000, time.time(),
                                                 self.settings.max_open_per_tenant)
-        except (*LOST, aioredis.RedisError) as e:
+        except LOST as e:
             self._failed(e)
             return None
-        except StateError as e:
+        except (aioredis.RedisError, StateError) as e:  # a foreign value under the program's key
             self._failed(e)
             raise refused_record(program_id) from None
         if isinstance(got, int):

@@ -32,6 +32,12 @@ from flowserve.errors import ConfigError
 # what a lost or broken Redis raises: serve on, degraded
 LOST = (aioredis.ConnectionError, aioredis.TimeoutError, OSError)
 
+_NUMBER = """
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+
 _CONFIG = """
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then return cur end
@@ -74,6 +80,10 @@ class StateStore:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"{self.key('seq')} is not a counter")
         return n
+
+    async def keep_number(self, number: int) -> None:
+        """After Redis lost its data: numbers up to ours stay taken."""
+        await self.redis.eval(_NUMBER, 1, self.key("seq"), number)
 
     async def hold_config(self, fingerprint: bytes, ttl_s: float) -> bytes | None:
         """Claim (or refresh) the config of this state; another fingerprint held there is

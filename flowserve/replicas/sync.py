@@ -134,28 +134,32 @@ class ReplicaSync:
                 await self.tick()
             except LOST as e:
                 self.lost(e)
-            except aioredis.ResponseError as e:  # e.g. a foreign value where the stream should be
-                self.refuse("redis", f"Redis refused a command: {e}")
-            except StateError as e:  # another config holds the state now (after Redis lost its data)
-                self.refuse("config", str(e))
             except Exception:  # a bug must not stop the sync: say so, keep going
                 log.exception("replica sync failed")
             await asyncio.sleep(self.sync_s)
 
     async def tick(self) -> None:
+        """One exchange. Redis lost raises (the tick stops there); a part Redis refuses
+        (a foreign value under its key) or this replica cannot parse is refused alone."""
         now = time.monotonic()
         if self.degraded_since is not None:
             await self.store.ping()
             await self._recovered(now)
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("config", self._config), ("routes", self._send_routes), *(("flush", fn) for fn in self._flush),
+            ("report", lambda: self._send_report(now)), ("reports", lambda: self._read_reports(now)),
+            ("routes", self._read_routes)]
+        for kind, step in steps:
+            try:
+                await step()
+            except (aioredis.ResponseError, StateError) as e:
+                self.refuse(kind, f"{kind}: {e}")
+
+    async def _config(self) -> None:
+        now = time.monotonic()
         if now - self._last_config >= self.heartbeat_s:
+            self._last_config = now  # a conflict is said once per heartbeat, not every tick
             await self._hold_config()
-            self._last_config = now
-        await self._send_routes()
-        for fn in self._flush:
-            await fn()
-        await self._send_report(now)
-        await self._read_reports(now)
-        await self._read_routes()
 
     async def _send_routes(self) -> None:
         if not self._routes:
