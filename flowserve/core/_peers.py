@@ -56,15 +56,17 @@ class PeerBook:
     def refresh(self, inst: InstanceState) -> None:
         """Set the instance's peer share from the latest reports (also right after the
         instance was replaced: its new state starts without one)."""
-        outstanding, running, peers = 0.0, 0, 0
+        outstanding, running, queued, peers = 0.0, 0, 0, 0
         for loads in self._loads.values():
             load = loads.get(inst.name)
             if load is not None:
                 outstanding += load.outstanding_s
                 running += load.running
+                queued += load.queued
                 peers += load.running + load.queued > 0
         inst.outstanding += outstanding - inst.peer_outstanding
         inst.peer_outstanding = outstanding
+        inst.peer_queued = queued
         if (running, peers) != (inst.peer_running, inst.peers):
             inst.peer_running, inst.peers = running, peers
             self._dirty[inst] = None

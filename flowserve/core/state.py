@@ -162,6 +162,7 @@ class InstanceState:
         # peer replicas' share of the load (`flowserve.core._peers`): part of `outstanding`
         self.peer_outstanding = 0.0
         self.peer_running = 0
+        self.peer_queued = 0
         self.peers = 0  # peer replicas with calls here
         self.up = True
         # Engine-reported admission state (spec.reports_capacity); optimistic otherwise.
@@ -180,11 +181,8 @@ class InstanceState:
     def slots_free(self) -> int:
         """Calls this instance can start now: engine admission and max_inflight."""
         free = self.free_seqs
-        limit = self.spec.max_inflight
-        if limit is not None:
-            own = len(self.running)
-            # replicas share the limit: what peers leave, and at least an equal share each
-            free = min(free, max(limit - own - self.peer_running, limit // (self.peers + 1) - own))
+        if self.spec.max_inflight is not None:
+            free = min(free, replica_share(self.spec.max_inflight, self) - len(self.running))
         return free
 
     @property
@@ -198,6 +196,13 @@ class InstanceState:
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
+
+
+def replica_share(limit: int, inst: InstanceState) -> int:
+    """Of `limit` calls at once on an instance, how many this replica may run beside its
+    peers (replicas sharing the engines, `flowserve.core._peers`): what their running calls
+    leave, and at least an equal share each, so a stale report starves nobody. Alone: `limit`."""
+    return max(limit - inst.peer_running, limit // (inst.peers + 1), 1 if limit > 0 else 0)
 
 
 def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:

@@ -29,9 +29,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from flowserve.replicas.blocks import BlockBook, RouteDecoder, RouteEncoder
 from flowserve.replicas.codec import StateError, encode_report, encode_route, parse_report, parse_route
-from flowserve.replicas.peers import PeerTracker, Report, make_report
+from flowserve.replicas.exchange import Exchange
+from flowserve.replicas.peers import Report
 from flowserve.replicas.store import LOST, StateStore
 from flowserve.types.peers import InstanceLoad, PeerRouted
 from flowserve.types.work import Tokens
@@ -70,10 +70,8 @@ class ReplicaSync:
         self.route_ttl_s, self.route_entries = route_ttl_s, route_entries
         self._loads, self._costs, self._put, self._peer_routed = loads, costs, put, peer_routed
         self._hold_config = hold_config
-        book = BlockBook(route_blocks)
-        self._encoder = RouteEncoder(replica, book, republish_s=route_ttl_s / 2)
-        self._decoder = RouteDecoder(book)
-        self.tracker = PeerTracker(replica)
+        self.exchange = Exchange(replica, route_blocks, route_ttl_s)
+        self.tracker = self.exchange.tracker
         self.metrics = SyncMetrics(registry)
         self._routes: deque[dict[bytes, bytes]] = deque(maxlen=PENDING_ROUTES)
         self._after: bytes | None = None  # the last routed prompt read
@@ -122,7 +120,7 @@ class ReplicaSync:
 
     def routed(self, instance: str, tokens: Tokens) -> None:
         """This replica sent a prompt to `instance` (shared on the next tick)."""
-        entry = self._encoder.entry(instance, tokens, time.time())
+        entry = self.exchange.route(instance, tokens, time.time())
         if entry is not None:
             self._routes.append(encode_route(entry))
 
@@ -171,7 +169,7 @@ class ReplicaSync:
         self.metrics.routes.labels("sent").inc(len(batch))
 
     async def _send_report(self, now: float) -> None:
-        report = make_report(self.replica, time.time(), self._loads(), self._costs())
+        report = self.exchange.report(time.time(), self._loads(), self._costs())
         last, when = self._last_report
         if last is not None and (last.loads, last.tenants) == (report.loads, report.tenants) \
                 and now - when < self.heartbeat_s / 2:
@@ -192,7 +190,7 @@ class ReplicaSync:
                 reports[name] = parse_report(raw, name)
             except StateError as e:
                 self.refuse("report", str(e))
-        for ev in self.tracker.apply(now, reports):
+        for ev in self.exchange.peers(now, reports):
             self._put(ev)
         self.metrics.peers.set(len(self.tracker.peers))
         if gone:
@@ -202,22 +200,20 @@ class ReplicaSync:
         if self._after is None:
             back = await self.store.redis.xrevrange(self.store.key("routes"), count=ROUTE_BACKLOG)
             self._after = back[-1][0] if back else b"0-0"
-        oldest = time.time() - self.route_ttl_s
+        wall = time.time()
+        decoder = self.exchange.decoder
         for entry_id, fields in await self.store.read_routes(self._after, READ_BATCH):
             self._after = entry_id
+            unknown = decoder.unknown_blocks
             try:
-                e = parse_route(fields)
-                if e.replica == self.replica or e.time < oldest:
-                    continue
-                unknown = self._decoder.unknown_blocks
-                tokens = self._decoder.tokens(e)
+                events = self.exchange.routes(wall, [parse_route(fields)], at=0.0)
             except (StateError, ValueError) as err:
                 self.refuse("route", str(err))
                 continue
             self.metrics.routes.labels("received").inc()
-            self.metrics.routes.labels("unknown").inc(self._decoder.unknown_blocks - unknown)
-            if tokens:
-                self._peer_routed(PeerRouted(0.0, e.instance, tokens))
+            self.metrics.routes.labels("unknown").inc(decoder.unknown_blocks - unknown)
+            for ev in events:
+                self._peer_routed(ev)
 
     # ------------------------------------------------------------------ losing and finding Redis
 

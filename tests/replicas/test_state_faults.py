@@ -34,8 +34,8 @@ def config(url: str, namespace: str) -> ServeConfig:
 
 def call(server: BackgroundServer, program: str | None, prompt: str, **headers: str) -> httpx.Response:
     h = {**AUTH, **headers, **({"x-flowserve-program": program} if program else {})}
-    return httpx.post(f"{server.url}/v1/completions", headers=h, json={"model": MODEL, "prompt": prompt, "max_tokens": 3},
-                      timeout=30)
+    return httpx.post(f"{server.url}/v1/completions", headers=h,
+                      json={"model": MODEL, "prompt": prompt, "max_tokens": 3}, timeout=30)
 
 
 def metric(url: str, name: str) -> float:
