@@ -279,6 +279,7 @@ class ProgramBook:
 
     async def delete(self, program_id: str, tenant: str) -> dict[str, Any]:
         """End a program and return its summary once its calls are done."""
+        partial = self.shared is not None and not await self.shared.state_back(self.shared.summary_wait_s)
         if self.shared is not None and (rec := await self.shared.read(program_id)) is not None:
             if rec.tenant != tenant:
                 raise _not_found(program_id)
@@ -297,7 +298,7 @@ class ProgramBook:
         assert prog.handle is not None
         await asyncio.shield(prog.handle.done)
         assert prog.summary is not None
-        return prog.summary
+        return {**prog.summary, "partial": True} if partial else prog.summary
 
     async def _delete_shared(self, program_id: str) -> dict[str, Any]:
         """Ended in the registry: this replica's part ends, then every live replica's calls."""

@@ -201,7 +201,7 @@ class Replica:
             runner.on_send = lambda instance, call: sync.routed(instance, call.prompt)
         replica = cls(store, settings, name, number, sync)
         shared = SharedPrograms(ProgramRegistry(store, name, settings.programs_ttl_s), sync, programs.settings,
-                                runner.emit, driver.clock)
+                                runner.emit, driver.clock, settings.summary_wait_s)
         programs.shared = shared
         sync.on_resync(lambda: store.keep_number(number))
         sync.on_resync(lambda: shared.restore_all(programs.open.values()))

@@ -63,6 +63,9 @@ class StateSettings(Strict):
     queries_ttl_s: float = Field(3600.0, gt=0, description="finished workflow queries answer GET /v1/queries/ID on "
                                  "every replica for this long")
     programs_ttl_s: float = Field(3600.0, gt=0, description="an ended program's record is kept this long")
+    summary_wait_s: float = Field(30.0, ge=0, le=3600, description="while the state is lost, DELETE of a program "
+                                  "waits this long for it (the summary needs every replica's part), then answers "
+                                  "with this replica's part, marked partial")
 
 
 class GatewaySettings(Strict):

@@ -16,6 +16,7 @@ limits, local summaries) and writes its parts again when Redis is back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import time
@@ -42,8 +43,10 @@ UNLIMITED = 1 << 40
 
 class SharedPrograms:
     def __init__(self, registry: ProgramRegistry, sync: ReplicaSync, settings: ProgramSettings,
-                 put: Callable[[Any], None], clock: Callable[[], float]) -> None:
+                 put: Callable[[Any], None], clock: Callable[[], float], summary_wait_s: float = 30.0) -> None:
+        """summary_wait_s: how long DELETE waits for a lost state (`gateway.state.summary_wait_s`)."""
         self.registry = registry
+        self.summary_wait_s = summary_wait_s
         self.sync = sync
         self.settings = settings
         self._put = put
@@ -214,6 +217,13 @@ class SharedPrograms:
                 book.close(prog, how)
             else:
                 self.shared_service(prog, rec)
+
+    async def state_back(self, timeout_s: float) -> bool:
+        """Wait (up to `timeout_s`) for a lost state to answer again; whether it does."""
+        if self.sync.degraded:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.sync.up.wait(), timeout_s)
+        return not self.sync.degraded
 
     async def read(self, program_id: str) -> ProgramRecord | None:
         """None: not in the state, or the state cannot answer (the caller falls back to its own)."""

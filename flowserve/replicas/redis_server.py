@@ -53,14 +53,17 @@ class PrivateRedis:
                               "--state-url redis://HOST:PORT/0 of a Redis you run")
         self.binary = binary
         self._own_folder = folder is None
-        self.folder = Path(tempfile.mkdtemp(prefix="flowserve-redis-")) if folder is None else folder
+        self.folder = (Path(tempfile.mkdtemp(prefix="flowserve-redis-")) if folder is None else folder).resolve()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # a unix socket's path must fit 107 bytes: its own short folder
+        self._sock_dir = Path(tempfile.mkdtemp(prefix="fsr-"))
         self.port = free_port() if port == 0 else port
         self.appendonly = appendonly
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def socket_path(self) -> Path:
-        return self.folder / "redis.sock"
+        return self._sock_dir / "redis.sock"
 
     @property
     def address(self) -> str | tuple[str, int]:
@@ -107,6 +110,7 @@ class PrivateRedis:
 
     def close(self) -> None:
         self.stop()
+        shutil.rmtree(self._sock_dir, ignore_errors=True)
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -78,6 +78,8 @@ class ReplicaSync:
         self._last_report: tuple[Report | None, float] = (None, -1e18)
         self._last_config = -1e18
         self.degraded_since: float | None = None
+        self.up = asyncio.Event()  # set while Redis answers
+        self.up.set()
         self._refusals: set[str] = set()
         self._resync: list[Callable[[], Awaitable[None]]] = []
         self._flush: list[Callable[[], Awaitable[None]]] = []
@@ -222,6 +224,7 @@ class ReplicaSync:
         now = time.monotonic()
         if self.degraded_since is None:
             self.degraded_since = now
+            self.up.clear()
             self.metrics.degraded.set(1)
             self.metrics.lost.inc()
             log.warning("shared state lost (%s: %s): serving on this replica's own view until Redis answers",
@@ -239,6 +242,7 @@ class ReplicaSync:
         for fn in self._resync:
             await fn()
         self.degraded_since = None
+        self.up.set()
         self.metrics.degraded.set(0)
         log.warning("shared state back after %.1f s: this replica's state written again", lost_s)
 
