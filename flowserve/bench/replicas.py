@@ -37,6 +37,7 @@ from flowserve.types.specs import InstanceSpec
 PARTS = ("sim", "scale", "flood", "kill", "outage", "cost")
 POLICY = {"dispatch": "flowserve", "queue": "flowserve", "queue_params": {"tenant_weights": WEIGHTS}}
 SYNC_MS = 20.0
+FLOOD = 4  # the flood's offered load, × the bench's rate
 
 
 def cost_share(calls: Sequence[Any]) -> dict[str, float]:
@@ -48,11 +49,14 @@ def cost_share(calls: Sequence[Any]) -> dict[str, float]:
     return {t: v / total for t, v in sorted(cost.items())}
 
 
-def measure(run: ClientRun, time_scale: float, until: float | None = None) -> dict[str, Any]:
-    """A live run's figures; `until`: count service only up to these wall seconds into the run."""
+def measure(run: ClientRun, time_scale: float, backlogged: bool = False) -> dict[str, Any]:
+    """A live run's figures; `backlogged`: tenants' service only while every tenant still
+    had calls to serve (until the first tenant's last answer: a flood's shares)."""
     ok = [c for c in run.calls if c.status == 200]
-    start = min((c.sent for c in run.calls), default=0.0)
-    window = ok if until is None else [c for c in ok if c.done - start <= until]
+    served = ok
+    if backlogged and ok:
+        end = min(max(c.done for c in ok if c.tenant == t) for t in {c.tenant for c in ok})
+        served = [c for c in ok if c.done <= end]
     prompt = sum(c.prompt for c in ok)
     lat = [(c.done - c.sent) * time_scale for c in ok]
     bad = [p.mismatches() for p in run.programs]
@@ -61,7 +65,7 @@ def measure(run: ClientRun, time_scale: float, until: float | None = None) -> di
             sum(1 for c in run.calls if c.status == 0), "rerouted": run.rerouted,
             "token_hit_rate": sum(c.cached for c in ok) / prompt if prompt else 0.0,
             "mean_latency_s": float(np.mean(lat)) if lat else None, "p90_latency_s":
-            float(np.percentile(lat, 90)) if lat else None, "tenant_share": cost_share(window),
+            float(np.percentile(lat, 90)) if lat else None, "tenant_share": cost_share(served),
             "programs": len(run.programs), "programs_exact": sum(1 for b in bad if not b),
             "program_mismatches": [m for b in bad for m in b][:10], "wall_s": run.wall_s}
 
@@ -133,11 +137,13 @@ async def _live(out: Path, queries: int, rate: float, seed: int, scale: float, o
                 run = await run_client(wl, [r.url for r in reps], scale, seed=seed)
             res["scale"].append({"replicas": n, **measure(run, scale)})
     if "flood" in parts:
-        say("live: two tenants flooding two replicas")
-        flood = replicas_workload(queries, rate * 4, seed + 1)
-        with fleet("flood", 2) as (reps, _):
-            run = await run_client(flood, [r.url for r in reps], scale, seed=seed)
-        res["flood"] = {"rate": rate * 4, **measure(run, scale, until=max(q.arrival for q in flood.queries) / scale)}
+        flood = replicas_workload(2 * queries, rate * FLOOD, seed + 1)
+        res["flood"] = []
+        for n in (1, 2):
+            say(f"live: two tenants flooding {n} replica(s)")
+            with fleet(f"flood{n}", n, shared=n > 1) as (reps, _):
+                run = await run_client(flood, [r.url for r in reps], scale, seed=seed)
+            res["flood"].append({"replicas": n, "rate": rate * FLOOD, **measure(run, scale, backlogged=True)})
     if "kill" in parts:
         say("live: SIGKILL one of two replicas mid-run")
         with fleet("kill", 2) as (reps, _):
@@ -184,9 +190,9 @@ def report(data: dict[str, Any], console: Console) -> None:
     console.print(markdown_table(["replicas", "hit sim", "hit live", "Δ hit sim", "Δ hit live", "latency ×1 sim",
                                   "latency ×1 live", "programs exact"], rows), highlight=False)
     lv = data.get("live") or {}
-    if "flood" in lv:
-        console.print(f"flood, 2 replicas: gold share {lv['flood']['tenant_share'].get('gold', 0):.3f} "
-                      f"(weight share 0.667)", highlight=False)
+    for f in lv.get("flood", []):
+        console.print(f"flood, {f['replicas']} replica(s): gold's share of the service "
+                      f"{f['tenant_share'].get('gold', 0):.3f} (its weight's share: 0.667)", highlight=False)
     for part in ("kill", "outage"):
         if part in lv:
             m = lv[part]

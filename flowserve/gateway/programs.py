@@ -283,12 +283,12 @@ class ProgramBook:
         if self.shared is not None and (rec := await self.shared.read(program_id)) is not None:
             if rec.tenant != tenant:
                 raise _not_found(program_id)
-            how, _ = await self.shared.end(program_id, tenant, "deleted")
+            how, _, epoch = await self.shared.end(program_id, tenant, "deleted")
             if how == "already":
                 raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
                                param="program_id")
             if how == "ended":
-                return await self._delete_shared(program_id)
+                return await self._delete_shared(program_id, epoch)
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
@@ -300,7 +300,7 @@ class ProgramBook:
         assert prog.summary is not None
         return {**prog.summary, "partial": True} if partial else prog.summary
 
-    async def _delete_shared(self, program_id: str) -> dict[str, Any]:
+    async def _delete_shared(self, program_id: str, epoch: int) -> dict[str, Any]:
         """Ended in the registry: this replica's part ends, then every live replica's calls."""
         assert self.shared is not None
         prog = self.open.get(program_id)
@@ -311,7 +311,7 @@ class ProgramBook:
             await asyncio.shield(prog.handle.done)
             async with prog.lock:  # its last call's totals are written
                 pass
-        rec = await self.shared.settled(program_id, self.driver.settings.drain_timeout_s)
+        rec = await self.shared.settled(program_id, epoch, self.shared.summary_wait_s)
         if rec is not None:
             return self.shared.summary(rec)
         if prog is not None and prog.summary is not None:

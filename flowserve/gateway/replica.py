@@ -203,6 +203,7 @@ class Replica:
         shared = SharedPrograms(ProgramRegistry(store, name, settings.programs_ttl_s), sync, programs.settings,
                                 runner.emit, driver.clock, settings.summary_wait_s)
         programs.shared = shared
+        sync.pending = lambda: sum(not p.registered for p in programs.open.values())
         sync.on_resync(lambda: store.keep_number(number))
         sync.on_resync(lambda: shared.restore_all(programs.open.values()))
         driver.book.on_resolved = replica.finished

@@ -88,6 +88,7 @@ class SharedPrograms:
         """Count the call `prog.calls` just counted locally, against `programs.max_calls`
         over every replica: the record, or None when it cannot be known (degraded)."""
         if self.sync.degraded:
+            prog.registered = False  # written again, as totals, when the state is back
             return None
         async with prog.lock:
             try:
@@ -95,6 +96,7 @@ class SharedPrograms:
                     await self._restore(prog)
                 how, got = await self.registry.count_call(prog.id, prog.calls, self.settings.max_calls)
             except (*LOST, aioredis.RedisError, StateError) as e:
+                prog.registered = False
                 self._failed(e)
                 return None
         if how == "limit":
@@ -235,26 +237,36 @@ class SharedPrograms:
             self._failed(e)
             return None
 
-    async def end(self, program_id: str, tenant: str, how: str) -> tuple[str, ProgramRecord | None]:
+    async def end(self, program_id: str, tenant: str, how: str) -> tuple[str, ProgramRecord | None, int]:
+        """End the program in the registry: (how, record, the epoch after which peers' reports
+        say they wrote everything of it)."""
         try:
-            return await self.registry.end(program_id, tenant, how, time.time())
+            how, rec = await self.registry.end(program_id, tenant, how, time.time())
+            return how, rec, await self.registry.store.bump_epoch()
         except (*LOST, aioredis.RedisError, StateError) as e:
             self._failed(e)
-            return "gone", None
+            return "gone", None, 0
 
     def live_inflight(self, rec: ProgramRecord) -> int:
         """Calls in flight at replicas that are alive (a dead one's are lost)."""
         alive = {self.me, *self.sync.tracker.peers}
         return sum(p.inflight for r, p in rec.parts.items() if r in alive)
 
-    async def settled(self, program_id: str, timeout_s: float) -> ProgramRecord | None:
-        """The record once no live replica has a call of the program in flight (or at the timeout)."""
+    async def settled(self, program_id: str, epoch: int, timeout_s: float) -> ProgramRecord | None:
+        """The record once it is whole (or at the timeout): no live replica has a call of the
+        program in flight, every live peer reported after `epoch` with nothing left to write,
+        and this replica has had the state for two heartbeats (so a peer without a report
+        is gone, not still finding Redis again)."""
         deadline = self._clock() + timeout_s
         while True:
             rec = await self.read(program_id)
-            if rec is None or self.live_inflight(rec) == 0 or self._clock() >= deadline:
+            if rec is None or self._clock() >= deadline:
                 return rec
-            await asyncio.sleep(self.sync.sync_s)  # other replicas' calls end on their own time
+            peers = self.sync.tracker.reports.values()
+            if self.live_inflight(rec) == 0 and all(r.epoch >= epoch and not r.pending for r in peers) \
+                    and time.monotonic() - self.sync.up_since >= 2 * self.sync.heartbeat_s:
+                return rec
+            await asyncio.sleep(self.sync.sync_s)  # other replicas' calls end, and report, on their own time
 
     def state(self, rec: ProgramRecord) -> dict[str, Any]:
         if rec.ended is not None:

@@ -71,7 +71,7 @@ def json_object(raw: bytes | str | None, what: str) -> dict[str, Any]:
 def encode_report(r: Report) -> bytes:
     return orjson.dumps({"v": VERSION, "replica": r.replica, "t": r.time,
                          "loads": [[x.instance, x.running, x.queued, x.outstanding_s] for x in r.loads],
-                         "tenants": {t.tenant: t.cost for t in r.tenants}})
+                         "tenants": {t.tenant: t.cost for t in r.tenants}, "epoch": r.epoch, "pending": r.pending})
 
 
 def parse_report(raw: bytes | str | None, replica: str) -> Report:
@@ -96,7 +96,8 @@ def parse_report(raw: bytes | str | None, replica: str) -> Report:
         raise StateError(f"{what}: tenants: expected an object of at most {MAX_TENANTS}")
     costs = tuple(TenantCost(name(t, f"{what}: tenant"), amount(c, f"{what}: cost of {t!r}"))
                   for t, c in tenants.items())
-    return Report(replica, time, tuple(loads), costs)
+    return Report(replica, time, tuple(loads), costs, count(d.get("epoch", 0), f"{what}: epoch"),
+                  count(d.get("pending", 0), f"{what}: pending"))
 
 
 # ---------------------------------------------------------------------- routed prompts

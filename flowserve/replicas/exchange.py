@@ -33,8 +33,9 @@ class Exchange:
         """What to tell the peers of a prompt this replica sent to `instance`."""
         return self.encoder.entry(instance, tokens, now)
 
-    def report(self, now: float, loads: tuple[InstanceLoad, ...], costs: Mapping[str, float]) -> Report:
-        return make_report(self.replica, now, loads, costs)
+    def report(self, now: float, loads: tuple[InstanceLoad, ...], costs: Mapping[str, float], epoch: int = 0,
+               pending: int = 0) -> Report:
+        return make_report(self.replica, now, loads, costs, epoch, pending)
 
     def peers(self, now: float, reports: Mapping[str, Report]) -> list[PeerLoad | PeerService]:
         """Every live peer's latest report → events (changes only; a peer missing left)."""

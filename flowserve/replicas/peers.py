@@ -24,13 +24,17 @@ class Report:
     time: float  # when it was made, on the sender's clock
     loads: tuple[InstanceLoad, ...]
     tenants: tuple[TenantCost, ...] = ()
+    # the state's epoch the sender had seen, and its program parts not yet written there:
+    # a report with epoch ≥ E and nothing pending says "all I did before E is written"
+    epoch: int = 0
+    pending: int = 0
 
 
 def make_report(replica: str, time: float, loads: tuple[InstanceLoad, ...],
-                costs: Mapping[str, float]) -> Report:
+                costs: Mapping[str, float], epoch: int = 0, pending: int = 0) -> Report:
     """A replica's report from its core's `own_load()` and `tenant_costs()`."""
     tenants = sorted(costs.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TENANTS]
-    return Report(replica, time, loads, tuple(TenantCost(t, c) for t, c in tenants))
+    return Report(replica, time, loads, tuple(TenantCost(t, c) for t, c in tenants), epoch, pending)
 
 
 class PeerTracker:
@@ -41,6 +45,7 @@ class PeerTracker:
         self.me = me
         self._loads: dict[str, tuple[InstanceLoad, ...]] = {}
         self._tenants: dict[str, tuple[TenantCost, ...]] = {}
+        self.reports: dict[str, Report] = {}  # every live peer's latest
 
     @property
     def peers(self) -> list[str]:
@@ -49,6 +54,7 @@ class PeerTracker:
     def apply(self, now: float, reports: Mapping[str, Report]) -> list[PeerLoad | PeerService]:
         """`reports`: every live peer's latest (a peer missing from it has left)."""
         out: list[PeerLoad | PeerService] = []
+        self.reports = {r: rep for r, rep in reports.items() if r != self.me}
         for replica in sorted(set(self._loads) - set(reports)):
             del self._loads[replica]
             self._tenants.pop(replica, None)
@@ -69,4 +75,5 @@ class PeerTracker:
         """Every peer's share goes (this replica lost the shared state for long)."""
         out = [PeerLoad(now, replica) for replica in sorted(self._loads)]
         self._loads.clear()
+        self.reports = {}
         return out

@@ -97,13 +97,20 @@ class StateStore:
             p.sadd(self.key("replicas"), replica)
             await p.execute()
 
-    async def read_reports(self) -> dict[str, bytes | None]:
-        """Every listed replica's report (None: expired, or not a string)."""
+    async def read_reports(self) -> tuple[dict[str, bytes | None], int]:
+        """Every listed replica's report (None: expired, or not a string), and the epoch."""
         names = sorted(n.decode(errors="replace") for n in await self.redis.smembers(self.key("replicas")))
-        if not names:
-            return {}
-        raws = await self.redis.mget([self.key("report", n) for n in names])  # nil for a foreign type too
-        return dict(zip(names, raws, strict=True))
+        keys = [self.key("report", n) for n in names]
+        *raws, epoch = await self.redis.mget([*keys, self.key("epoch")])  # nil for a foreign type too
+        try:
+            e = int(epoch or 0)
+        except ValueError:
+            e = 0
+        return dict(zip(names, raws, strict=True)), e
+
+    async def bump_epoch(self) -> int:
+        """A new epoch: reports made after it say what their senders wrote before it."""
+        return int(await self.redis.incr(self.key("epoch")))
 
     async def drop_replicas(self, names: Sequence[str]) -> None:
         if names:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -83,6 +84,9 @@ class ReplicaSync:
         self._refusals: set[str] = set()
         self._resync: list[Callable[[], Awaitable[None]]] = []
         self._flush: list[Callable[[], Awaitable[None]]] = []
+        self.pending: Callable[[], int] = lambda: 0  # program parts not yet written (set by the gateway)
+        self._epoch = 0  # the state's epoch as last read
+        self.up_since = -math.inf  # since when Redis answers again (after it was lost)
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ life cycle
@@ -171,10 +175,10 @@ class ReplicaSync:
         self.metrics.routes.labels("sent").inc(len(batch))
 
     async def _send_report(self, now: float) -> None:
-        report = self.exchange.report(time.time(), self._loads(), self._costs())
+        report = self.exchange.report(time.time(), self._loads(), self._costs(), self._epoch, self.pending())
         last, when = self._last_report
-        if last is not None and (last.loads, last.tenants) == (report.loads, report.tenants) \
-                and now - when < self.heartbeat_s / 2:
+        if last is not None and (last.loads, last.tenants, last.epoch, last.pending) == \
+                (report.loads, report.tenants, report.epoch, report.pending) and now - when < self.heartbeat_s / 2:
             return
         await self.store.write_report(self.replica, encode_report(report), 2 * self.heartbeat_s)
         self._last_report = (report, now)
@@ -182,7 +186,8 @@ class ReplicaSync:
     async def _read_reports(self, now: float) -> None:
         reports: dict[str, Report] = {}
         gone = []
-        for name, raw in (await self.store.read_reports()).items():
+        raws, self._epoch = await self.store.read_reports()
+        for name, raw in raws.items():
             if name == self.replica:
                 continue
             if raw is None:
@@ -242,6 +247,7 @@ class ReplicaSync:
         for fn in self._resync:
             await fn()
         self.degraded_since = None
+        self.up_since = now
         self.up.set()
         self.metrics.degraded.set(0)
         log.warning("shared state back after %.1f s: this replica's state written again", lost_s)
