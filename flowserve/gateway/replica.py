@@ -78,8 +78,12 @@ async def claim_config(store: StateStore, mine: Mapping[str, Any], ttl_s: float,
     try:
         theirs = orjson.loads(other)
     except orjson.JSONDecodeError:
-        theirs = {}
-    diff = fingerprint.differences(mine, theirs if isinstance(theirs, dict) else {}) or ["the description"]
+        theirs = None
+    readable = isinstance(theirs, dict) and all(isinstance(theirs.get(k), dict) for k in ("instances", "policy"))
+    if readable:
+        diff = fingerprint.differences(mine, theirs) or ["the description"]
+    else:
+        diff = ["the state holds no readable config (a key flowserve did not write)"]
     raise StateError(f"gateway.state {redacted(url)} (namespace {store.ns!r}) is shared by replicas with another "
                      f"config: {'; '.join(diff)}. Give every replica the same instances and policies, or another "
                      f"gateway.state.namespace")

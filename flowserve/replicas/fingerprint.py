@@ -30,11 +30,9 @@ def encode(description: Mapping[str, Any]) -> bytes:
 
 
 def differences(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
-    """What differs, by name (empty: the same config)."""
+    """What differs, by name (empty: the same config); both are `describe`'s shape."""
     out: list[str] = []
-    a, b = mine.get("instances", {}), theirs.get("instances", {})
-    if not isinstance(b, dict):
-        return ["the state holds no readable config"]
+    a, b = mine["instances"], theirs["instances"]
     for name in sorted(a.keys() | b.keys()):
         if name not in b:
             out.append(f"instance {name!r} only here")
@@ -42,9 +40,7 @@ def differences(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]
             out.append(f"instance {name!r} only there")
         elif a[name] != b[name]:
             out.append(f"instance {name!r} differs")
-    pa, pb = mine.get("policy", {}), theirs.get("policy", {})
-    if not isinstance(pb, dict):
-        return [*out, "the state holds no readable policy"]
+    pa, pb = mine["policy"], theirs["policy"]
     for key in sorted(pa.keys() | pb.keys()):
         if pa.get(key) != pb.get(key):
             out.append(f"{key} {_short(pa.get(key))} here, {_short(pb.get(key))} there")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from flowserve.replicas.blocks import BlockBook, RouteDecoder, RouteEncoder, RouteEntry
 from flowserve.replicas.codec import StateError, encode_report, encode_route, parse_report, parse_route
 from flowserve.replicas.peers import Report
+from flowserve.replicas.programs import Part, parse_program
 from flowserve.types.peers import InstanceLoad, TenantCost
 
 
@@ -86,3 +87,26 @@ def test_route_parser_fuzz(fields: dict[bytes, bytes]) -> None:
         RouteDecoder(BlockBook()).tokens(e)
     except ValueError as err:
         assert "does not hash" in str(err)
+
+
+def test_program_records_parse_and_sum_their_parts() -> None:
+    flat = {b"tenant": b"t", b"ended": b"", b"opened": b"12.5", b"slo_ms": b"", b"priority": b"0",
+            b"cls": b"interactive", b"c:r1": b"3", b"p:r1": Part(0, 2, 0, 300, 100, 20, 1.5, 13.0).encode(),
+            b"c:r2": b"1", b"i:a": b"1", b"t:main": b"1"}
+    rec = parse_program("p", flat)
+    assert rec.calls == 4 and rec.parts["r1"].inflight == 1 and rec.parts["r2"].inflight == 1
+    assert rec.instances == ("a",) and rec.threads == ("main",) and rec.service_s(without="r2") == 1.5
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([b"tenant", b"ended", b"opened", b"slo_ms", b"priority", b"cls", b"c:r1",
+                                        b"p:r1", b"ended_at", b"i:a", b"\xff"]),
+                       st.one_of(st.binary(max_size=30), st.sampled_from([b"", b"1", b"-1", b"1e400", b"nan",
+                                                                          b"[1,2,3,4,5,6,7]", b"interactive"])),
+                       max_size=10))
+def test_program_parser_fuzz(flat: dict[bytes, bytes]) -> None:
+    try:
+        rec = parse_program("p", flat)
+    except StateError:
+        return
+    assert rec.calls >= 0 and all(p.inflight >= 0 for p in rec.parts.values())

@@ -9,6 +9,7 @@ from contextlib import ExitStack
 
 import httpx
 import pytest
+import redis
 from live_support import MODEL, poll_until, run
 
 from flowserve.errors import ConfigError
@@ -112,6 +113,15 @@ def test_a_replica_with_another_config_is_refused_by_name(redis_server: PrivateR
         with pytest.raises(ConfigError, match="instance 'sim-2' only here"):
             run(check_state(bigger.gateway.state, bigger.instances, bigger.gateway))
         run(check_state(cfg.gateway.state, cfg.instances, cfg.gateway))  # the same config joins
+
+
+def test_a_foreign_config_in_the_state_is_refused(redis_server: PrivateRedis, namespace: str) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    r.set(f"{namespace}:config", b"somebody else's")
+    cfg = config(redis_server.url, namespace)
+    with pytest.raises(ConfigError, match="no readable config"):
+        run(check_state(cfg.gateway.state, cfg.instances, cfg.gateway))
+    r.close()
 
 
 def test_an_unreachable_state_url_is_one_clear_error(tmp_path) -> None:
