@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from flowserve.bench.procs import served
 from flowserve.bench.replicas_client import KEY
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 from flowserve.replicas.redis_server import PrivateRedis
 
 GPUS = ("A100-80G", "A100-80G", "A6000", "A6000")  # Hetero-1 (Hexgen's): Llama-3.1-70B, TP 8 each

@@ -28,28 +28,6 @@ def bench_core(
         run_core_bench(calls, json_out, console)
 
 
-@bench_app.command("replicas")
-def bench_replicas(
-    quick: Annotated[bool, typer.Option("--quick", help="fewer queries (a few minutes in all)")] = False,
-    parts: Annotated[str, typer.Option(help="comma-separated: sim, scale, flood, kill, outage, cost")] = (
-        "sim,scale,flood,kill,outage,cost"),
-    rate: Annotated[float, typer.Option(min=0.1, max=1000, help="queries per simulated second")] = 12.0,
-    time_scale: Annotated[float, typer.Option(min=0.1, max=100, help="simulated seconds per real second of the "
-                                                                     "live engines")] = 1.0,
-    outage_s: Annotated[float, typer.Option(min=1, max=600, help="outage part: seconds Redis is stopped")] = 10.0,
-    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
-    out: Annotated[Path, output_folder(help="folder for the JSON and the processes' logs")] = Path(
-        "out/bench-replicas"),
-) -> None:
-    """Replicas sharing one Redis against one process, simulated and live: hit rate, latency,
-    exact program summaries, tenant shares, a replica killed, Redis stopped, the cost of sharing."""
-    with user_errors():
-        from flowserve.bench.replicas import run_replicas_bench
-
-        names = [p.strip() for p in parts.split(",") if p.strip()]
-        run_replicas_bench(out, quick, console, names, seed, time_scale, rate, outage_s)
-
-
 @bench_app.command("sandbox")
 def bench_sandbox(
     repeats: Annotated[int, typer.Option(min=10, max=1_000_000, help="statements per database and mode")] = 300,
@@ -198,10 +176,14 @@ def bench_gateway(
     sglang: Annotated[bool, typer.Option(help="measure sglang-router cache_aware (the bench extra)")] = True,
     gateway_src: Annotated[Path | None, typer.Option(help="serve the gateway from this source tree instead "
                                                           "(e.g. `git archive` of an older commit)")] = None,
+    shapes: Annotated[str, typer.Option(help="comma-separated: gateway (flowserve serve), picker (Envoy + flowserve "
+                                             "epp), replicas (Envoy + 2 flowserve serve)")] = "gateway,picker,replicas",
+    body_mode: Annotated[str, typer.Option(help="how Envoy sends request bodies to the picker: BUFFERED or "
+                                                "FULL_DUPLEX_STREAMED")] = "BUFFERED",
 ) -> None:
-    """Gateway data plane vs the bare backend and sglang-router: req/s, added latency, CPU."""
+    """flowserve's data planes vs the bare backend and sglang-router, with wrk: req/s, added latency, CPU."""
     with user_errors():
-        from flowserve.bench.gateway_bench import run_gateway_bench
+        from flowserve.bench.gateway_bench import SHAPES, run_gateway_bench
         from flowserve.errors import ConfigError
         from flowserve.policies import DISPATCH_POLICIES
 
@@ -215,7 +197,13 @@ def bench_gateway(
             raise ConfigError(f"--workers: expected integers, got {workers!r}") from None
         if seconds <= 0 or any(w < 1 or w > 64 for w in counts):
             raise ConfigError("--seconds must be positive and --workers between 1 and 64")
-        run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src)
+        chosen = [x.strip() for x in shapes.split(",") if x.strip()]
+        if not chosen or set(chosen) - set(SHAPES):
+            raise ConfigError(f"--shapes: choose among {', '.join(SHAPES)}, got {shapes!r}")
+        if body_mode not in ("BUFFERED", "FULL_DUPLEX_STREAMED"):
+            raise ConfigError(f"--body-mode: BUFFERED or FULL_DUPLEX_STREAMED, got {body_mode!r}")
+        run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src, shapes=chosen,
+                          body_mode=body_mode)
 
 
 @bench_app.command("fidelity")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 
 
 def test_two_instances_answer_and_cache_what_they_served(tmp_path: Path) -> None:

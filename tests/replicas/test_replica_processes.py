@@ -18,8 +18,8 @@ import pytest
 import yaml
 from live_support import MODEL, poll_until
 
-from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 from flowserve.replicas.redis_server import PrivateRedis
 
 KEY = "sk-procs"
