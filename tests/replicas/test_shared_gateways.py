@@ -102,6 +102,27 @@ def test_a_query_answers_on_every_replica(pair: tuple[BackgroundServer, Backgrou
     assert health["state"]["peers"] == 1 and health["state"]["degraded"] is False
 
 
+def test_a_prompt_one_replica_routed_joins_the_others_prefix_index(
+        pair: tuple[BackgroundServer, BackgroundServer]) -> None:
+    a, b = pair
+    prompt = list(range(1000, 1600))
+    r = httpx.post(f"{a.url}/v1/completions", headers=AUTH, json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
+    instance = r.headers["x-flowserve-instance"]
+    core_b = b.app.state.gateway.driver.core
+    hit = poll_until(lambda: core_b.prefix_hit(tuple(prompt), instance), 10, "a's routed prompt in b's index")
+    assert hit == len(prompt)  # every block rebuilt from the stream
+    assert core_b.prefix_hit(tuple(prompt), next(i for i in ("sim-0", "sim-1") if i != instance)) == 0
+
+
+def test_without_redis_server_workers_are_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flowserve.gateway import replica
+
+    monkeypatch.setattr(replica, "redis_binary", lambda: None)
+    cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL}]}, "test")
+    with pytest.raises(ConfigError, match=r"--workers 2: .*redis-server is not on PATH"), replica.replicated(cfg, 2):
+        pass
+
+
 def test_a_replica_with_another_config_is_refused_by_name(redis_server: PrivateRedis, namespace: str) -> None:
     cfg = config(redis_server.url, namespace)
     with BackgroundServer(create_app(cfg)):
