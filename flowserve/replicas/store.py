@@ -8,11 +8,12 @@ of the same Redis) can share one server:
 | `seq` | string | counter: each replica's number (ids unique across replicas) |
 | `config` | string (TTL) | the serving config's fingerprint and description, refreshed by heartbeats |
 | `replicas` | set | replica names that reported lately |
-| `report:{replica}` | string (TTL 2 heartbeats) | its load per instance and tenants' service |
+| `report:{replica}` | string (TTL 2 heartbeats) | its load, tenants' service, epoch seen, parts unwritten |
+| `epoch` | string | counter: bumped when a program ends (its summary waits for reports after it) |
 | `routes` | stream (bounded) | routed prompts (chained block hashes) |
 | `program:{id}` | hash | the program registry (`flowserve.replicas.programs`) |
 | `open:{tenant}` | set | a tenant's open programs |
-| `query:{id}` | string (TTL) | a finished workflow query's answer |
+| `query:{id}` | string (TTL) | a finished query's answer |
 
 Commands run with a short timeout and no client-side retries: the sync loop decides
 what a failure means (the replica serves on its local view, degraded).

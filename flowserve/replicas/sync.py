@@ -68,7 +68,7 @@ class ReplicaSync:
         self.store = store
         self.replica = replica
         self.sync_s, self.heartbeat_s = sync_s, heartbeat_s
-        self.route_ttl_s, self.route_entries = route_ttl_s, route_entries
+        self.route_entries = route_entries
         self._loads, self._costs, self._put, self._peer_routed = loads, costs, put, peer_routed
         self._hold_config = hold_config
         self.exchange = Exchange(replica, route_blocks, route_ttl_s)
