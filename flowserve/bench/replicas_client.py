@@ -56,11 +56,17 @@ class ProgramCheck:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def mismatches(self) -> list[str]:
+        """What the summary says otherwise than the client saw. A call cut in flight either
+        started (the summary counts it, as lost) or was cut before its replica took it."""
         s = self.summary
-        want = {"calls": self.reached, "prompt_tokens": self.prompt, "cached_tokens": self.cached,
-                "output_tokens": self.output, "lost_calls": self.cut}
-        return [f"{self.id}: {k} {s.get(k, 0 if k == 'lost_calls' else None)} != {v}" for k, v in want.items()
-                if s.get(k, 0 if k == "lost_calls" else None) != v]
+        if "error" in s:
+            return [f"{self.id}: DELETE answered {s['error']}"]
+        lost = s.get("lost_calls", 0)
+        out = [f"{self.id}: {k} {s.get(k)} != {v}" for k, v in (("prompt_tokens", self.prompt), (
+            "cached_tokens", self.cached), ("output_tokens", self.output)) if s.get(k) != v]
+        if not isinstance(s.get("calls"), int) or s["calls"] - lost != self.reached - self.cut or lost > self.cut:
+            out.append(f"{self.id}: calls {s.get('calls')} (lost {lost}) for {self.reached} sent, {self.cut} cut")
+        return out
 
 
 @dataclass
@@ -148,15 +154,7 @@ async def run_client(workload: Workload, urls: Sequence[str], time_scale: float,
                     check.output += call.output
                 elif call.status == 0:
                     check.cut += 1
-            while True:  # its summary, from whichever replica is next
-                i = reps.next()
-                try:
-                    r = await http.delete(f"{reps.urls[i]}/v1/programs/{check.id}", headers={"x-tenant": q.tenant})
-                except httpx.TransportError:
-                    reps.dead.add(i)
-                    continue
-                check.summary = r.json() if r.status_code == 200 else {"error": r.text[:200]}
-                return
+            check.summary = await end_program(http, reps, check.id, q.tenant)
 
         async def act(t: float, action: Callable[[], Awaitable[None]]) -> None:
             await at_time(t)
@@ -165,6 +163,26 @@ async def run_client(workload: Workload, urls: Sequence[str], time_scale: float,
         await asyncio.gather(*(one(q) for q in workload.queries), *(act(t, a) for t, a in at))
     run.wall_s = time.perf_counter() - start
     return run
+
+
+async def end_program(http: httpx.AsyncClient, reps: Replicas, pid: str, tenant: str) -> dict[str, Any]:
+    """DELETE the program at the next replica; a DELETE cut by its replica's death may have
+    ended it there, so a repeat that finds it ended reads the summary with GET (polled while
+    its last calls are still in flight elsewhere)."""
+    cut = False
+    while True:
+        i = reps.next()
+        url = f"{reps.urls[i]}/v1/programs/{pid}"
+        try:
+            r = await http.delete(url, headers={"x-tenant": tenant})
+            if r.status_code == 409 and cut and r.json()["error"].get("code") == "program_ended":
+                while (r := await http.get(url, headers={"x-tenant": tenant})).json().get("status") == "closing":
+                    await asyncio.sleep(0.05)  # polling another process's state
+        except httpx.TransportError:
+            reps.dead.add(i)
+            cut = True
+            continue
+        return r.json() if r.status_code == 200 else {"error": f"{r.status_code} {r.text[:200]}"}
 
 
 def body(tokens: TokenMaterializer, step: CallStep) -> dict[str, Any]:

@@ -269,12 +269,14 @@ class SharedPrograms:
             await asyncio.sleep(self.sync.sync_s)  # other replicas' calls end, and report, on their own time
 
     def state(self, rec: ProgramRecord) -> dict[str, Any]:
-        if rec.ended is not None:
+        """`GET`: the summary once ended and no live replica has a call of it in flight;
+        "closing" until then."""
+        if rec.ended is not None and self.live_inflight(rec) == 0:
             return self.summary(rec)
         now = time.time()
-        return {"id": rec.id, "status": "open", "calls": rec.calls, "calls_in_flight": self.live_inflight(rec),
-                "age_s": now - rec.opened, "idle_s": now - max(rec.last(), rec.opened),
-                "slo_ms": rec.slo_ms, "replicas": sorted(rec.parts)}
+        return {"id": rec.id, "status": "open" if rec.ended is None else "closing", "calls": rec.calls,
+                "calls_in_flight": self.live_inflight(rec), "age_s": now - rec.opened,
+                "idle_s": now - max(rec.last(), rec.opened), "slo_ms": rec.slo_ms, "replicas": sorted(rec.parts)}
 
     def summary(self, rec: ProgramRecord) -> dict[str, Any]:
         """The program's summary over every replica: each call counted once."""

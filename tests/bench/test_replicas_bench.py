@@ -32,4 +32,7 @@ def test_figures_from_what_the_client_saw() -> None:
     assert cost_share(calls[:2]) == {"free": 120 / 180, "gold": 60 / 180}  # uncached prompt + 2 × output
     short = ProgramCheck("p2", 3, 3, 0, 10, 0, 3, {"calls": 2, "prompt_tokens": 10, "cached_tokens": 0,
                                                    "output_tokens": 3})
-    assert short.mismatches() == ["p2: calls 2 != 3"]
+    assert short.mismatches() == ["p2: calls 2 (lost 0) for 3 sent, 0 cut"]
+    cut_before = ProgramCheck("p3", 2, 1, 1, 10, 0, 3, {"calls": 1, "prompt_tokens": 10, "cached_tokens": 0,
+                                                        "output_tokens": 3, "lost_calls": 0})
+    assert cut_before.mismatches() == []  # cut before its replica took it: never started, never counted
