@@ -10,7 +10,9 @@ folds what the replica sync learned of the others into that view:
   equal share each). A peer's reports replace each other: a late or repeated one moves
   nothing twice; an empty one (the peer left) removes its share.
 * routed prompts (`PeerRouted`): the router's prefix index learns that the instance
-  caches them, as if this replica had routed them (a request in Preble's window too).
+  caches them, as if this replica had routed them (a request in Preble's window too) —
+  unless the instance publishes its cache events: then every replica has the engine's own
+  word (`flowserve.core._kv`) and a peer's guess adds nothing.
 * tenants' service (`PeerService`): each peer's totals; the difference to its last
   report is charged to the tenant's VTC counter, so fair shares hold across replicas.
 * programs (`ProgramShared`): service a program attained at other replicas joins its
@@ -18,6 +20,8 @@ folds what the replica sync learned of the others into that view:
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.state import InstanceState, QueryState
@@ -27,13 +31,16 @@ from flowserve.types.peers import InstanceLoad, PeerLoad, PeerRouted, PeerServic
 
 class PeerBook:
     def __init__(self, instances: dict[str, InstanceState], tenants: TenantLedger, queries: dict[int, QueryState],
-                 prefix_index: PrefixIndex | None, dirty: dict[InstanceState, None]) -> None:
-        """dirty: the call book's instances to release from (their free slots changed)."""
+                 prefix_index: PrefixIndex | None, dirty: dict[InstanceState, None],
+                 precise: Callable[[str], bool]) -> None:
+        """dirty: the call book's instances to release from (their free slots changed);
+        precise: whether an instance's view comes from its own cache events."""
         self._instances = instances
         self._tenants = tenants
         self._queries = queries
         self._index = prefix_index
         self._dirty = dirty
+        self._precise = precise
         self._loads: dict[str, dict[str, InstanceLoad]] = {}  # peer → instance → its latest load there
         self._service: dict[str, dict[str, float]] = {}  # peer → tenant → cost reported
         self._programs: dict[int, float] = {}  # query → peers' service folded in
@@ -72,7 +79,7 @@ class PeerBook:
             self._dirty[inst] = None
 
     def on_routed(self, ev: PeerRouted) -> None:
-        if self._index is not None and ev.instance in self._instances and ev.tokens:
+        if self._index is not None and ev.instance in self._instances and ev.tokens and not self._precise(ev.instance):
             self._index.add(ev.tokens, ev.instance, ev.time)
 
     def on_service(self, ev: PeerService) -> None:

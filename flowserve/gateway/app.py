@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -85,6 +86,11 @@ class Gateway:
         if state is not None:
             self.replica = await Replica.join(state, self.driver, self.config.instances, self.programs)
         self.programs.start()
+        if any(s.kv_events is not None for s in self.config.instances):
+            # what start-up built lives as long as the gateway: out of the collector's full passes, which
+            # otherwise stall the event loop for 100s of ms under a flood of engine cache events
+            gc.collect()
+            gc.freeze()
 
     async def stop(self) -> None:
         await self.programs.stop()
@@ -287,9 +293,11 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     @app.get("/health")
     async def health() -> Response:
         d = gw.driver
-        up = sum(1 for i in d.instances() if i["up"])
+        rows = d.instances()
+        up = sum(1 for i in rows if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
-        body = {"status": status, "instances_up": up, "open_queries": d.open_queries}
+        views = {kind: [i["name"] for i in rows if i["prefix_view"] == kind] for kind in ("precise", "estimated")}
+        body = {"status": status, "instances_up": up, "open_queries": d.open_queries, "prefix_views": views}
         if gw.replica is not None:  # degraded without Redis still serves: the detail says so
             body["state"] = gw.replica.health()
         return JSONResponse(body, status_code=200 if status == "ok" else 503)

@@ -48,10 +48,11 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 
 _BY_CALL = (CallFinished, CallFailed, CallProgress, PrefillDone, Tokenized)
 _BY_QUERY = (QueryCancelled, QueryInput, QueryClosed, CallCancelled)
-_ENGINES = (InstanceCapacity, PrefixEvicted, InstanceUp, InstanceDown)
+_ENGINES = (InstanceCapacity, PrefixEvicted, InstanceUp, InstanceDown, KVCacheEvents, KVViewChanged)
 
 
 class ReplicaCores:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.peers import PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
@@ -202,4 +203,6 @@ Event = (
     | PeerRouted
     | PeerService
     | ProgramShared
+    | KVCacheEvents
+    | KVViewChanged
 )
