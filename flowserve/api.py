@@ -158,6 +158,8 @@ def simulate(
     workload_params: Mapping[str, Any] | None = None,
     engine_params: Mapping[str, Any] | None = None,
     progress: Callable[[], None] | None = None,
+    replicas: int = 1,
+    sync_ms: float = 20.0,
     **params: Any,
 ) -> SimulationResult:
     """Simulate one policy pair on a cluster and workload at each SLO scale.
@@ -165,7 +167,9 @@ def simulate(
     cluster: a built-in name, a cluster or serving YAML, a mapping, or `InstanceSpec`s;
     workload: a built-in name, a workload YAML or JSONL trace, a mapping (`{"kind": ...}`),
     or a `Workload`; dispatch/queue: a name, an import path `package.module:Class`, a
-    class or a ready object. `**params` go to the policy whose constructor takes them."""
+    class or a ready object; replicas: that many schedulers taking queries in turn and
+    syncing every `sync_ms` (`flowserve.sim.replicas`). `**params` go to the policy whose
+    constructor takes them."""
     from flowserve.graph.passes import make_passes
     from flowserve.profiles.instance import max_context
     from flowserve.sim.evaluate import evaluate
@@ -199,8 +203,15 @@ def simulate(
         wl = load_workload(workload, overrides, min(llm) if llm else None)
     make_passes(passes)  # a clear error before any work
     routed_d, routed_q = route_params(dispatch, queue, params)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
+        raise ConfigError(f"replicas: expected 1 to 64, got {replicas!r}")
+    if isinstance(sync_ms, bool) or not isinstance(sync_ms, int | float) or not 0 < sync_ms <= 60_000:
+        raise ConfigError(f"sync_ms: expected a number of milliseconds in (0, 60000], got {sync_ms!r}")
+    if replicas > 1 and not isinstance(dispatch, str | type):
+        raise ConfigError("replicas: each replica makes its own dispatch policy: give it by name, import path or "
+                          "class, not as a ready object")
     policy = PolicySpec(dispatch, queue, {**(dispatch_params or {}), **routed_d},
-                        {**(queue_params or {}), **routed_q}, passes)
+                        {**(queue_params or {}), **routed_q}, passes, replicas, float(sync_ms))
     if not scales or any(not s > 0 for s in scales):
         raise ConfigError("slo_scales: expected positive numbers")
     summary, runs = evaluate(specs, wl, policy, scales, progress=progress)

@@ -43,7 +43,8 @@ from flowserve.gateway.openai_api import (
     failure_error,
 )
 from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, QueryResult, Rejected, query_body
+from flowserve.gateway.replica import Replica
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
@@ -80,10 +81,14 @@ class Gateway:
         self.driver_loop: asyncio.AbstractEventLoop | None = None
         self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
         self._admin_keys = api_keys(list(config.admin_keys))
+        self.replica: Replica | None = None  # gateway.state: one of several replicas
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
+        state = self.config.gateway.state
+        if state is not None:
+            self.replica = await Replica.join(state, self.driver, self.config.instances, self.programs)
         self.programs.start()
         if any(s.kv_events is not None for s in self.config.instances):
             # what start-up built lives as long as the gateway: out of the collector's full passes, which
@@ -94,6 +99,8 @@ class Gateway:
     async def stop(self) -> None:
         await self.programs.stop()
         await self.driver.shutdown()
+        if self.replica is not None:
+            await self.replica.leave()
         for prepared in self.prepared.values():
             for path in prepared.get("_cleanup", ()):
                 shutil.rmtree(path, ignore_errors=True)
@@ -178,11 +185,15 @@ class Gateway:
             watch.stop()
         return query_answer(h.ref, result)
 
-    def query_status(self, query_id: str, tenant: str) -> Response:
+    async def query_status(self, query_id: str, tenant: str) -> Response:
         """A query of the tenant's by its id; another tenant's is not found (404, as an
         unknown one: its existence is not revealed), and so is a program's (see
-        /v1/programs/ID)."""
+        /v1/programs/ID). With replicas, another replica's finished query is found too."""
         h = self.driver.book.by_ref(query_id)
+        if h is None and self.replica is not None:
+            found = await self.replica.query(query_id, tenant)
+            if found is not None:
+                return JSONResponse(found)
         if h is None or h.tenant != tenant or h.workflow == PROGRAM_WORKFLOW:
             raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
         if not h.done.done():
@@ -231,14 +242,6 @@ def query_answer(ref: str, r: QueryResult) -> Response:
     if err is not None:
         return JSONResponse({**err.body(), **out}, status_code=err.status)
     return JSONResponse(out)
-
-
-def query_body(ref: str, r: QueryResult) -> dict[str, Any]:
-    return {"id": ref, "workflow": r.workflow, "status": r.status, "reason": r.reason,
-            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
-            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
-                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
-                       "output_tokens": c.output_tokens} for c in r.calls]}
 
 
 def create_app(config: ServeConfig, backend_factory: BackendFactory | None = None,
@@ -291,11 +294,11 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.get("/v1/queries/{query_id}")
     async def get_query(query_id: str, request: Request) -> Response:
-        return gw.query_status(query_id, gw.tenant(request))
+        return await gw.query_status(query_id, gw.tenant(request))
 
     @app.get("/v1/programs/{program_id}")
     async def get_program(program_id: str, request: Request) -> Response:
-        return JSONResponse(gw.programs.state(program_id, gw.tenant(request)))
+        return JSONResponse(await gw.programs.state(program_id, gw.tenant(request)))
 
     @app.delete("/v1/programs/{program_id}")
     async def delete_program(program_id: str, request: Request) -> Response:
@@ -308,8 +311,10 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         up = sum(1 for i in rows if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
         views = {kind: [i["name"] for i in rows if i["prefix_view"] == kind] for kind in ("precise", "estimated")}
-        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries,
-                             "prefix_views": views}, status_code=200 if status == "ok" else 503)
+        body = {"status": status, "instances_up": up, "open_queries": d.open_queries, "prefix_views": views}
+        if gw.replica is not None:  # degraded without Redis still serves: the detail says so
+            body["state"] = gw.replica.health()
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -68,6 +68,7 @@ class CallRunner:
         self.caches: dict[str, CacheEstimate] = {}
         self.kv: KVFeeds | None = None  # the engines' cache events (set by the driver)
         self._running: dict[int, _Running] = {}
+        self.on_send: Callable[[str, LLMCall], None] | None = None  # a replica shares what it routed
 
     # ------------------------------------------------------------------ instances
 
@@ -126,6 +127,8 @@ class CallRunner:
     def send(self, call: LLMCall, instance: str, handle: QueryHandle | None, now: float) -> None:
         entry = _Running(call, instance, now)
         self._running[call.id] = entry
+        if self.on_send is not None:
+            self.on_send(instance, call)
         m = self._metrics
         m.routing.labels(m.policy, instance).inc()
         if self._core.keeps_prefix_index:

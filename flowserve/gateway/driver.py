@@ -124,7 +124,7 @@ class LiveDriver:
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
         self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
-        self._ids = itertools.count(1)
+        self.ids = itertools.count(1)  # query ids (a replica's start at its number: unique across replicas)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -201,7 +201,7 @@ class LiveDriver:
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
                   oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
         loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, program, model, tenant, priority,
+        return QueryHandle(next(self.ids), workflow, program, model, tenant, priority,
                            None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
                            oracle, cls=cls, routed=loop.create_future())
 

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from flowserve.gateway.openai_api import APIError
 from flowserve.gateway.program_headers import ProgramHeaders
 from flowserve.gateway.query import CallHandle, QueryHandle, QueryResult
 from flowserve.gateway.settings import ProgramSettings
+from flowserve.gateway.shared_programs import SharedPrograms
 from flowserve.gateway.tenancy import Headers
 from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, ProgramCall
 from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
@@ -52,6 +54,18 @@ class OpenProgram:
     inflight: set[str] = field(default_factory=set)
     ended: str | None = None  # why it ends: "deleted", "idle", "duration"
     summary: dict[str, Any] | None = None
+    # replicas (gateway.state): this part's totals, written to the shared registry after each call
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    registered: bool = True
+    done: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    service_s: float = 0.0
+    last_wall: float = 0.0
+    instances: set[str] = field(default_factory=set)
+    threads: set[str] = field(default_factory=set)
 
 
 class ProgramBook:
@@ -64,6 +78,7 @@ class ProgramBook:
         self.per_tenant: dict[str, int] = {}  # open programs by tenant
         self._ids = itertools.count(1)
         self._sweeper: asyncio.Task[None] | None = None
+        self.shared: SharedPrograms | None = None  # replicas: the registry in Redis (gateway.state)
         r = driver.metrics.registry
         self.m_open = Gauge("flowserve_programs_open", "Programs open now", registry=r)
         self.m_open.set_function(lambda: len(self.open))
@@ -104,6 +119,11 @@ class ProgramBook:
             raise self._refused(self._ended_error(prog))
         self._check(prog, hdr, explicit)
         prog.calls += 1
+        if self.shared is not None:
+            await self._count_shared(prog)
+        thread = ph.thread or MAIN_THREAD
+        prog.threads.add(thread)
+        prog.last_wall = time.time()
         key = f"c{prog.calls}"
         handle = prog.handle
         assert handle is not None
@@ -114,13 +134,27 @@ class ProgramBook:
         prog.inflight.add(key)
         prog.last = ch.sent
         ch.done.add_done_callback(lambda _f: self._call_ended(prog, key))
-        data = ProgramCall(key, prompt, max_tokens, stage, ph.thread or MAIN_THREAD, model, params)
+        data = ProgramCall(key, prompt, max_tokens, stage, thread, model, params)
         if not await self.driver.inputs.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
             handle.steps.pop(key, None)
             prog.inflight.discard(key)
             raise self._ended_error(prog)
         self.m_calls.labels("sent").inc()
-        return ch
+        return ch if self.shared is None else self.shared.answer_after_record(prog, ch)
+
+    async def _count_shared(self, prog: OpenProgram) -> None:
+        """Count the call in the registry (limits over every replica); a program that ended
+        at another replica ends here too."""
+        assert self.shared is not None
+        try:
+            rec = await self.shared.count(prog)
+        except APIError as e:
+            prog.calls -= 1
+            raise self._refused(e) from None
+        if rec is not None and rec.ended is not None:
+            prog.calls -= 1
+            self.close(prog, rec.ended)
+            raise self._refused(self._ended_error(prog))
 
     def cancel(self, ch: CallHandle) -> None:
         """The client of a call went away: cancel that call alone (the program goes on)."""
@@ -136,7 +170,7 @@ class ProgramBook:
         prog = self.open.get((hdr.tenant, program_id))
         if prog is None:
             done = self.ended.get((hdr.tenant, program_id))
-            if done is not None:
+            if done is not None and (self.shared is None or self.shared.sync.degraded):  # else the registry says
                 raise self._refused(self._ended_error(done))
             return await self._open(program_id, hdr)
         await self._admitted(prog)
@@ -157,7 +191,7 @@ class ProgramBook:
 
     async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
         mine = self.per_tenant.get(hdr.tenant, 0)
-        if mine >= self.settings.max_open_per_tenant:
+        if (self.shared is None or self.shared.sync.degraded) and mine >= self.settings.max_open_per_tenant:
             raise self._refused(APIError(
                 429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
                      f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
@@ -166,10 +200,11 @@ class ProgramBook:
         prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
                            ready=asyncio.get_running_loop().create_future(), last=now)
         self._add(prog)  # at once: a concurrent first call waits for this one
-        h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, hdr.priority,
-                                  hdr.slo_s, cls=hdr.cls)
         assert prog.ready is not None
         try:
+            slo_s = await self.shared.adopt(prog, hdr, self._ended_error) if self.shared is not None else hdr.slo_s
+            h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, prog.priority, slo_s,
+                                      cls=prog.cls)  # type: ignore[arg-type]
             await self.driver.submit(h)
         except Exception as e:
             self._remove(prog)
@@ -208,7 +243,7 @@ class ProgramBook:
             raise self._refused(APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls "
                                               f"{s.max_calls})", "rate_limit_error", "program_limit_exceeded"))
         if self.clock() - prog.opened > s.max_duration_s:
-            self._close(prog, "duration")
+            self.close(prog, "duration")
             raise self._refused(self._ended_error(prog))
 
     def _refused(self, e: APIError) -> APIError:
@@ -229,7 +264,7 @@ class ProgramBook:
 
     # ------------------------------------------------------------------ ending
 
-    def _close(self, prog: OpenProgram, how: str) -> None:
+    def close(self, prog: OpenProgram, how: str) -> None:
         """No more calls: the program finishes when its calls are done."""
         if prog.ended is not None:
             return
@@ -254,18 +289,46 @@ class ProgramBook:
 
     async def delete(self, program_id: str, tenant: str) -> dict[str, Any]:
         """End a program and return its summary once its calls are done."""
+        partial = self.shared is not None and not await self.shared.state_back(self.shared.summary_wait_s)
+        if self.shared is not None and await self.shared.read(tenant, program_id) is not None:
+            how, _, epoch = await self.shared.end(program_id, tenant, "deleted")
+            if how == "already":
+                raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
+                               param="program_id")
+            if how == "ended":
+                return await self._delete_shared(program_id, tenant, epoch)
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
                            param="program_id")
         await self._admitted(prog)
-        self._close(prog, "deleted")
+        self.close(prog, "deleted")
         assert prog.handle is not None
         await asyncio.shield(prog.handle.done)
         assert prog.summary is not None
-        return prog.summary
+        return {**prog.summary, "partial": True} if partial else prog.summary
 
-    def state(self, program_id: str, tenant: str) -> dict[str, Any]:
+    async def _delete_shared(self, program_id: str, tenant: str, epoch: int) -> dict[str, Any]:
+        """Ended in the registry: this replica's part ends, then every live replica's calls."""
+        assert self.shared is not None
+        prog = self.open.get((tenant, program_id))
+        if prog is not None:
+            await self._admitted(prog)
+            self.close(prog, "deleted")
+            assert prog.handle is not None
+            await asyncio.shield(prog.handle.done)
+            async with prog.lock:  # its last call's totals are written
+                pass
+        rec = await self.shared.settled(tenant, program_id, epoch, self.shared.summary_wait_s)
+        if rec is not None:
+            return self.shared.summary(rec)
+        if prog is not None and prog.summary is not None:
+            return prog.summary
+        raise _not_found(program_id)
+
+    async def state(self, program_id: str, tenant: str) -> dict[str, Any]:
+        if self.shared is not None and (rec := await self.shared.read(tenant, program_id)) is not None:
+            return self.shared.state(rec)
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             return prog.summary
@@ -277,7 +340,7 @@ class ProgramBook:
     def _find(self, program_id: str, tenant: str) -> OpenProgram:
         prog = self.open.get((tenant, program_id)) or self.ended.get((tenant, program_id))
         if prog is None:
-            raise APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
+            raise _not_found(program_id)
         return prog
 
     def sweep(self) -> None:
@@ -287,15 +350,22 @@ class ProgramBook:
             if prog.handle is None or prog.inflight:
                 continue
             if now - prog.last >= self.settings.idle_s:
-                self._close(prog, "idle")
+                self.close(prog, "idle")
             elif now - prog.opened > self.settings.max_duration_s:
-                self._close(prog, "duration")
+                self.close(prog, "duration")
 
     async def _sweep_forever(self) -> None:
         every = min(1.0, self.settings.idle_s / 4)
         while True:
             await asyncio.sleep(every)
-            self.sweep()
+            if self.shared is not None and not self.shared.sync.degraded:
+                await self.shared.sweep(self)
+            else:
+                self.sweep()
+
+
+def _not_found(program_id: str) -> APIError:
+    return APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
 
 
 def summary(prog: OpenProgram, r: QueryResult) -> dict[str, Any]:

@@ -115,3 +115,13 @@ class QueryHandle:
         """Where the answer of step `node` goes: its own client's handle (a program's
         call), else the query's."""
         return self.steps.get(node, self)
+
+
+def query_body(ref: str, r: QueryResult) -> dict[str, Any]:
+    """A finished query as `GET /v1/queries/{id}` and a workflow's answer show it (`ref`:
+    its id for clients)."""
+    return {"id": ref, "workflow": r.workflow, "status": r.status, "reason": r.reason,
+            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
+            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
+                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
+                       "output_tokens": c.output_tokens} for c in r.calls]}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
@@ -28,6 +29,7 @@ class QueryBook:
         self.refs: dict[str, int] = {}  # a client's query id → the core's
         self.calls: dict[int, QueryHandle] = {}  # call id → its query
         self.ops: dict[int, int] = {}  # running tool op → its query id
+        self.on_resolved: Callable[[QueryHandle], None] | None = None  # replicas publish finished queries
 
     def get(self, query_id: int) -> QueryHandle | None:
         return self.open.get(query_id) or self.finished.get(query_id)
@@ -91,6 +93,8 @@ class QueryBook:
         h.steps.clear()
         if self.recorder is not None and self.recorder.records(h):  # after the answer: never in its way
             self.recorder.ended(h, done if status == "completed" else None)
+        if self.on_resolved is not None:
+            self.on_resolved(h)
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
             self.refs.pop(self.finished.popitem(last=False)[1].ref, None)

@@ -27,6 +27,7 @@ import uvicorn
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.http_protocol import BoundedHttpProtocol, HeadLimits
+from flowserve.gateway.replica import check_state, replicated
 from flowserve.gateway.settings import GatewaySettings, ServeConfig
 
 DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
@@ -71,9 +72,21 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
 
     workers > 1: that many gateway processes accept on one listening socket (the kernel
     spreads connections). Each is a whole gateway — its own scheduler core and prefix
-    index over all instances — so HTTP, JSON and SSE work scales with cores while each
-    process routes the requests it took (see README: gateway performance)."""
+    index over all instances — and they share one view as replicas (`gateway.state`; a
+    private redis-server when the config names none), so HTTP, JSON and SSE work scales
+    with cores while they schedule as one (docs/replicas.md)."""
     sock = bind(host, port)  # before anything else: a port in use is one line, not a traceback
+    try:
+        with replicated(config, workers) as config:
+            state = config.gateway.state
+            if state is not None:  # a wrong URL or another config there: one line now, not a failed start-up
+                asyncio.run(check_state(state, config.instances, config.gateway))
+            _serve(config, sock, log_level, workers)
+    finally:
+        sock.close()
+
+
+def _serve(config: ServeConfig, sock: socket.socket, log_level: str, workers: int) -> None:
     if workers <= 1:
         server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
                                               head_limits(config.gateway), log_level=log_level))
@@ -96,7 +109,6 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
     signal.signal(signal.SIGTERM, stop)
     for p in procs:
         p.join()
-    sock.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -43,6 +43,32 @@ class ProgramSettings(Strict):
                       "for a late call)")
 
 
+class StateSettings(Strict):
+    """Replicas sharing one scheduler's view through Redis (docs/replicas.md)."""
+
+    url: str = Field(description="the Redis that holds the shared state: redis://HOST:PORT/DB, rediss://..., or "
+                     "unix:///PATH?db=N")
+    namespace: str = Field("flowserve", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="prefix of every key: "
+                           "deployments with another namespace share nothing")
+    sync_ms: float = Field(20.0, gt=0, le=10_000, description="how often a replica exchanges load and routed "
+                           "prompts with its peers")
+    heartbeat_s: float = Field(1.0, gt=0, le=3600, description="a replica's report is refreshed at least this often "
+                               "and expires after two: a dead replica's share of the load is gone within two "
+                               "heartbeats")
+    timeout_ms: float = Field(500.0, gt=0, le=60_000, description="one Redis command; beyond, the replica serves on "
+                              "its local view (degraded) until Redis answers again")
+    route_ttl_s: float = Field(300.0, gt=0, description="peers' routed prompts older than this are not folded in")
+    route_entries: int = Field(100_000, ge=100, description="routed prompts the stream keeps")
+    route_blocks: int = Field(65_536, ge=64, description="prompt blocks (16 tokens) each replica remembers to "
+                              "rebuild peers' routed prompts")
+    queries_ttl_s: float = Field(3600.0, gt=0, description="finished workflow queries answer GET /v1/queries/ID on "
+                                 "every replica for this long")
+    programs_ttl_s: float = Field(3600.0, gt=0, description="an ended program's record is kept this long")
+    summary_wait_s: float = Field(30.0, ge=0, le=3600, description="while the state is lost, DELETE of a program "
+                                  "waits this long for it (the summary needs every replica's part), then answers "
+                                  "with this replica's part, marked partial")
+
+
 class GatewaySettings(Strict):
     """The `gateway:` section of a serving YAML (`flowserve serve --config`); every field is
     optional."""
@@ -119,6 +145,9 @@ class GatewaySettings(Strict):
     header_timeout_s: float = Field(30.0, gt=0, le=3600, description="a connection that has not sent a whole "
                                     "request head this long after it opened (or after its last answer, while a "
                                     "next request is under way) is closed")
+    state: StateSettings | None = Field(None, description="replicas: share load, programs, tenants, queries and "
+                                        "routed prefixes through Redis (`{url: redis://HOST:PORT/DB}`); null: this "
+                                        "process alone")
 
     @field_validator("admin_keys")
     @classmethod
