@@ -11,6 +11,7 @@ import pytest
 
 from flowserve.config import BUILTIN_CLUSTERS
 from flowserve.gateway.driver import LiveDriver
+from flowserve.sim.replicas import ReplicaCores
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import Simulator
 from flowserve.types.commands import Command
@@ -26,6 +27,15 @@ def test_the_union_is_what_the_core_issues():
 @pytest.mark.parametrize("driver", [Simulator, LiveDriver])
 def test_every_command_has_a_handler(driver):
     assert set(driver.COMMANDS) == COMMANDS
+
+
+def test_simulated_replicas_map_every_command_and_route_every_event():
+    from flowserve.types.events import Event
+
+    assert set(ReplicaCores._COMMANDS) == COMMANDS
+    events = set(typing.get_args(Event))
+    peers = {e for e in events if e.__module__ == "flowserve.types.peers"}  # the replicas' own sync makes these
+    assert set(ReplicaCores._ROUTES) == events - peers
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,11 @@ class CallBook(Binder):
 
     # ------------------------------------------------------------------ instances
 
+    def slots_changed(self, inst: InstanceState) -> None:
+        """The instance may start more or fewer calls now (peer replicas' load moved):
+        released from after this event."""
+        self._dirty[inst] = None
+
     def on_capacity(self, ev: InstanceCapacity) -> list[Command]:
         inst = self.fleet.capacity(ev)
         if inst is not None:

@@ -56,7 +56,7 @@ class InstanceBook:
 
     def take_down(self, inst: InstanceState) -> tuple[list[CallState], list[CallState]]:
         """The instance is down: its queued and its running calls leave it (returned, for
-        the call book to move elsewhere); nothing is outstanding there any more."""
+        the call book to move elsewhere); nothing of its own is outstanding there any more."""
         inst.up = False
         self._serving.clear()
         queued = list(inst.queue)
@@ -64,8 +64,19 @@ class InstanceBook:
             leave_queue(cs, inst, released=False)
         running = list(inst.running.values())
         inst.running.clear()
-        inst.outstanding = 0.0
+        inst.outstanding = inst.peer_outstanding
         return queued, running
+
+    def peer_share(self, inst: InstanceState, outstanding: float, running: int, queued: int, peers: int) -> bool:
+        """Peer replicas' share of the instance's load (`flowserve.core._peers`), part of its
+        `outstanding`; True when their running calls moved what it may start."""
+        inst.outstanding += outstanding - inst.peer_outstanding
+        inst.peer_outstanding = outstanding
+        inst.peer_queued = queued
+        if (running, peers) == (inst.peer_running, inst.peers):
+            return False
+        inst.peer_running, inst.peers = running, peers
+        return True
 
     def capacity(self, ev: InstanceCapacity) -> InstanceState | None:
         """Apply what the engine reports it can start now."""

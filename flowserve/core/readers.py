@@ -36,7 +36,8 @@ def _reads(*names: str) -> Callable[[type], type]:
 
 
 @_reads("name", "spec", "cost", "profile", "queue", "outstanding", "up", "free_seqs", "headroom", "kv_free",
-        "kv_capacity", "max_context", "dispatched", "completed", "slots_free", "has_room", "serves")
+        "kv_capacity", "max_context", "dispatched", "completed", "slots_free", "has_room", "serves",
+        "peer_outstanding", "peer_running", "peer_queued", "peers")
 class InstanceView:
     """An instance: its state's fields; its running calls and waiting tenants as read-only
     mappings, its recent history as a tuple."""
@@ -59,6 +60,10 @@ class InstanceView:
     slots_free: int
     has_room: bool
     serves: Callable[[str | None], bool]
+    peer_outstanding: float  # peer replicas' share (`flowserve.core._peers`)
+    peer_running: int
+    peer_queued: int
+    peers: int
 
     def __init__(self, state: InstanceState) -> None:
         self._s = state

@@ -7,7 +7,7 @@ import inspect
 import typing
 from collections.abc import Mapping
 
-from flowserve.core.policy import BINDINGS
+from flowserve.core.policy import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.docgen.config_reference import type_name, yaml_value
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
@@ -42,11 +42,11 @@ def parameter_rows(cls: type, kind: str) -> list[str]:
     return rows
 
 
-def policy_section(name: str, cls: type, kind: str) -> str:
+def policy_section(name: str, cls: type[DispatchPolicy] | type[QueuePolicy], kind: str) -> str:
     traits = [f"binds calls at `{cls.binding}` time"] if kind == "dispatch" else []
-    if getattr(cls, "uses_deadline", False):
+    if cls.uses_deadline:
         traits.append("reads deadlines")
-    if getattr(cls, "needs_prefix_index", False):
+    if cls.needs_prefix_index:
         traits.append("reads the router's prefix index")
     head = f"### `{name}` ({kind})\n\n`{cls.__module__}.{cls.__name__}`" + (f"; {', '.join(traits)}." if traits
                                                                               else ".")

@@ -109,7 +109,7 @@ class LiveDriver:
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes),
                                   workflows=self.workflows, services=TuningServices(s.queue, s.queue_params))
-        self.metrics = GatewayMetrics(s.dispatch)
+        self.metrics = GatewayMetrics(s.dispatch, s.metrics_tenants)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
@@ -123,7 +123,7 @@ class LiveDriver:
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
         self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(1)  # query ids
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.book = QueryBook(self.metrics, s.record, clock(), s.time_scale)
@@ -190,6 +190,11 @@ class LiveDriver:
         return self._draining
 
     # ------------------------------------------------------------------ public API
+
+    def number_queries_from(self, first: int) -> None:
+        """Number the next queries from `first` (a replica's start at its number: unique
+        across replicas)."""
+        self._ids = itertools.count(first)
 
     def new_query(self, workflow: str, ref: WorkflowRef, model: str | None = None, tenant: str = "default",
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
@@ -291,9 +296,10 @@ class LiveDriver:
             return
         h.arrival = now
         deadline = None if h.slo_s is None else now + h.slo_s
-        self.book.open[h.id] = h
+        self.book.opened(h)
         h.accepted.set_result(None)
-        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.ref, deadline, h.tenant, h.priority, h.cls)))
+        self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.workflow_ref, deadline, h.tenant, h.priority,
+                                           h.cls)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -92,6 +93,6 @@ class KVCollector:
             yield GaugeMetricFamily("flowserve_kv_index_bytes", "Estimated bytes of the block index (bounded by "
                                     "its budget)", value=size)
             counts = CounterMetricFamily("flowserve_kv_index", "Block index counters", labels=["what"])
-            for what in ("stored", "removed", "orphans", "unknown_removals", "evicted", "expired", "confirmed"):
-                counts.add_metric([what], getattr(stats, what))
+            for what, n in dataclasses.asdict(stats).items():
+                counts.add_metric([what], n)
             yield counts

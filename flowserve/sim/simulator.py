@@ -16,10 +16,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from flowserve.core.scheduler import SchedulerCore
-from flowserve.core.state import CallRecord
+from flowserve.core.state import CallRecord, InstanceStatus
 from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.primitives import op_units
 from flowserve.profiles.ops import OpProfile
@@ -28,6 +27,7 @@ from flowserve.sim.sequence import Capacity
 from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.types.commands import (
     CancelCall,
+    Command,
     PolicyChanged,
     QueryDone,
     QueryFailed,
@@ -90,10 +90,23 @@ class SimResult:
     policy_stats: dict = field(default_factory=dict)  # the dispatch policy's own counters
 
 
+class SimulatedCore(Protocol):
+    """What the simulator drives: one `SchedulerCore`, or several replicas of it standing
+    as one (`flowserve.sim.replicas.ReplicaCores`)."""
+
+    @property
+    def decisions(self) -> int: ...
+
+    def handle(self, event: Event) -> list[Command]: ...
+    def instance_status(self) -> list[InstanceStatus]: ...
+    def finished_calls(self) -> list[CallRecord]: ...
+    def dispatch_stats(self) -> Mapping[str, int]: ...
+
+
 class Simulator:
     def __init__(
         self,
-        core: SchedulerCore,
+        core: SimulatedCore,
         engines: Iterable[SimEngine],
         queries: Iterable[SimQuery],
         tick_s: float | None = None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from flowserve.errors import FailureKind
 from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.peers import PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
 
@@ -202,6 +203,10 @@ Event = (
     | QueryInput
     | QueryClosed
     | CallCancelled
+    | PeerLoad
+    | PeerRouted
+    | PeerService
+    | ProgramShared
     | KVCacheEvents
     | KVViewChanged
 )

@@ -41,6 +41,8 @@ def test_instances_are_live_read_only_proxies():
     with pytest.raises(AttributeError):
         seen.extra = 1  # type: ignore[attr-defined]
     assert view.t_comp(cs, seen) == view.t_comp(cs, a)  # the view's estimates take either
+    a.peer_running, a.peers = 3, 1  # peer replicas' share reads through too (`replica_share`)
+    assert (seen.peer_running, seen.peers, seen.peer_queued, seen.peer_outstanding) == (3, 1, 0, 0.0)
 
 
 def test_queries_predictor_and_index_are_readers():

@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
+from flowserve.core.policy import Binding, DispatchPolicy
 from flowserve.docgen.cli_reference import cli_reference
 from flowserve.docgen.config_reference import model_section, type_name, yaml_value
 from flowserve.docgen.policy_catalogue import policy_catalogue
@@ -55,12 +56,12 @@ def test_a_model_section_has_one_row_per_field_with_bounds_defaults_and_descript
     ]
 
 
-class Picky:
+class Picky(DispatchPolicy):
     """Sends every call to the instance with the most free slots."""
 
     name: ClassVar[str] = "picky"
-    binding = "late"
-    uses_deadline = True
+    binding: Binding = "late"
+    uses_deadline: ClassVar[bool] = True
 
     def __init__(self, slack: float = 0.5, mode: Literal["x", "y"] = "x") -> None: ...
 

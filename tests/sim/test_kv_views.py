@@ -9,6 +9,7 @@ import pytest
 
 from flowserve.cluster import _instances
 from flowserve.core.scheduler import SchedulerCore
+from flowserve.profiles.fitted import FittedCostModel
 from flowserve.sim.kv_views import EstimatingEngine, PublishingEngine, viewed_engine, viewed_spec
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.kv import KVEventsSpec
@@ -23,10 +24,10 @@ def test_views_pick_the_engine_model() -> None:
     precise = viewed_spec(spec, "precise")
     assert precise.kv_events == KVEventsSpec("", block_size=16)
     assert viewed_spec(precise, "estimated").kv_events is None
-    cost = None  # the engines below only keep it
-    assert isinstance(viewed_engine(precise, cost, 10_000, True), PublishingEngine)  # type: ignore[arg-type]
-    assert isinstance(viewed_engine(spec, cost, 10_000, True, "estimated", 5_000), EstimatingEngine)  # type: ignore[arg-type]
-    assert type(viewed_engine(spec, cost, 10_000, True)).__name__ == "SimEngine"  # type: ignore[arg-type]
+    cost = FittedCostModel("m", (1e-3, 0.0, 1e-5, 0.0, 1e-4, 0.0), 4096, 4096, 2)
+    assert isinstance(viewed_engine(precise, cost, 10_000, True), PublishingEngine)
+    assert isinstance(viewed_engine(spec, cost, 10_000, True, "estimated", 5_000), EstimatingEngine)
+    assert type(viewed_engine(spec, cost, 10_000, True)).__name__ == "SimEngine"
 
 
 @pytest.mark.parametrize("view", ["precise", "estimated", "engine"])
