@@ -10,6 +10,7 @@ many of them are interactive.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from flowserve.core.state import CallState, InstanceState
@@ -26,10 +27,15 @@ class Started:
 
 
 class RunningBook:
-    __slots__ = ("_calls", "_context", "interactive", "tenants")
+    __slots__ = ("_calls", "_context", "_latest", "_owing", "interactive", "tenants")
 
     def __init__(self) -> None:
         self._calls: dict[int, Started] = {}
+        # the calls that may still owe prefill at `_latest` (the latest time asked), in release
+        # order: one found done is dropped for good, so `prefill_owed_s` scans only the few
+        # still prefilling (the core's time only moves on; an earlier time scans them all)
+        self._owing: dict[int, Started] = {}
+        self._latest = -math.inf
         self._context = 0.0
         self.interactive = 0  # interactive calls running
         self.tenants: dict[str, int] = {}  # interactive calls running per tenant
@@ -46,7 +52,10 @@ class RunningBook:
         old = self._calls.pop(cs.id, None)
         if old is not None:
             self._drop(old)
+            self._owing.pop(cs.id, None)
         self._calls[cs.id] = s
+        if prefill_s > 0:
+            self._owing[cs.id] = s
         self._context += s.context
         self.interactive += s.interactive
         if s.tenant is not None:
@@ -70,12 +79,29 @@ class RunningBook:
         running = inst.running
         for cid in [c for c in self._calls if c not in running]:
             self._drop(self._calls.pop(cid))
+            self._owing.pop(cid, None)
         if not self._calls:  # no float drift across idle periods
             self._context = 0.0
 
     def prefill_owed_s(self, now: float) -> float:
         """Prefill seconds the running calls still owe, each counted from its release."""
-        return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
+        if now < self._latest:
+            return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
+        self._latest = now
+        owed = 0.0
+        done = None
+        for cid, s in self._owing.items():
+            left = s.prefill_s - (now - s.start)
+            if left > 0.0:
+                owed += left
+            elif done is None:
+                done = [cid]
+            else:
+                done.append(cid)
+        if done is not None:
+            for cid in done:
+                del self._owing[cid]
+        return owed
 
     def context_sum(self) -> float:
         return self._context
