@@ -1,1 +1,12 @@
-pytest_plugins = ["fixtures_llama", "fixtures_text2sql", "fixtures_retrieval"]
+"""The whole suite's configuration: only the report header, so that a folder of tests needs
+nothing beyond what its own tests use. Each folder's conftest loads the fixture plugins
+(tests/support/fixtures_*.py) its tests use."""
+
+from __future__ import annotations
+
+import pytest
+from llama_build import report_header
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return report_header()

@@ -16,10 +16,10 @@ from typing import Any
 
 from rich.console import Console
 
-from flowserve.bench.experiment import evaluate
 from flowserve.bench.preble import Case, run_case
 from flowserve.config import load_cluster
 from flowserve.metrics.tables import markdown_table, ratio, write_json
+from flowserve.sim.evaluate import evaluate
 from flowserve.sim.run import PolicySpec
 from flowserve.workloads import load_workload
 

@@ -10,11 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from flowserve.bench.experiment import DEFAULT_SLO_SCALES, evaluate
 from flowserve.config import load_cluster
 from flowserve.metrics.plots import plot_attainment
 from flowserve.metrics.tables import POLICY_TABLE_LEGEND, policy_table, rank_policies, write_json
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.sim.evaluate import DEFAULT_SLO_SCALES, evaluate
 from flowserve.sim.run import PolicySpec, standalone_times
 from flowserve.workloads import load_workload
 

@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from flowserve.bench.mixes import mix, tag
 from flowserve.config import load_cluster
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import Workload
+from flowserve.workloads.mixes import mix, tag
 
 CLUSTER = "hetero-1"
 WEIGHTS = "gold:3,free:1"

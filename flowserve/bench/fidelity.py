@@ -25,17 +25,17 @@ from typing import Any
 
 from rich.console import Console
 
-from flowserve.bench.live_workload import shared_prefix_workload
-from flowserve.bench.procs import served
 from flowserve.calibrate.fidelity import FULL, ablation_profiles, pin_self, repeated_validation, split_cpus
 from flowserve.calibrate.profiler import EngineFacts, ProfileSettings, engine_facts, profile_engine
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_hf
+from flowserve.loadtest.procs import served
 from flowserve.metrics.tables import markdown_table
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.sim.run import PolicySpec
 from flowserve.workloads.base import Workload
+from flowserve.workloads.shared_prefix import shared_prefix_workload
 
 
 def fidelity_workload() -> Workload:

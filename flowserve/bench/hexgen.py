@@ -21,12 +21,12 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.bench.hexgen_diag import capacity_ratio, decision_terms, stage_mix, term_table
-from flowserve.bench.scales import GRID, ScaleSearch
 from flowserve.config import load_cluster
 from flowserve.metrics.summary import percentiles, summarize
 from flowserve.metrics.tables import write_json
 from flowserve.policies.hexgen import DEFAULT_ALPHA, DEFAULT_BETA, HexgenWB
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
+from flowserve.sim.scales import GRID, ScaleSearch
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS, sweep_alpha
 from flowserve.tune.job import SweepJob

@@ -33,8 +33,6 @@ import numpy as np
 import yaml
 from rich.console import Console
 
-from flowserve.bench.live_workload import shared_prefix_workload
-from flowserve.bench.procs import llama_servers, served
 from flowserve.calibrate.profiler import ProfileSettings, engine_facts, profile_engine
 from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.calibrate.validate import engine_instance
@@ -44,9 +42,11 @@ from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
+from flowserve.loadtest.procs import llama_servers, served
 from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.tokenize.segments import TokenMaterializer
+from flowserve.workloads.shared_prefix import shared_prefix_workload
 
 OUT = Path("out/bench-live")
 SLOTS, PREFIXES = 4, 8  # per engine; in the shared-prefix workload

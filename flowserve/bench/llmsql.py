@@ -14,10 +14,8 @@ from rich.table import Table
 import flowserve.sql as fsql
 from flowserve.metrics.tables import write_json
 from flowserve.sql.generators import products, squad_like
-from flowserve.sql.queries import MOVIES, PRODUCTS, RAG
+from flowserve.sql.queries import MOVIES, MOVIES_CSV, PRODUCTS, RAG
 
-# The real table, shipped with the package (a copy of ../shared/data/llmsql/movies_small.csv).
-MOVIES_CSV = Path(__file__).resolve().parents[1] / "data" / "llmsql" / "movies_small.csv"
 STEPS: list[tuple[str, str, bool]] = [  # (label, optimize, engine prefix caching); sorted rows need the
 # prefix warm-up: an engine admits a sorted group in one iteration and computes its prefix once per call
     ("no cache", "none", False),

@@ -28,8 +28,8 @@ import httpx
 import numpy as np
 import yaml
 
-from flowserve.bench.procs import llama_servers, served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import llama_servers, served
 from flowserve.metrics.tables import markdown_table
 
 MODEL = "tiny-llama"

@@ -1,6 +1,6 @@
 """The live half of `flowserve bench programs`: the simulated run's programs through
 `flowserve serve` on simulated engines (`gateway.time_scale` times faster than the GPU),
-played by `flowserve.bench.program_client` in its own process; the gateway records them
+played by `flowserve.loadtest.program_client` in its own process; the gateway records them
 (`gateway.record`) and the recording is replayed in the simulator — the loop a user runs.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from flowserve.bench.procs import served
 from flowserve.bench.programs_setup import CLUSTER, CONTESTANTS, cluster, figures
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.errors import FlowserveError
+from flowserve.loadtest.procs import served
 from flowserve.sim.run import simulate
 from flowserve.workloads import load_workload
 from flowserve.workloads.agent_trace import read_agent_trace
@@ -67,7 +67,7 @@ def run_live(traced: Sequence[TracedQuery], contestants: Sequence[str], out: Pat
         load0 = os.getloadavg()[0]
         with served([py, "-c", "from flowserve.cli import app; app()", "serve", "--config", str(cfg), "--port",
                      str(port), "--log-level", "warning"], f"{url}/health", out / f"serve-{slug(name)}.log"):
-            done = subprocess.run([py, "-m", "flowserve.bench.program_client", url, str(traces), str(time_scale),
+            done = subprocess.run([py, "-m", "flowserve.loadtest.program_client", url, str(traces), str(time_scale),
                                    str(result)], capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise FlowserveError(f"the program client failed: {done.stderr.strip()[-500:]}")

@@ -15,13 +15,11 @@ from flowserve.sim.simulator import SimResult
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads.base import Workload
 from flowserve.workloads.program_trace import TracedQuery
-from flowserve.workloads.programs import ProgramShape
+from flowserve.workloads.programs import AGENT_SHAPE, PROGRAM_SLO_SCALE
 
 CLUSTER = {"instances": [{"name": "a6000", "gpu": "A6000", "model": "llama-3.1-8b", "backend": "sim", "count": 4}]}
-# prefill-heavy agent calls: long tool results, short answers (ReAct/SWE-agent-like)
-SHAPE = ProgramShape(system_tokens=2000, user_tokens=500, tool_result_tokens=2000, output_tokens=80,
-                     calls_median=4.0, tool_s=1.0)
-SLO_SCALE = 5.0
+SHAPE = AGENT_SHAPE
+SLO_SCALE = PROGRAM_SLO_SCALE
 CONTESTANTS: dict[str, PolicySpec] = {
     "round_robin+fcfs": PolicySpec("round_robin", "fcfs"),
     "sglang_cache_aware": PolicySpec("sglang_cache_aware", "fcfs"),

@@ -21,7 +21,7 @@ def show(
 ) -> None:
     """Print the app's graph (one query of its built-in workload) before and after the passes."""
     with user_errors():
-        from flowserve.bench.graph_view import app_graph, describe, write_png
+        from flowserve.cli.graph_view import app_graph, describe, write_png
 
         before, after = app_graph(name, passes)
         console.print(f"{name}: module chain ({len(before)} nodes)", highlight=False)

@@ -5,7 +5,11 @@ questions to a documents table (no retrieval service in flowserve yet)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flowserve.sql.errors import SQLInputError
+
+MOVIES_CSV = Path(__file__).resolve().parents[1] / "data" / "llmsql" / "movies_small.csv"  # shipped with the package
 
 MOVIES = {
     "Q1": "SELECT LLM('Recommend movies for the user based on {movie information} and {user review}', "

@@ -48,6 +48,13 @@ class ProgramShape:
     max_threads: int = 4
 
 
+# prefill-heavy agent calls: long tool results, short answers (ReAct/SWE-agent-like); `bench programs`
+# and `bench compare` run these programs with deadlines of PROGRAM_SLO_SCALE × their time alone
+AGENT_SHAPE = ProgramShape(system_tokens=2000, user_tokens=500, tool_result_tokens=2000, output_tokens=80,
+                           calls_median=4.0, tool_s=1.0)
+PROGRAM_SLO_SCALE = 5.0
+
+
 class _Builder:
     """One program's calls as they are generated: contexts per thread, as segments."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowserve.bench.fairness import FLOOD, LIGHT_RATE, goals, scenarios, summary, text2sql
-from flowserve.bench.mixes import mix, tag
+from flowserve.workloads.mixes import mix, tag
 
 
 def test_summary_counts_tokens_only_within_the_window() -> None:

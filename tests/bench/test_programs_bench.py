@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from live_support import MODEL
 
-from flowserve.bench import program_client
 from flowserve.bench.programs import goals, near_saturation, report, throughput_at
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import serve_config
+from flowserve.loadtest import program_client
 from flowserve.workloads.program_trace import query_json
 from flowserve.workloads.programs import ProgramShape, program_traces
 

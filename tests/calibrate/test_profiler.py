@@ -1,6 +1,7 @@
 import asyncio
 import json
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -12,6 +13,7 @@ from flowserve.profiles.fitted import load_profile
 from flowserve.profiles.slot_config import SlotConfig
 
 
+@pytest.mark.real_engine
 def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model):
     async def go():
         assert await detect_engine(llama_server.base_url) == "llamacpp"
@@ -35,6 +37,7 @@ def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model)
     assert fitted.prefill_time(512) > 0 and fitted.decode_step_time(2, 600) > 0
 
 
+@pytest.mark.real_engine
 def test_cli_writes_a_profile_the_simulator_accepts(llama_server, tiny_model, tmp_path):
     out, js = tmp_path / "tiny.yaml", tmp_path / "m.json"
     res = CliRunner().invoke(app, ["profile", "--url", llama_server.base_url, "--model", tiny_model.name,

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from live_support import tiny_profile
 from typer.testing import CliRunner
 
-from flowserve.bench.live_workload import shared_prefix_workload
 from flowserve.cli import app
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import TinyModel
+from flowserve.workloads.shared_prefix import shared_prefix_workload
 from flowserve.workloads.trace import write_trace
 
 
@@ -36,6 +37,7 @@ def test_serve_rejects_bad_configuration_in_one_line(tmp_path: Path) -> None:
     one_line_exit_2(["serve", "--config", str(cfg)], "no workflow ['rag']")
 
 
+@pytest.mark.real_engine
 def test_validate_replays_a_workload_on_llama_server_and_in_the_simulator(
         llama_server: LlamaServer, tiny_model: TinyModel, tmp_path: Path) -> None:
     profile = tiny_profile(tmp_path / "tiny.yaml", tiny_model, slots=2)

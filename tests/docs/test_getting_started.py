@@ -23,8 +23,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the environment the page installs: its flowserve, python, pytest

@@ -24,6 +24,7 @@ async def with_client(server, fn, **kw):
         return await fn(client)
 
 
+@pytest.mark.real_engine
 def test_token_id_prompt_streams_with_client_timings(llama_server, tiny_model):
     prompt = random_prompt(1, 50, tiny_model.vocab_size)
     chunks = []
@@ -35,6 +36,7 @@ def test_token_id_prompt_streams_with_client_timings(llama_server, tiny_model):
     assert res.text == "".join(c["choices"][0]["text"] for c in chunks if c.get("choices"))
 
 
+@pytest.mark.real_engine
 def test_repeated_prefix_is_reported_as_cached(llama_server, tiny_model):
     base = random_prompt(2, 600, tiny_model.vocab_size)
     other = base[:500] + random_prompt(3, 100, tiny_model.vocab_size)
@@ -49,6 +51,7 @@ def test_repeated_prefix_is_reported_as_cached(llama_server, tiny_model):
     assert uncached.cached_tokens == 0
 
 
+@pytest.mark.real_engine
 def test_non_streamed_and_chat_requests(llama_server):
     async def go(c):
         msgs = [{"role": "user", "content": "select the name"}]
@@ -65,6 +68,7 @@ def test_non_streamed_and_chat_requests(llama_server):
     assert models == ["tiny-llama"]
 
 
+@pytest.mark.real_engine
 def test_engine_and_local_tokenizers_agree(llama_server, tiny_model):
     text = "select sum(amount) from loan where district = 7; naïve ☃"
 
@@ -88,6 +92,7 @@ def test_closed_port_is_retryable():
     assert err.value.retryable and err.value.status is None
 
 
+@pytest.mark.real_engine
 def test_client_errors_are_not_retryable(llama_server, tiny_model):
     too_long = random_prompt(4, 5000, tiny_model.vocab_size)  # context is 4096
     for prompt in (too_long, [tiny_model.vocab_size + 5]):
@@ -96,6 +101,7 @@ def test_client_errors_are_not_retryable(llama_server, tiny_model):
         assert err.value.status == 400 and not err.value.retryable
 
 
+@pytest.mark.real_engine
 def test_timeout_is_retryable_and_frees_the_slot(llama_server):
     async def go(c):
         with pytest.raises(EngineError, match=r"within 0\.2 s") as err:
@@ -106,6 +112,7 @@ def test_timeout_is_retryable_and_frees_the_slot(llama_server):
     assert run(with_client(llama_server, go))
 
 
+@pytest.mark.real_engine
 def test_cancelling_the_task_stops_generation(llama_server):
     async def go(c):
         first = asyncio.Event()

@@ -10,6 +10,7 @@ from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.errors import FlowserveError
 
 
+@pytest.mark.real_engine
 def test_server_is_healthy_on_localhost_and_reports_its_slots(llama_server):
     assert llama_server.base_url.startswith("http://127.0.0.1:")
     props = httpx.get(f"{llama_server.base_url}/props").json()
@@ -17,6 +18,7 @@ def test_server_is_healthy_on_localhost_and_reports_its_slots(llama_server):
     assert httpx.get(f"{llama_server.base_url}/health").status_code == 200
 
 
+@pytest.mark.real_engine
 def test_sequence_context_matches_the_server_in_both_kv_layouts(llama_server, start_llama_server):
     split = start_llama_server(ctx_size=4096, parallel=2, kv_unified=False)
     for server, expected in ((llama_server, 4096), (split, 2048)):
@@ -25,6 +27,7 @@ def test_sequence_context_matches_the_server_in_both_kv_layouts(llama_server, st
         assert server.kv_capacity_tokens == 4096
 
 
+@pytest.mark.real_engine
 def test_stop_ends_the_process_and_frees_the_port(start_llama_server):
     server = start_llama_server()
     url, proc_pid = server.base_url, server.pid
@@ -35,12 +38,14 @@ def test_stop_ends_the_process_and_frees_the_port(start_llama_server):
         httpx.get(f"{url}/health")
 
 
+@pytest.mark.real_engine
 def test_bad_arguments_fail_with_the_log_tail(start_llama_server):
     with pytest.raises(FlowserveError, match="exited with code") as err:
         start_llama_server(extra_args=["--no-such-flag"])
     assert "no-such-flag" in str(err.value)
 
 
+@pytest.mark.real_engine
 def test_missing_model_is_a_clear_error(start_llama_server, tmp_path):
     with pytest.raises(FlowserveError, match="does not exist"):
         start_llama_server(model=tmp_path / "nope.gguf")
@@ -107,6 +112,7 @@ def test_concurrent_callers_build_once(monkeypatch, tmp_path):
     assert not list(tmp_path.glob("llama-build-*"))  # the work folder is removed
 
 
+@pytest.mark.real_engine
 def test_context_manager_stops_on_exit(llama_server_binary, tiny_model, tmp_path):
     with LlamaServer(tiny_model.gguf, binary=llama_server_binary, log_path=tmp_path / "l.log") as srv:
         assert srv.running

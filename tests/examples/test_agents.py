@@ -15,8 +15,8 @@ import pytest
 import yaml
 from tool_engine import ToolEngine
 
-from flowserve.bench.procs import served
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.loadtest.procs import served
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import load_workload

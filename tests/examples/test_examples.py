@@ -98,6 +98,7 @@ def test_serve_sim_answers_completions_and_chat() -> None:
                          headers={"authorization": "Bearer wrong"}).status_code == 401
 
 
+@pytest.mark.real_engine
 def test_serve_llama_serves_the_tiny_model(llama_server: LlamaServer, tmp_path: Path) -> None:
     """The file as written, with its engine URL pointed at the test's llama-server."""
     data = yaml.safe_load((EXAMPLES / "serve-llama.yaml").read_text())

@@ -55,6 +55,7 @@ def serve_yaml(tmp: Path, server: LlamaServer, model: TinyModel, **gateway: Any)
 
 
 @pytest.mark.parametrize("tools", [None, TOOLS])
+@pytest.mark.real_engine
 def test_the_local_template_gives_the_engines_token_ids(llama_server: LlamaServer, tiny_model: TinyModel,
                                                         tools: list | None) -> None:
     assert tiny_model.tokenizer_config is not None
@@ -70,6 +71,7 @@ def test_the_local_template_gives_the_engines_token_ids(llama_server: LlamaServe
         assert ids == asyncio.run(engine_ids(chat)) and len(ids) > 5
 
 
+@pytest.mark.real_engine
 def test_tools_reach_the_engines_rendering_and_the_router_counts_them(llama_server: LlamaServer,
                                                                     tiny_model: TinyModel, tmp_path: Path) -> None:
     async def rendered() -> tuple[str, int, int]:
@@ -89,6 +91,7 @@ def test_tools_reach_the_engines_rendering_and_the_router_counts_them(llama_serv
         assert resp.usage.prompt_tokens == with_tools > without == plain.usage.prompt_tokens
 
 
+@pytest.mark.real_engine
 def test_a_json_schema_constrains_the_answer(llama_server: LlamaServer, tiny_model: TinyModel,
                                              tmp_path: Path) -> None:
     cfg = load_serve_config(serve_yaml(tmp_path, llama_server, tiny_model))
@@ -119,6 +122,7 @@ class Pick(Workflow):
         return {k: r.text for k, r in results.items()}
 
 
+@pytest.mark.real_engine
 def test_workflow_steps_carry_a_response_format_to_llama_server(llama_server: LlamaServer,
                                                                tiny_model: TinyModel, tmp_path: Path) -> None:
     profile = load_profile(tiny_profile(tmp_path / "p.yaml", tiny_model, 2))

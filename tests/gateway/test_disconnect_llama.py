@@ -23,6 +23,8 @@ from flowserve.gateway.disconnect import REASON
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
 
+pytestmark = pytest.mark.real_engine  # every test here starts llama-server
+
 CTX = 16384
 MAX_TOKENS = 16_000
 IDLE_BOUND_S = 20.0

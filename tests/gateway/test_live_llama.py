@@ -22,6 +22,8 @@ from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
 from flowserve.policies import DISPATCH_POLICIES
 
+pytestmark = pytest.mark.real_engine  # every test here starts llama-server
+
 KEY = "sk-llama"
 WORDS = ("select", "count", "from", "where", "join", "account", "client", "loan", "district", "amount", "date",
          "year", "name", "order", "group", "table", "column", "schema", "database", "value", "total", "average",

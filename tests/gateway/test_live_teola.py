@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 from fixtures_retrieval import SEARCH_KEY, TOPICS
 from live_support import tiny_profile
@@ -18,6 +19,8 @@ from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
 from flowserve.retrieval.process import SearchServiceProcess
+
+pytestmark = pytest.mark.real_engine  # every test here starts llama-server
 
 KEY = "sk-teola"
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 from live_support import tiny_profile
 
@@ -19,6 +20,8 @@ from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import load_serve_config
+
+pytestmark = pytest.mark.real_engine  # every test here starts llama-server
 
 MAX_TOKENS = 1500
 KEY = "sk-llama"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from batch_job import BATCH_WORKFLOW, batch_job
 
-from flowserve.bench.compare import interactive_only, tenant_shares
-from flowserve.bench.mixes import mix, shift_plan, tag
 from flowserve.config import load_cluster
 from flowserve.graph.replay import plan_oracle
 from flowserve.sim.clairvoyant import ClairvoyantPredictor
+from flowserve.sim.compare import interactive_only, tenant_shares
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.workloads import load_workload
+from flowserve.workloads.mixes import mix, shift_plan, tag
 
 
 def small_mix():
@@ -51,7 +51,7 @@ def test_clairvoyant_predictor_knows_each_calls_true_length() -> None:
 
 
 def test_tenant_latency_means_completed_queries_per_tenant() -> None:
-    from flowserve.bench.compare import tenant_latency
+    from flowserve.sim.compare import tenant_latency
     from flowserve.sim.simulator import QueryOutcome, SimResult
 
     qs = [QueryOutcome(1, "w", 0, 2, 2.0, 1, None, None), QueryOutcome(2, "w", 0, 4, 4.0, 1, None, None),

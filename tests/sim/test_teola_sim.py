@@ -92,16 +92,3 @@ def test_failing_search_service_fails_queries_with_the_reason():
 def test_unknown_pass_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown graph pass"):
         run("naive_rag", "prune,fuse")
-
-
-def test_graph_show_cli_prints_both_graphs_and_draws(tmp_path):
-    from typer.testing import CliRunner
-
-    from flowserve.cli import app
-
-    png = tmp_path / "g.png"
-    res = CliRunner().invoke(app, ["graph", "show", "naive_rag", "--passes", "all", "--png", str(png)])
-    assert res.exit_code == 0, res.output
-    assert "embed_docs#0" in res.output and "answer.prefill" in res.output and png.stat().st_size > 1000
-    bad = CliRunner().invoke(app, ["graph", "show", "nope"])
-    assert bad.exit_code == 2 and "unknown app 'nope'" in bad.output

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
+pytestmark = pytest.mark.real_engine  # starts Spark: a JVM and its Python workers
 if shutil.which("java") is None:  # .ci/run installs Java where it is missing
     pytest.skip("no java on PATH", allow_module_level=True)
 

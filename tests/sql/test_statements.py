@@ -8,10 +8,9 @@ import pyarrow as pa
 import pytest
 
 import flowserve.sql as fsql
-from flowserve.bench.llmsql import MOVIES_CSV
 from flowserve.errors import FlowserveError
 from flowserve.sql.errors import SQLInputError, StatementFailed
-from flowserve.sql.queries import MOVIES, query
+from flowserve.sql.queries import MOVIES, MOVIES_CSV, query
 
 
 def small() -> pa.Table:

@@ -14,7 +14,7 @@ def batch_job(rows: int, seed: int, start_s: float = 0.0, instruction: int = 400
               output: int = 24, span_s: float = 5.0) -> Workload:
     """A small synthetic batch job for tests: one call per row, a shared instruction then
     the row's fields, short answers; the rows are submitted within `span_s` seconds (a
-    scan feeding the LLM operator). The benches use real statements (`bench.sql_jobs`)."""
+    scan feeding the LLM operator). The benches use real statements (`workloads.sql_jobs`)."""
     rng = np.random.default_rng(seed)
     head = Segment(1, instruction)
     queries = []

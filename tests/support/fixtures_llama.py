@@ -6,34 +6,35 @@
 * `llama_server` (session): one server, 2 slots, 4096 tokens of unified KV, 1 thread.
 * `start_llama_server` (function): factory `start_llama_server(**LlamaServer kwargs)`; every
   server it started is stopped when the test ends.
+
+Every test that uses them is marked `real_engine` (collection stops with a clear error
+when one is not).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from llama_build import BUILD_NOTE, llama_server_cached
 
 from flowserve.engines.llamacpp_build import binary_path, ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
 
-BUILD_NOTE = "about 5-7 minutes on 2 cores, once; cached afterwards"
 
-
-def llama_server_cached() -> bool:
-    return bool(os.environ.get("FLOWSERVE_LLAMA_SERVER")) or os.access(binary_path(), os.X_OK)
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-    if llama_server_cached():
-        return f"llama-server: {os.environ.get('FLOWSERVE_LLAMA_SERVER') or binary_path()}"
-    return (f"llama-server: not built yet; the first test that needs it builds it from the "
-            f"llama-cpp-python sdist ({BUILD_NOTE}) into {binary_path().parent}")
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts llama-server carries the `real_engine` marker, so that
+    `pytest -m "not real_engine"` leaves every engine out."""
+    unmarked = [i.nodeid for i in items if "llama_server_binary" in getattr(i, "fixturenames", ())
+                and i.get_closest_marker("real_engine") is None]
+    if unmarked:
+        raise pytest.UsageError("these tests start llama-server but carry no `@pytest.mark.real_engine`:\n  "
+                                + "\n  ".join(unmarked))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

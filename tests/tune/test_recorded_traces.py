@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flowserve.bench.compare import run_compare_bench
 from flowserve.config import load_cluster
 from flowserve.errors import ConfigError
+from flowserve.sim.compare import run_compare_bench
 from flowserve.tune.alpha import tune_trace
 from flowserve.workloads.program_trace import query_json
 from flowserve.workloads.programs import ProgramShape, program_traces

@@ -1,6 +1,7 @@
-"""`flowserve bench compare`: flowserve against every paper and peer policy, and the oracle.
+"""The policy comparison (`flowserve.compare()`, `flowserve bench compare`): flowserve
+against every paper and peer policy, and the oracle.
 
-Per workload (`bench.mixes`: each kind alone, then the mixes), every contestant's
+Per workload (`workloads.mixes`: each kind alone, then the mixes), every contestant's
 minimum SLO scale at 95% and 99% attainment of the interactive queries (batch work has
 no SLO), mean and p99 interactive latency, throughput, batch rows per second and each
 tenant's share of the engine tokens. `best other` is the best non-flowserve contestant
@@ -16,15 +17,10 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from rich.console import Console
 
-from flowserve.bench.mixes import MIXED, SINGLE, Case, mix, tag
-from flowserve.bench.programs_setup import SLO_SCALE as PROGRAM_SLO_SCALE
-from flowserve.bench.scales import ScaleSearch
-from flowserve.bench.sql_jobs import calls_of, llm_sql_job
 from flowserve.config import load_cluster
 from flowserve.errors import ConfigError
 from flowserve.metrics.summary import attainment
@@ -32,10 +28,14 @@ from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.policies.registry import policy_name
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
+from flowserve.sim.scales import ScaleSearch
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import Workload
+from flowserve.workloads.mixes import MIXED, SINGLE, Case, mix, tag
+from flowserve.workloads.programs import PROGRAM_SLO_SCALE
+from flowserve.workloads.sql_jobs import calls_of, llm_sql_job
 
 E2 = {"rebalance": True, "replicate": True, "pd_balance": True}
 CONTESTANTS: dict[str, PolicySpec] = {
@@ -55,6 +55,12 @@ ORACLE = "oracle"
 SIZES = {"quick": 30, "full": 150}  # interactive queries per workload
 FILLER_STATEMENTS_PER_QUERY = 0.25  # the filler check's batch work: statements per interactive query
 GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 25.0, 40.0, 60.0, 100.0)
+
+
+class Printer(Protocol):
+    """Where the comparison reports progress and tables (a `rich.console.Console`)."""
+
+    def print(self, *objects: Any, highlight: bool | None = ...) -> None: ...
 
 
 def contestants(picks: Sequence[Any] | None) -> dict[str, PolicySpec]:
@@ -163,7 +169,7 @@ def decision_cost(ours_s: float, others_s: Sequence[float]) -> float:
 
 
 def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, PolicySpec], oracle: bool,
-             console: Console) -> dict[str, Any]:
+             console: Printer) -> dict[str, Any]:
     specs = load_cluster(case.cluster)
     wl = case.build(queries, seed)
     standalone = standalone_times(wl, specs)
@@ -205,7 +211,7 @@ def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, Poli
 
 def classes_check(case: Case, queries: int, seed: int, statements: int | None = None) -> dict[str, Any]:
     """Item 3 of the issue on a mix: flowserve's interactive attainment with and without the
-    batch work — LLM-in-SQL statements (`bench.sql_jobs`) — at the scale where it reaches
+    batch work — LLM-in-SQL statements (`workloads.sql_jobs`) — at the scale where it reaches
     95% without, and the share of the capacity interactive work leaves idle that the batch
     work uses. Capacity is measured in engine tokens per second: the batch work alone on
     the idle cluster gives the capacity, the interactive work alone its own use; the batch
@@ -286,7 +292,7 @@ def recorded_case(path: str, cluster: str) -> Case:
     return Case(path, cluster, build)
 
 
-def run_compare_bench(out: Path, quick: bool, console: Console, workloads: Sequence[str] | None = None,
+def run_compare_bench(out: Path, quick: bool, console: Printer, workloads: Sequence[str] | None = None,
                       picked: Mapping[str, PolicySpec] | None = None, oracle: bool = True, seed: int = 0,
                       queries: int | None = None, classes_check_on: bool = True,
                       cluster: str = "hetero-1") -> dict[str, Any]:

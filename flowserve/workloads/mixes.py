@@ -1,7 +1,7 @@
 """Workloads of `bench compare`: each kind alone, and mixes of kinds, classes and tenants.
 
 `SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes; their batch
-work is LLM-in-SQL statements (`flowserve.bench.sql_jobs`). Mixing needs
+work is LLM-in-SQL statements (`flowserve.workloads.sql_jobs`). Mixing needs
 prompts of different workloads not to share segment ids by accident: each part is
 shifted into its own id range.
 """
@@ -12,11 +12,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flowserve.bench.sql_jobs import llm_sql_job
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, Segment
 from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import AppQuery, QuerySpec, Workload
+from flowserve.workloads.sql_jobs import llm_sql_job
 
 ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
 
@@ -107,10 +107,9 @@ def _statements(n: int, seed: int) -> Workload:
 def _programs(n: int, seed: int) -> Workload:
     """Agentic programs as `flowserve bench programs` makes them (prefill-heavy agent calls),
     at its near-saturation rate: their calls and stages are learnt online, as live."""
-    from flowserve.bench.programs_setup import SHAPE
-    from flowserve.workloads.programs import program_traces, traced_workload
+    from flowserve.workloads.programs import AGENT_SHAPE, program_traces, traced_workload
 
-    return traced_workload("programs", program_traces(n, PROGRAMS_RATE, seed, SHAPE))
+    return traced_workload("programs", program_traces(n, PROGRAMS_RATE, seed, AGENT_SHAPE))
 
 
 PROGRAMS_RATE = 0.5  # programs per second: about 80% of what the cluster completes (0.6–0.66 /s)

@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from flowserve.bench.llmsql_live import LiveSetup, run_live, write_results
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.sql.queries import PRODUCTS
+
+pytestmark = pytest.mark.real_engine  # every test here starts llama-server
 
 DESC = "a sturdy steel water bottle that keeps drinks cold for a whole day, with a leak proof lid " * 3
 

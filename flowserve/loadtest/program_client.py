@@ -1,5 +1,5 @@
 """The live client of `flowserve bench programs`, in its own process so its CPU is not the
-gateway's: `python -m flowserve.bench.program_client URL TRACES.jsonl TIME_SCALE OUT.json`.
+gateway's: `python -m flowserve.loadtest.program_client URL TRACES.jsonl TIME_SCALE OUT.json`.
 
 It plays each traced program (`flowserve.workloads.program_trace`) as the application
 would: at its arrival it starts; each call waits for the calls it follows, then for its

@@ -14,9 +14,8 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from flowserve.bench.llmsql import MOVIES_CSV
 from flowserve.graph.plan import DagPlan
-from flowserve.sql.queries import MOVIES, PRODUCTS
+from flowserve.sql.queries import MOVIES, MOVIES_CSV, PRODUCTS
 from flowserve.workloads.base import QuerySpec, Workload
 
 PRODUCT_ROWS = 800  # rows of the generated products table (about as many calls as a movies statement)

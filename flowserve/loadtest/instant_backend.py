@@ -1,5 +1,5 @@
 """An instant OpenAI-compatible engine for `flowserve bench gateway`, run in its own
-process: `python -m flowserve.bench.instant_backend PORT`. It answers at once — a fixed
+process: `python -m flowserve.loadtest.instant_backend PORT`. It answers at once — a fixed
 completion, or `STREAM_TOKENS` SSE chunks when asked to stream — so a router in front of
 it measures nothing but its own cost. Raw ASGI on uvicorn with uvloop and httptools.
 """
