@@ -28,7 +28,7 @@ def test_bench_compare_small(tmp_path):
 
 
 def test_decision_cost_is_per_simulation_against_the_median_other():
-    from flowserve.bench.compare import decision_cost
+    from flowserve.sim.compare import decision_cost
 
     assert decision_cost(6.0, [1.0, 2.0, 100.0]) == 3.0
     assert decision_cost(3.0, [1.0, 2.0]) == 2.0  # the median of an even count: the mean of the middle two
