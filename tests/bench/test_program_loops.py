@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flowserve.bench.program_bound import plan_calls, remaining_work
-from flowserve.bench.program_loops import BOUND, FCFS, gap_closed, loop_traces, run_mode
+from flowserve.bench.program_loops import BOUND, FCFS, NO_HEADERS, gap_closed, loop_goals, loop_traces, run_mode
 from flowserve.graph.plan import Segment
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.workloads.base import SegmentIds
@@ -37,3 +37,22 @@ def test_a_small_burst_of_loops_the_bound_beats_fcfs() -> None:
     assert bound["mean_s"] < fcfs["mean_s"] and run["bound_gain"] == fcfs["mean_s"] / bound["mean_s"]
     assert fcfs["gap_closed"] == 0.0 and bound["gap_closed"] == pytest.approx(1.0)
     assert all(q.deadline_s == run["deadline_s"] for q in run["workload"])  # one shared deadline
+
+
+def test_loop_goals_on_made_up_rows() -> None:
+    def row(mean: float, fcfs: float, bound: float) -> dict:
+        return {"mean_s": mean, "gain_vs_fcfs": fcfs / mean, "gap_closed": gap_closed(fcfs, mean, bound)}
+
+    loops = {"burst": {"rows": {FCFS: row(100, 100, 50), "flowserve": row(70, 100, 50), BOUND: row(50, 100, 50)},
+                       "bound_gain": 2.0},
+             "stream": {"rows": {FCFS: row(40, 40, 39), "flowserve": row(40.2, 40, 39), BOUND: row(39, 40, 39)},
+                        "bound_gain": 40 / 39}}
+    live = {mode: {"contestants": {"flowserve": {"mean_s": 60.0}, NO_HEADERS: {"mean_s": 66.0}},
+                   "ratio": 1.5, "sim_ratio": 1.2} for mode in ("burst", "stream")}
+    got = {g["goal"].split(" (")[0]: (g["value"], g["met"]) for g in loop_goals(loops, live)}
+    assert got["burst: flowserve closes ≥ 50% of the gap to the clairvoyant bound"] == ("60%", True)
+    assert got["burst: flowserve ≥ 1.3× per-call FCFS where the bound allows ≥ 1.6×, simulated"] == (1.429, True)
+    assert got["stream: flowserve with headers ≥ per-call FCFS"][1] is False  # 40.2 s against 40 s
+    assert "stream: flowserve ≥ 1.3× per-call FCFS where the bound allows ≥ 1.6×, simulated" not in got
+    assert got["burst: with headers never worse than without, live"] == (1.1, True)
+    assert got["burst: the simulator predicts the live ratio within 25%"] == ("20.0%", True)  # |1.2 / 1.5 − 1|
