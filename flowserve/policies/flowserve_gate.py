@@ -76,7 +76,7 @@ def engine_slots(inst: InstanceState) -> int:
 
 def occupancy(inst: InstanceState) -> float:
     """How full the engine is: the larger of its sequence slots and KV memory in use."""
-    slots = len(inst.running) / max(1, engine_slots(inst))
+    slots = (len(inst.running) + inst.peer_running) / max(1, engine_slots(inst))  # peer replicas' calls too
     kv = 0.0
     cap = inst.kv_capacity
     if cap and inst.spec.reports_capacity and inst.kv_free < cap:

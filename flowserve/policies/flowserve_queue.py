@@ -17,7 +17,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
-from flowserve.core.state import CallState, InstanceState
+from flowserve.core.state import CallState, InstanceState, replica_share
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
 from flowserve.policies.flowserve_gate import Gate, batch_gap, engine_slots, entitled_slots, gate_limit, hurt_by
@@ -250,7 +250,7 @@ class FlowserveQueue(UrgencyQueue):
         return self._over
 
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        limit = self._limit(inst, 0)
+        limit = replica_share(self._limit(inst, 0), inst)  # peer replicas' calls fill the spot too
         book = self._running
         ctx = book.context()
         spot = self._gate.spot(inst, ctx)
