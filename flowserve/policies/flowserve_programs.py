@@ -57,7 +57,9 @@ def km_survival(ended: Sequence[int], running: Sequence[int]) -> list[float]:
 def gittins_index(survival: Sequence[float], issued: int) -> float:
     """The Gittins index of a program that issued `issued` calls (its last one waits): with
     a = issued − 1 calls done, max over m ≥ 1 of P(N ≤ a + m | N > a) / E[min(N − a, m) | N > a]
-    = (S(a) − S(a + m)) / Σ_{j<m} S(a + j). Past what was observed S stays flat, so a
+    = (S(a) − S(a + m)) / Σ_{j<m} S(a + j) — the sup over Δ of J(a, Δ) in Aalto, Ayesta &
+    Righter, "On the Gittins index in the M/G/1 queue" (Queueing Systems, 2009), counted in
+    calls instead of seconds. Past what was observed S stays flat, so a
     program longer than any seen gets 0 (it goes last)."""
     a = issued - 1
     last = len(survival) - 1

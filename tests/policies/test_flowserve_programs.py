@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from flowserve.core.state import CallState, QueryState
+from flowserve.core.harness import PolicyHarness
+from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.program import Program, ProgramCall
 from flowserve.graph.prompt import Toks
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies.flowserve_programs import ProgramBook, gittins_index, km_survival
-from flowserve.policies.plas import PLASQueue
+from flowserve.policies.flowserve_queue import FlowserveQueue
+from flowserve.policies.plas import ATLASQueue, PLASQueue
 from flowserve.policies.queue_books import ServiceMeter
-from flowserve.types.work import Query
+from flowserve.profiles.cost_model import cost_model_for
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Query
 
 
 def program(qid: int) -> QueryState:
@@ -106,3 +110,124 @@ def test_plas_quantum_is_the_observed_service_per_call_unless_given() -> None:
     q.push(issue(qs, "b"))
     assert q.quantum() == pytest.approx(0.5)  # one call of 0.5 s observed
     assert PLASQueue(quantum_s=2.0).quantum() == 2.0
+
+
+# ---------------------------------------------------------------- the flowserve queue's order of programs
+
+A100 = cost_model_for("A100-80G", "llama-3.1-8b")
+_cids = iter(range(1, 10**6))
+
+
+def agent(qid: int, deadline: float | None = None) -> QueryState:
+    prog = Program()
+    run = QueryRun(prog, qid)
+    run.start()
+    return QueryState(Query(qid, 0.0, "agent", prog, deadline), run)
+
+
+def step(qs: QueryState) -> CallState:
+    """The program's next call, as the core tracks it (same prompt and output for all)."""
+    cid = next(_cids)
+    [node] = qs.run.input(ProgramCall(f"k{cid}", (Toks(tuple(range(200))),), 16, "act"))
+    cs = CallState(cid, node, qs, 0.0, 200, 16, cid)
+    cs.call = LLMCall(cid, qs.id, node.key, "act", "agent", tuple(range(200)), 16, 16)
+    cs.t_comp = A100.call_time(200, 16)
+    qs.inflight[cid] = cs
+    return cs
+
+
+def served(h: PolicyHarness, inst: InstanceState, qs: QueryState, calls: int, seconds: float = 0.5) -> None:
+    """`calls` calls of the program go through the queue and finish, `seconds` of service each."""
+    for _ in range(calls):
+        cs = step(qs)
+        h.enqueue(cs, inst)
+        h.release(cs, inst)
+        del inst.running[cs.id]
+        finish(qs, cs, seconds)
+
+
+def learned(programs: bool = True) -> tuple[PolicyHarness, InstanceState]:
+    """A flowserve queue that saw four programs end: three after 2 calls, one after 6."""
+    inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), A100, FlowserveQueue(programs=programs))
+    h = PolicyHarness([inst])
+    for qid, n in ((101, 2), (102, 2), (103, 2), (104, 6)):
+        qs = agent(qid)
+        served(h, inst, qs, n)
+        qs.ended = True
+    h.at(5.0)
+    return h, inst
+
+
+def test_km_and_gittins_of_the_learned_programs_by_hand() -> None:
+    s = km_survival([2, 2, 2, 6], [])
+    assert s == pytest.approx([1.0, 1.0, 0.25, 0.25, 0.25, 0.25, 0.0])
+    assert gittins_index(s, 2) == pytest.approx(0.75)
+    assert gittins_index(s, 3) == pytest.approx(0.25)
+
+
+def test_a_program_near_its_end_goes_before_a_long_one_with_the_same_deadline_slack() -> None:
+    for programs, first in ((True, "short"), (False, "long")):
+        h, inst = learned(programs)
+        q = inst.queue
+        long_, short = agent(1, deadline=1000.0), agent(2, deadline=1000.0)
+        served(h, inst, long_, 2)  # the long one is past 2 calls: it goes on
+        served(h, inst, short, 1)
+        calls = {"long": step(long_), "short": step(short)}
+        h.enqueue(calls["long"], inst)  # first in, the same prompt: urgency alone ties, FCFS keeps it first
+        h.enqueue(calls["short"], inst)
+        # ended [2, 2, 2, 6], running [3, 2] (censored): 6 at risk at 1, none ends; 5 at 2 (the
+        # short one left), 3 end: S(2) = 2/5, then flat to S(6) = 0. The short one (a = 1 call
+        # done): m = 1 gives (1 − 2/5)/1 = 3/5, its next call is likely its last; the long one
+        # (a = 2): (2/5 − S(2 + m)) / (m · 2/5), best at m = 4, 1/4, it likely goes on to 6
+        if programs:
+            assert q._programs.index(short, 5.0) == pytest.approx(0.6)
+            assert q._programs.index(long_, 5.0) == pytest.approx(0.25)
+        assert q.select(inst, h.at(5.0)) is calls[first]
+
+
+def test_a_program_whose_deadline_is_at_risk_goes_first() -> None:
+    h, inst = learned()
+    q = inst.queue
+    short = agent(2, deadline=1000.0)
+    served(h, inst, short, 1)
+    h.enqueue(near_end := step(short), inst)
+    # the long program's deadline: its call's urgency U is linear in it (Hexgen Eq. 5–6);
+    # at risk while −(observed service per call, 0.5 s) < U ≤ 0: aim at U = −0.25 s
+    probes = []
+    for d in (100.0, 200.0):
+        probe = agent(len(probes) + 10, deadline=d)
+        served(h, inst, probe, 2)
+        cs = step(probe)
+        cs.enqueued = h.view.now  # as if queued now, like the call below
+        probes.append(q.urgency_of(cs, h.view))
+    slope = (probes[1] - probes[0]) / 100.0
+    risky = agent(3, deadline=100.0 + (-0.25 - probes[0]) / slope)
+    served(h, inst, risky, 2)
+    h.enqueue(late := step(risky), inst)
+    assert q.urgency_of(late, h.view) == pytest.approx(-0.25)
+    assert q._meter.mean_s(0.0) == pytest.approx(0.5)
+    assert q.select(inst, h.view) is late  # the long program first: its deadline is at risk
+    # with room for one more call its deadline is not at risk: the Gittins order again
+    calm = agent(4, deadline=100.0 + (-0.75 - probes[0]) / slope)
+    served(h, inst, calm, 2)
+    h.release(late, inst)
+    h.enqueue(step(calm), inst)
+    assert q.select(inst, h.view) is near_end
+
+
+@pytest.mark.parametrize("queue", [PLASQueue, ATLASQueue])
+def test_the_observed_quantum_separates_short_calls_a_fixed_second_lumps_together(queue) -> None:
+    # calls of 0.1 s: the observed quantum is 0.1 s. The old program attained 0.4 s (level
+    # 1 + log2(4) = 3), the new one 0.1 s (level 1): the new one goes first. With Autellix's
+    # default 1 s quantum both sit in level 0, FCFS: the old one, queued first, goes first
+    for q, first in ((queue(), "new"), (queue(quantum_s=1.0), "old")):
+        inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), A100, q)
+        h = PolicyHarness([inst])
+        calls = {}
+        for name, done in (("old", 4), ("new", 1)):
+            qs = agent(len(calls) + 1)
+            served(h, inst, qs, done, seconds=0.1)
+            calls[name] = step(qs)
+            h.enqueue(calls[name], inst)
+        assert q.quantum() == pytest.approx(0.1 if q.quantum_s is None else 1.0)
+        assert q.select(inst, h.at(0.0)) is calls[first]
