@@ -218,7 +218,9 @@ class FlowserveQueue(UrgencyQueue):
     def _floor(self, inst: InstanceState, view: ClusterView, spot: int) -> bool:
         """Batch work's floor (`batch_floor`): while interactive calls wait, a batch call still
         starts while the batch calls running hold less than their weighted share of the
-        spot, the batch work's tenant counted among the active tenants (`entitled_slots`)."""
+        spot, the batch work's tenant counted among the active tenants (`entitled_slots`).
+        `select` takes it from the waiting calls' slack: while the first of them is at risk,
+        only up to one batch call running (batch work still progresses, never starved)."""
         if not (self.batch_floor and self._batch):
             return False
         book = self._running
@@ -257,13 +259,14 @@ class FlowserveQueue(UrgencyQueue):
         now = view.now
         self._picked = None
         if self._q:
-            if self._floor(inst, view, spot):
-                return self._pick("batch", next(iter(self._batch.values())))
-            if book.interactive >= limit:
+            floor = self._floor(inst, view, spot)
+            if not floor and book.interactive >= limit:
                 return None  # batch calls running do not hold interactive ones back: they end soon
             multi = len(inst.waiting_tenants) > 1
             top, tenants = self._scan(inst, view, multi)
-            if top is None:
+            if floor and (not self._pressed or len(book) == book.interactive):
+                return self._pick("batch", next(iter(self._batch.values())))  # the floor (`_floor`)
+            if top is None or book.interactive >= limit:
                 return None
             if multi:
                 top = self._fair(top, tenants, inst, view)

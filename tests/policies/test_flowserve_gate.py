@@ -29,6 +29,7 @@ def test_batch_work_gets_its_share_under_an_interactive_flood() -> None:
                       np.mean([q.latency for q in res.queries if q.id not in batch]))
     (batch_floor, inter_floor), (batch_none, inter_none) = got[True], got[False]
     # without the floor the statements wait for the flood to drain (63 and 67 s); with it they
-    # hold a quarter of the spot (etl's weight 1 beside gold's 3) and the first ends in seconds
-    assert batch_floor < 0.6 * batch_none
-    assert inter_floor < 1.1 * inter_none  # the flood pays for the quarter: 54 s against 50 s
+    # keep a batch call running while the flood's first call is at risk, and take their
+    # quarter of the spot (etl's weight 1 beside gold's 3) whenever it is not (46 and 51 s)
+    assert batch_floor < 0.8 * batch_none
+    assert inter_floor < 1.05 * inter_none  # the flood hardly pays for it: 51.0 s against 50.4 s

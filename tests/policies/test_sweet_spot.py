@@ -177,7 +177,19 @@ def test_batch_floor_starts_batch_work_while_interactive_calls_wait() -> None:
     # etl's weighted share of the spot of 29 beside gold: 29 × 1 / (1 + 3) = 7.25 slots
     assert sum(1 for cs in got if cs in job) == 8  # 0..7 running is below 7.25, the 9th is not
     assert got[0] is job[0]  # none ran: the first release is batch work's
-    assert FlowserveQueue(batch_floor=False) is not None
+    # the floor comes out of the waiting calls' slack: with the first of them at risk (a
+    # deadline it already misses), batch work keeps one call running, no more
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, tenant_weights="gold:3,etl:1"))
+    q = a.queue
+    job = [call(cls="batch", tenant="etl") for _ in range(12)]
+    for cs in [*(call(tenant="gold", deadline=1e-3) for _ in range(40)), *job]:
+        h.enqueue(cs, a)
+    got = []
+    for _ in range(29):
+        cs = q.select(a, h.view)
+        h.release(cs, a)
+        got.append(cs)
+    assert sum(1 for cs in got if cs in job) == 1 and got[0] is job[0]
 
 
 def test_batch_beside_interactive_stays_within_the_stricter_spot_one_prefill_at_a_time() -> None:
