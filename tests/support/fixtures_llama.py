@@ -9,7 +9,7 @@
   and cached in `~/.cache/flowserve/models/`); the tests that look at what a model answers
   use it, the tiny random model stays for the ones that only time or count.
 * `smollm2_server` (session): llama-server on it, alias `smollm2`, 2 slots, 8192 tokens of
-  unified KV, 2 threads.
+  unified KV, 1 thread (a busy machine slows llama.cpp's spinning threads far more than one).
 * `start_llama_server` (function): factory `start_llama_server(**LlamaServer kwargs)`; every
   server it started is stopped when the test ends.
 
@@ -105,7 +105,7 @@ def smollm2(pytestconfig: pytest.Config) -> Path:
 def smollm2_server(llama_server_binary: Path, smollm2: Path,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     log = tmp_path_factory.mktemp("smollm2") / "server.log"
-    with LlamaServer(smollm2, ctx_size=8192, parallel=2, threads=2, alias="smollm2",
+    with LlamaServer(smollm2, ctx_size=8192, parallel=2, threads=1, alias="smollm2",
                      binary=llama_server_binary, log_path=log) as server:
         yield server
 
