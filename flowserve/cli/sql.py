@@ -155,3 +155,27 @@ def bench_llmsql(
         from flowserve.bench.llmsql import run_llmsql_bench
 
         run_llmsql_bench(names, rows, json_out or Path("out/bench-llmsql.json"), console)
+
+
+@bench_app.command("llmsql-reorder")
+def bench_llmsql_reorder(
+    url: Annotated[str, typer.Option(help="base URL of the engine (llama-server with a real model; no /v1)")],
+    profile: Annotated[Path, typer.Option(help="the engine's profile (flowserve profile)")],
+    rows: Annotated[int, typer.Option(min=1, max=1000, help="reviews of the shipped movie table")] = 40,
+    json_out: Annotated[Path | None, output_file("--json")] = Path("out/bench-llmsql-reorder.json"),
+) -> None:
+    """How often the planner's reordering of a row's fields changes a real model's answer:
+    one LLM_CHOICE statement in the statement's field order and in the planner's, greedy."""
+    with user_errors():
+        from flowserve.bench.llmsql_reorder import reorder_effect, review_rows
+        from flowserve.calibrate.validate import engine_instance
+        from flowserve.metrics.tables import write_json
+
+        data = reorder_effect([engine_instance(url, profile)], review_rows(rows))
+        console.print(f"{data['changed']} of {data['rows']} answers changed when the planner reordered the fields "
+                      f"({100 * data['changed_share']:.0f}%)", highlight=False)
+        for transition, n in data["transitions"].items():
+            console.print(f"  {transition}: {n}", highlight=False)
+        if json_out:
+            write_json(json_out, data)
+            console.print(f"json: {json_out}", highlight=False)
