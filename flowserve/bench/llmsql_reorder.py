@@ -2,7 +2,8 @@
 model's answer — the paper's own concern about column reordering (Liu et al. §4: the
 fields are the same, only their order in the prompt changes; does the answer?).
 
-The same `LLM_CHOICE` statement runs twice on the same engine, greedy (temperature 0):
+The same `LLM_CHOICE` statement runs twice on the same engine, greedy (temperature 0), each
+row's prompt as a user message in the model's chat template (`chat=True`):
 with the fields in the statement's order (`optimize="none"`) and in the planner's order
 (`optimize="reorder"`: ASL·N/C, the shared low-cardinality column first, so its prefix is
 cached). The statement names the review first and the movie second, so the planner moves
@@ -40,17 +41,22 @@ def review_rows(rows: int, source: Path = MOVIES) -> pa.Table:
     return pa.table(out)
 
 
+def answers_by_id(table: pa.Table) -> dict[int, str | None]:
+    """Each row's answer (NULL where the model's answer matched no label) by its id."""
+    return dict(zip(table.column("id").to_pylist(), table.column("answer").to_pylist(), strict=True))
+
+
 def reorder_effect(cluster: Sequence[InstanceSpec], table: pa.Table) -> dict[str, Any]:
     """Both runs' answers per row, and how many the reordering changed."""
     answers: dict[str, dict[int, str | None]] = {}
     reports: dict[str, dict[str, Any]] = {}
     for optimize in ("none", "reorder"):
-        con = fsql.connect(cluster=list(cluster), optimize=optimize, tables={"reviews": table})
+        con = fsql.connect(cluster=list(cluster), optimize=optimize, tables={"reviews": table}, chat=True)
         try:
             res = con.sql(STATEMENT)
         finally:
             con.close()
-        answers[optimize] = dict(res.rows)
+        answers[optimize] = answers_by_id(res.table)
         reports[optimize] = {k: res.report.get(k) for k in ("statement_wall_s", "calls_sent", "token_hit_rate")}
     ids = sorted(answers["none"])
     changed = [i for i in ids if answers["none"][i] != answers["reorder"][i]]

@@ -1,6 +1,7 @@
 """Close the loop between a live run and the simulator: replay a recorded live run (the
 published trace format with the live measurements `flowserve text2sql eval --trace`
-writes) in the simulator, at the recorded arrival times, and compare.
+writes, or the JSON lines `flowserve serve --record` writes: each line's `arrival` and
+`latency_s`) in the simulator, at the recorded arrival times, and compare.
 
 The replay is the generic `agent_trace` workload: every recorded LLM call with its
 recorded input and output lengths, candidates and evaluations in parallel. It does not
@@ -33,7 +34,12 @@ def live_measurements(file: str) -> list[tuple[float, float]]:
     if not Path(file).is_file():  # a built-in trace: published lengths, no live measurements
         raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); "
                           "record a live run with `flowserve text2sql eval --trace`")
-    data = json.loads(Path(file).read_text(encoding="utf-8"))
+    text = Path(file).read_text(encoding="utf-8")
+    if file.endswith(".jsonl"):  # the gateway's record: `arrival` and `latency_s` per line
+        data = [{"arrival_s": d.get("arrival"), "latency_s": d.get("latency_s")}
+                for d in map(json.loads, filter(str.strip, text.splitlines()))]
+    else:
+        data = json.loads(text)
     out = []
     for i, item in enumerate(data):
         a, lat = item.get("arrival_s"), item.get("latency_s")

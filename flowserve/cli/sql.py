@@ -50,6 +50,8 @@ def sql_command(
         "--explain", help="show every candidate plan's estimate and the choice; runs no statement, calls no engine")
     ] = False,
     limit: Annotated[int, typer.Option(min=0, help="rows to print")] = 20,
+    chat: Annotated[bool, typer.Option("--chat", help="send each row's prompt as a user message in the model's "
+                                                      "chat template (instruct models)")] = False,
 ) -> None:
     """Run a SQL statement whose LLM(), LLM_FILTER(), LLM_NUMBER(), LLM_CHOICE(), LLM_JSON()
     calls run on a flowserve cluster through the prefix-aware planner.
@@ -70,7 +72,7 @@ def sql_command(
             cluster = "paper-l4"
         con = fsql.connect(cluster=cluster, gateway=gateway, optimize=optimize, on_error=on_error,
                            cache=cache, seed=seed, on_progress=_progress_line, api_key=api_key,
-                           query_class=query_class, external_access=True)  # type: ignore[arg-type]
+                           query_class=query_class, external_access=True, chat=chat)  # type: ignore[arg-type]
         try:
             for t in table or ():
                 con.register(*parse_table_arg(t))

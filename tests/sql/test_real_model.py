@@ -1,5 +1,7 @@
 """LLM-in-SQL on a real model: SmolLM2-135M-Instruct on llama-server answers an LLM_CHOICE
-statement row by row through the planner and the live driver, and the reordering effect
+statement row by row through the planner and the live driver, each row's prompt a user
+message in the model's chat template (`chat=True`: as plain completion prompts the
+instruct model answers nothing or "The answer is:"), and the reordering effect
 (`flowserve bench llmsql-reorder`) compares the statement's field order with the
 planner's on the same rows. A few short reviews: the model is real, the test is short."""
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import flowserve.sql as fsql
-from flowserve.bench.llmsql_reorder import STATEMENT, reorder_effect, review_rows
+from flowserve.bench.llmsql_reorder import STATEMENT, answers_by_id, reorder_effect, review_rows
 from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 
@@ -23,12 +25,12 @@ def test_a_statement_gets_the_models_answers_and_the_reordering_effect_is_counte
         smollm2_server: LlamaServer) -> None:
     cluster = [engine_instance(smollm2_server.base_url, PROFILE)]
     rows = review_rows(3)
-    con = fsql.connect(cluster=cluster, optimize="all", tables={"reviews": rows})
+    con = fsql.connect(cluster=cluster, optimize="all", tables={"reviews": rows}, chat=True)
     try:
         res = con.sql(STATEMENT)
     finally:
         con.close()
-    answers = dict(res.rows)
+    answers = answers_by_id(res.table)
     assert sorted(answers) == sorted(rows.column("id").to_pylist())
     assert set(answers.values()) <= {"Positive", "Negative", None}
     assert sum(a is not None for a in answers.values()) >= 2, answers  # the model answers with a label
