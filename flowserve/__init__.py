@@ -3,7 +3,7 @@
 One sans-IO scheduler core (`flowserve.core`) is driven by two drivers: the
 virtual-time simulator (`flowserve.sim`) and the live gateway (`flowserve.gateway`).
 
-The public API is what `__all__` lists (docs/api.md): `simulate`, `compare`, `serve`,
+The public API is what `__all__` lists (docs/api.md): `simulate`, `compare`, `serve`, `epp`,
 `sql.connect`, the program client (`client.program`), the workflow IR (`Workflow`, `Graph`), the policy contract
 (`DispatchPolicy`, `QueuePolicy`, what they read, `PolicyHarness` to test them) and the
 event and command types a policy sees. Names load on first use, so `import flowserve`
@@ -23,7 +23,7 @@ _EVENTS = ("Event", "QueryArrived", "QueryInput", "QueryClosed", "QueryCancelled
 _COMMANDS = ("Command", "SendCall", "CancelCall", "RunOp", "RunBatch", "Tokenize", "QueryDone", "StepDone",
              "QueryFailed", "PolicyChanged", "RunJob")
 _WHERE: dict[str, str] = {
-    **dict.fromkeys(("simulate", "compare", "serve", "SimulationResult"), "flowserve.api"),
+    **dict.fromkeys(("simulate", "compare", "serve", "epp", "SimulationResult"), "flowserve.api"),
     **dict.fromkeys(("Workflow", "Graph"), "flowserve.graph.workflow"),
     **dict.fromkeys(("DispatchPolicy", "QueuePolicy"), "flowserve.policies.base"),
     **dict.fromkeys(("CallState", "InstanceState", "QueryState", "OpState"), "flowserve.core.state"),

@@ -1,4 +1,4 @@
-"""The public Python API: simulate a policy, compare policies, serve (re-exported by
+"""The public Python API: simulate a policy, compare policies, serve, pick for Envoy (re-exported by
 `flowserve`). Every argument takes what the CLI takes — a built-in name or a file — and
 also the Python objects behind it: a mapping for a config, `InstanceSpec`s, a `Workload`,
 a policy class or object. The numbers are the CLI's: `flowserve simulate` and
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from flowserve.gateway.server import BackgroundServer
     from flowserve.gateway.settings import ServeConfig
+    from flowserve.picker.server import PickerServer
     from flowserve.sim.simulator import SimResult
     from flowserve.workloads.base import Workload
 
@@ -199,6 +200,22 @@ def compare(
                              workloads, picked, oracle, seed, queries, cluster=cluster)
 
 
+def _serve_config(config: str | Path | Mapping[str, Any] | ServeConfig, dispatch: PolicyRef | None,
+                  queue: PolicyRef | None) -> ServeConfig:
+    from flowserve.gateway.settings import ServeConfig, load_serve_config, serve_config
+
+    if isinstance(config, ServeConfig):
+        cfg = config
+    elif isinstance(config, Mapping):
+        cfg = serve_config(dict(config), "serve config")
+    else:
+        cfg = load_serve_config(config)
+    if dispatch is not None or queue is not None:
+        cfg = cfg.with_policies(None if dispatch is None else policy_name(dispatch),
+                                None if queue is None else policy_name(queue))
+    return cfg
+
+
 def serve(
     config: str | Path | Mapping[str, Any] | ServeConfig,
     host: str = "127.0.0.1",
@@ -214,17 +231,7 @@ def serve(
     `dispatch`/`queue` replace the config's policies (names or import paths). Blocks until
     stopped, or with `background=True` returns a started server in this process (a context
     manager; `.url`, `.stop()`)."""
-    from flowserve.gateway.settings import ServeConfig, load_serve_config, serve_config
-
-    if isinstance(config, ServeConfig):
-        cfg = config
-    elif isinstance(config, Mapping):
-        cfg = serve_config(dict(config), "serve config")
-    else:
-        cfg = load_serve_config(config)
-    if dispatch is not None or queue is not None:
-        cfg = cfg.with_policies(None if dispatch is None else policy_name(dispatch),
-                                None if queue is None else policy_name(queue))
+    cfg = _serve_config(config, dispatch, queue)
     if background:
         from flowserve.gateway.app import create_app
         from flowserve.gateway.server import BackgroundServer
@@ -233,4 +240,29 @@ def serve(
     from flowserve.gateway.server import serve as run_server
 
     run_server(cfg, host, port, log_level, workers)
+    return None
+
+
+def epp(
+    config: str | Path | Mapping[str, Any] | ServeConfig,
+    host: str = "127.0.0.1",
+    port: int = 9002,
+    *,
+    metrics_port: int | None = None,
+    dispatch: PolicyRef | None = None,
+    queue: PolicyRef | None = None,
+    log_level: str = "info",
+    background: bool = False,
+) -> PickerServer | None:
+    """Run flowserve as Envoy's endpoint picker (the Gateway API Inference Extension's
+    protocol over ext_proc) for a serving config, as `serve` takes it; every LLM instance
+    needs the engine's `url`. Blocks until stopped, or with `background=True` returns a
+    started picker in this process (a context manager; `.port`, `.stop_background()`)."""
+    from flowserve.picker.server import PickerServer
+
+    cfg = _serve_config(config, dispatch, queue)
+    server = PickerServer(cfg, host, port, metrics_port, log_level)
+    if background:
+        return server.start_background()
+    server.run()
     return None

@@ -24,6 +24,7 @@ from pydantic import (
 
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import ConfigError
+from flowserve.kvevents.config import KVEventsConfig
 from flowserve.limits import (
     MAX_INSTANCES,
     WHY_INSTANCES,
@@ -126,6 +127,8 @@ class InstanceConfig(Strict):
         "llm", description="an LLM engine, or a non-LLM component of Teola's apps")
     op_profile: dict[str, Any] | None = Field(None, description="cost-profile fields of a non-LLM component "
                                               "(`flowserve.profiles.ops`)")
+    kv_events: KVEventsConfig | None = Field(None, description="where the engine publishes its KV-cache events "
+                                             "(vLLM, SGLang); its prefix view is then the engine's own cache")
     _profile: FittedCostModel | None = PrivateAttr(None)
 
     @field_validator("url")
@@ -165,6 +168,13 @@ class InstanceConfig(Strict):
             raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
         if self.url is not None and self.backend == "sim":
             raise ValueError(f"{where}: url is for backend openai (a simulated engine has none)")
+        if self.kv_events is not None:
+            if self.backend == "openai" and self.kv_events.endpoint is None:
+                raise ValueError(f"{where}: kv_events needs the engine's `endpoint` (tcp://HOST:PORT)")
+            if self.backend == "sim" and self.kv_events.endpoint is not None:
+                raise ValueError(f"{where}: a simulated engine publishes its events itself: write `kv_events: {{}}`")
+            if self.count > 1 and self.kv_events.endpoint is not None:
+                raise ValueError(f"{where}: count {self.count} instances cannot share one kv_events endpoint")
         if self.profile is not None:
             try:
                 self._profile = load_profile(self.profile)
@@ -214,8 +224,9 @@ class InstanceConfig(Strict):
         arch = None if self.model_arch is None else ModelSpec(model, **self.model_arch.model_dump())
         engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching)
         names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+        kv = None if self.kv_events is None else self.kv_events.spec(self.block_size)
         return [InstanceSpec(n, gpu, model, self.tp, inflight, engine, self.backend, self.url,
-                             reports_capacity=self.backend == "sim", model_spec=arch, profile=prof)
+                             reports_capacity=self.backend == "sim", model_spec=arch, profile=prof, kv_events=kv)
                 for n in names]
 
 
@@ -240,6 +251,11 @@ class ClusterConfig(Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"cluster: duplicate instance names {dup}")
+        ends = [s.kv_events.endpoint for s in out if s.kv_events is not None and s.kv_events.endpoint]
+        shared = sorted({e for e in ends if ends.count(e) > 1})
+        if shared:
+            raise ConfigError(f"cluster: instances share the kv_events endpoints {shared}: each engine publishes on "
+                              "its own")
         return tuple(out)
 
 

@@ -176,10 +176,14 @@ def bench_gateway(
     sglang: Annotated[bool, typer.Option(help="measure sglang-router cache_aware (the bench extra)")] = True,
     gateway_src: Annotated[Path | None, typer.Option(help="serve the gateway from this source tree instead "
                                                           "(e.g. `git archive` of an older commit)")] = None,
+    shapes: Annotated[str, typer.Option(help="comma-separated: gateway (flowserve serve), picker (Envoy + flowserve "
+                                             "epp), replicas (Envoy + 2 flowserve serve)")] = "gateway,picker,replicas",
+    body_mode: Annotated[str, typer.Option(help="how Envoy sends request bodies to the picker: BUFFERED or "
+                                                "FULL_DUPLEX_STREAMED")] = "BUFFERED",
 ) -> None:
-    """Gateway data plane vs the bare backend and sglang-router: req/s, added latency, CPU."""
+    """flowserve's data planes vs the bare backend and sglang-router, with wrk: req/s, added latency, CPU."""
     with user_errors():
-        from flowserve.bench.gateway_bench import run_gateway_bench
+        from flowserve.bench.gateway_bench import SHAPES, run_gateway_bench
         from flowserve.errors import ConfigError
         from flowserve.policies import DISPATCH_POLICIES
 
@@ -193,7 +197,13 @@ def bench_gateway(
             raise ConfigError(f"--workers: expected integers, got {workers!r}") from None
         if seconds <= 0 or any(w < 1 or w > 64 for w in counts):
             raise ConfigError("--seconds must be positive and --workers between 1 and 64")
-        run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src)
+        chosen = [x.strip() for x in shapes.split(",") if x.strip()]
+        if not chosen or set(chosen) - set(SHAPES):
+            raise ConfigError(f"--shapes: choose among {', '.join(SHAPES)}, got {shapes!r}")
+        if body_mode not in ("BUFFERED", "FULL_DUPLEX_STREAMED"):
+            raise ConfigError(f"--body-mode: BUFFERED or FULL_DUPLEX_STREAMED, got {body_mode!r}")
+        run_gateway_bench(json_out, console, names, seconds, counts, sglang, gateway_src=gateway_src, shapes=chosen,
+                          body_mode=body_mode)
 
 
 @bench_app.command("fidelity")
@@ -372,3 +382,19 @@ def bench_fairness(
             raise ConfigError("--light must be ≥ 2 and --time-scale positive")
         run_fairness_bench(out, console, light, seed, live, time_scale,
                            lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+
+
+@bench_app.command("kv-events")
+def bench_kv_events(
+    quick: Annotated[bool, typer.Option("--quick", help="a third of the queries, 2·10⁵ blocks of churn")] = False,
+    vllm_python: Annotated[Path | None, typer.Option(help="also vLLM CPU with KV events: its venv's Python")] = None,
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
+        "out/bench-kv-events.json"),
+) -> None:
+    """The engines' KV-cache events as the prefix view: precise vs estimated vs the peers under cache pressure
+    (simulated), index memory under churn, /health under a flood (timed only on an idle machine), and vLLM CPU's
+    reported cached tokens against flowserve's prediction (`--vllm-python`)."""
+    with user_errors():
+        from flowserve.bench.kv_events import kv_events_cli
+
+        kv_events_cli(quick, vllm_python, json_out, console)

@@ -1,4 +1,4 @@
-"""Real engines and serving: `engines build|model|tiny-model`, `profile`, `serve`, `validate`."""
+"""Real engines and serving: `engines build|model|tiny-model`, `profile`, `serve`, `epp`, `validate`."""
 
 from __future__ import annotations
 
@@ -178,6 +178,28 @@ def serve(
         if record is not None:
             cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
         run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
+
+
+@app.command()
+def epp(
+    config: Annotated[Path, typer.Option(help="serving YAML, as for `flowserve serve` (instances: backend openai with "
+                                              "the engines' url)")],
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="gRPC port (Envoy's ext_proc and gRPC health)")] = 9002,
+    metrics_port: Annotated[int | None, typer.Option(help="HTTP port of /metrics and /health (default: none)")] = None,
+    log_level: Annotated[str, typer.Option(help="log level")] = "info",
+    dispatch: Annotated[str | None, typer.Option(
+        help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
+) -> None:
+    """Run flowserve as Envoy's endpoint picker (Gateway API Inference Extension, ext_proc)."""
+    with user_errors():
+        from flowserve.api import epp as run_picker
+        from flowserve.gateway.settings import load_serve_config
+
+        run_picker(load_serve_config(config), host, port, metrics_port=metrics_port, dispatch=dispatch,
+                   queue=queue, log_level=log_level)
 
 
 @app.command()

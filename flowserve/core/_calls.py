@@ -1,14 +1,11 @@
 """The core's book of LLM calls and instances: tokenize, bind, queue, release, retry.
 
-A ready call is tokenized (by the core's tokenizer, else by the driver: `Tokenize`),
-then bound to an instance by the dispatch policy — at once (`binding = "ready"`) or,
-for a late-binding policy, from the ready pool when some instance has room — and held
-in that instance's queue until the instance can start it: for an engine that reports
-its admission state (free sequence slots, the next iteration's token budget, KV
-memory), when the engine says so; otherwise up to `max_inflight`. The queue policy
-picks which queued call starts. Dispatch work is proportional to the calls released.
-Every call moves along `flowserve.core.lifecycle`; `tracked` holds the live ones.
-"""
+A ready call is tokenized (by the core's tokenizer, else by the driver: `Tokenize`), then bound to an instance by
+the dispatch policy — at once (`binding = "ready"`) or, for a late-binding policy, from the ready pool when some
+instance has room — and held in that instance's queue until the instance can start it: for an engine that reports
+its admission state (free sequence slots, the next iteration's token budget, KV memory), when the engine says so;
+otherwise up to `max_inflight`. The queue policy picks which queued call starts. Dispatch work is proportional to
+the calls released. Calls move along `flowserve.core.lifecycle`; `tracked` holds the live ones."""
 
 from __future__ import annotations
 
@@ -49,6 +46,7 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
 if TYPE_CHECKING:
+    from flowserve.core._kv import KVBook
     from flowserve.core.scheduler import SchedulerCore
     from flowserve.policies.base import DispatchPolicy
     from flowserve.policies.registry import QueueFactory
@@ -65,6 +63,7 @@ class CallBook:
         self.dispatch = dispatch
         self.predictor = predictor
         self.prefix_index = prefix_index
+        self.kv: KVBook  # the engines' cache events (set by the core)
         self.tokenizer = tokenizer
         self.max_retries = max_retries
         self.tracked: dict[int, CallState] = {}  # every live call (not final), by id
@@ -178,7 +177,8 @@ class CallBook:
         if self.leaders is not None:
             self.leaders.lead(cs, call.input_tokens - self.view.cached_tokens(cs, inst))
         if self.prefix_index is not None:
-            self.prefix_index.add(call.prompt, inst.name, now)
+            self.prefix_index.add(self.kv.routed_tokens(call.prompt, inst.name), inst.name, now)
+        self.kv.routed(call, inst.name, now)
         self._dirty[inst] = None
 
     def _bind_pooled(self) -> None:
@@ -301,7 +301,7 @@ class CallBook:
         call = cs.call
         assert call is not None
         cs.move(S.FINISHED)
-        if self.prefix_index is not None:
+        if self.prefix_index is not None and self.kv.keeps_estimate(inst.name):
             # the engine holds the whole prompt now, even parts it evicted while the call waited
             self.prefix_index.add(call.prompt, inst.name, ev.time, count=False)
         self.predictor.observe(call.workflow, call.stage, ev.output_tokens)

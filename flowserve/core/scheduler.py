@@ -9,7 +9,7 @@ drivers — the virtual-time simulator and the live gateway — feed it the same
 Drivers use only `handle` and the query API below (`instance_status`, `is_current`,
 `prefix_hit`, `keeps_prefix_index`, `indexed_tokens`, `predicted_wait_s`, `max_context`, `tick_s`,
 `open_queries`, `open_calls`, `call_status`, `calls_of`, `decisions`, `wants_prefill_done`, `finished_calls`,
-`dispatch_stats`, `decide`); everything else is private.
+`dispatch_stats`, `decide`, `kv_views`, `kv_index`); everything else is private.
 
 Invariant: every query that arrives ends in exactly one QueryDone or QueryFailed.
 """
@@ -20,8 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from flowserve.cache.block_index import IndexStats
 from flowserve.cache.prefix_index import DEFAULT_WINDOW_S, PrefixIndex
 from flowserve.core._calls import CallBook
+from flowserve.core._kv import KVBook, KVSettings, KVViewStatus
 from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
 from flowserve.core._ops import OpBook
 from flowserve.core._runs import RunBook
@@ -52,6 +54,7 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
 
@@ -73,9 +76,11 @@ class SchedulerCore:
         tokenizer: PromptTokenizer | None = None,
         passes: Sequence[GraphPass] = (),
         prefill_sharing: PrefillSharing | None = DEFAULT_SHARING,
+        kv: KVSettings | None = None,
     ) -> None:
         """prefill_sharing: when a call waits for another's prefill of the long prefix they
-        share (`flowserve.core._leaders`); None: never."""
+        share (`flowserve.core._leaders`); None: never. kv: the block index of the engines'
+        cache events (`flowserve.core._kv`), kept when an instance publishes them."""
         self._dispatch = dispatch
         self._predictor = predictor or OutputPredictor()
         self._queries: dict[int, QueryState] = {}
@@ -87,11 +92,13 @@ class SchedulerCore:
         self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
                                tokenizer or NoText(), max_retries, self._queries, prefill_sharing)
         self._view = self._calls.view
+        self._kv = self._calls.kv = KVBook(prefix_index, kv or KVSettings())
         # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
         self._opbook = OpBook(self, queue.cls.order_key)
         for spec in instances:
             if spec.kind == "llm":
                 self._calls.fleet.add(spec)
+                self._kv.add(spec)
             else:
                 self._opbook.add_instance(spec)
         self._runs = runs = RunBook(self._queries, self._calls, self._opbook, self._view, passes, record_calls)
@@ -112,6 +119,8 @@ class SchedulerCore:
             PrefixEvicted: self._on_evicted,
             InstanceDown: self._on_instance_down,
             InstanceUp: self._on_instance_up,
+            KVCacheEvents: self._kv.on_events,
+            KVViewChanged: self._kv.on_view,
             Tick: _ignore,
             JobFinished: _ignore,  # policies see it in `observe`
         }
@@ -123,6 +132,7 @@ class SchedulerCore:
         if handler is None:
             raise TypeError(f"unknown event {event!r}")
         self._view._now = event.time
+        self._kv.expire(event.time)
         out: list[Command] = []
         self._calls.out = self._opbook.out = self._runs.out = out
         handler(event)
@@ -232,7 +242,17 @@ class SchedulerCore:
 
     # ------------------------------------------------------------------ instances and caches
 
+    def kv_views(self) -> list[KVViewStatus]:
+        """Per instance with cache events: precise or estimated, and why (empty without)."""
+        return self._kv.views()
+
+    def kv_index(self) -> tuple[int, IndexStats] | None:
+        """The block index's bytes and counters (None without instances that publish events)."""
+        return (self._kv.bytes, self._kv.stats) if self._kv.views() else None
+
     def _on_evicted(self, ev: PrefixEvicted) -> None:
+        if not self._kv.keeps_estimate(ev.instance):
+            return  # the engine's own events say what it evicted
         if self._calls.prefix_index is not None:
             self._calls.prefix_index.discard(ev.instance, ev.tokens, ev.start, ev.time)
 
@@ -248,6 +268,7 @@ class SchedulerCore:
             self._runs.batch_sizes = self._opbook.batch_sizes()
         else:
             self._calls.on_instance_up(ev)
+            self._kv.add(ev.spec)
 
 
 def _ignore(event: Event) -> None:

@@ -6,20 +6,22 @@ at 2 s finishes after 0.2 s. Before anything happens at virtual time v the engin
 first advanced through every wake-up ≤ v (as the discrete-event loop would), and a
 timer wakes it at its next completion. Like in the simulator it reports what it can
 start (`InstanceCapacity`) after every change and, when the router keeps a prefix index,
-its real evictions (`PrefixEvicted`). Answers are placeholder text of the simulated
-output length.
+its real evictions (`PrefixEvicted`) — or, with `kv_events: {}`, its KV-cache events as
+vLLM publishes them. Answers are placeholder text of the simulated output length.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 
 from flowserve.engines.backend import CallOutcome, Emit, EngineError, EngineRequest
 from flowserve.profiles.cost_model import CostModel
+from flowserve.sim.kv_views import PublishingEngine, viewed_engine
 from flowserve.sim.sequence import Capacity
-from flowserve.sim.slots import make_engine
 from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, PrefillDone, PrefixEvicted
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
@@ -38,7 +40,7 @@ class SimBackend:
                  report_prefill: bool = False) -> None:
         assert time_scale > 0
         self.spec = spec
-        self.engine = make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
+        self.engine = viewed_engine(spec, cost, kv_capacity, report_evictions)
         self.engine.report_prefill = report_prefill
         self.scale = time_scale
         self._emit = emit
@@ -48,6 +50,9 @@ class SimBackend:
         self._timer: asyncio.TimerHandle | None = None
         self._reported: Capacity | None = None
         self._closed = False
+        if isinstance(self.engine, PublishingEngine):  # `kv_events: {}`: its first batch, before any call
+            for ev in self.engine.announce(0.0):
+                emit(dataclasses.replace(ev, time=clock()))
 
     # ------------------------------------------------------------------ clocks
 
@@ -101,8 +106,12 @@ class SimBackend:
             self._apply(self.engine.advance(wake))
         return max(v, 0.0)
 
-    def _apply(self, events: list[CallFinished | CallFailed | PrefixEvicted | PrefillDone]) -> None:
+    def _apply(self, events: list[CallFinished | CallFailed | PrefixEvicted | PrefillDone | KVCacheEvents
+                                  | KVViewChanged]) -> None:
         for ev in events:
+            if isinstance(ev, KVCacheEvents | KVViewChanged):  # published as an engine's, decoded as one
+                self._emit(dataclasses.replace(ev, time=self._clock()))
+                continue
             if isinstance(ev, PrefixEvicted):
                 self._emit(PrefixEvicted(self._clock(), ev.instance, ev.tokens, ev.start))
                 continue

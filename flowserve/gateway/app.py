@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -80,6 +81,11 @@ class Gateway:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
         self.programs.start()
+        if any(s.kv_events is not None for s in self.config.instances):
+            # what start-up built lives as long as the gateway: out of the collector's full passes, which
+            # otherwise stall the event loop for 100s of ms under a flood of engine cache events
+            gc.collect()
+            gc.freeze()
 
     async def stop(self) -> None:
         await self.programs.stop()
@@ -284,10 +290,12 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     @app.get("/health")
     async def health() -> Response:
         d = gw.driver
-        up = sum(1 for i in d.instances() if i["up"])
+        rows = d.instances()
+        up = sum(1 for i in rows if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
-        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries},
-                            status_code=200 if status == "ok" else 503)
+        views = {kind: [i["name"] for i in rows if i["prefix_view"] == kind] for kind in ("precise", "estimated")}
+        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries,
+                             "prefix_views": views}, status_code=200 if status == "ok" else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -33,6 +33,7 @@ from flowserve.types.work import LLMCall
 
 if TYPE_CHECKING:
     from flowserve.core.scheduler import SchedulerCore
+    from flowserve.gateway.kv_feeds import KVFeeds
 
 log = logging.getLogger("flowserve.gateway")
 DEFAULT_CACHE_TOKENS = 16_384
@@ -64,6 +65,7 @@ class CallRunner:
         self.backends: dict[str, Backend] = {}
         self.breakers: dict[str, CircuitBreaker] = {}
         self.caches: dict[str, CacheEstimate] = {}
+        self.kv: KVFeeds | None = None  # the engines' cache events (set by the driver)
         self._running: dict[int, _Running] = {}
 
     # ------------------------------------------------------------------ instances
@@ -79,6 +81,8 @@ class CallRunner:
             size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
             seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
             self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
+        if self.kv is not None:
+            self.kv.open(spec, self.backends[spec.name])
 
     def add(self, spec: InstanceSpec) -> InstanceSpec:
         """Open (or replace) an instance's backend; its circuit starts closed."""
@@ -100,6 +104,8 @@ class CallRunner:
 
     def close_instance(self, name: str) -> None:
         self.caches.pop(name, None)
+        if self.kv is not None:
+            self._spawn(self.kv.close(name))
         backend = self.backends.pop(name, None)
         if backend is not None:
             self._spawn(backend.aclose())
@@ -109,6 +115,8 @@ class CallRunner:
         return b.state if b is not None else "closed"
 
     async def aclose(self) -> None:
+        if self.kv is not None:
+            await self.kv.aclose()
         for b in self.backends.values():
             await b.aclose()
 

@@ -1,21 +1,18 @@
 """The live driver: asyncio IO around the very `SchedulerCore` the simulator drives.
 
-One task owns the core. Everything that happens — a query arriving or cancelled, an
-engine answering or failing, a tool finishing, a tokenization, a job ending, a tick — is
-put on one `asyncio.Queue`; the task takes the items one at a time, stamps them with the
-driver's clock (`time.monotonic()`), hands them to `core.handle` and executes the
-commands it returns:
+One task owns the core. Everything that happens — a query arriving or cancelled, an engine answering or failing, a
+tool finishing, a tokenization, a job ending, a tick, an engine's cache events — is put on one `asyncio.Queue`; the
+task takes the items one at a time, stamps them with the driver's clock (`time.monotonic()`), hands them to
+`core.handle` and executes the commands it returns:
 
-* SendCall / CancelCall → the call runner (`flowserve.gateway.calls`: engine tasks,
-  retries, circuit breakers; it never chooses an instance);
-* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished; Tokenize → the engines'
-  tokenizers (`flowserve.gateway.routing_tokens`) → Tokenized;
+* SendCall / CancelCall → the call runner (`flowserve.gateway.calls`: engine tasks, retries, circuit breakers);
+* RunOp → a tool task (`flowserve.gateway.tools`) → OpFinished; Tokenize → the engines' tokenizers → Tokenized;
 * QueryDone / QueryFailed → resolve the client's future (every accepted query gets one);
 * PolicyChanged → log + metrics; RunJob → a worker by job name → JobFinished.
 
-Admission (`flowserve.gateway.admission`) is decided when an arrival is taken off the
-queue, on the core's own state, so it never races with it. The driver reads the core
-only through its query API; instances come and go through `flowserve.gateway.instances`.
+Admission (`flowserve.gateway.admission`) is decided when an arrival is taken off the queue, on the core's own state,
+so it never races with it. The driver reads the core only through its query API; instances come and go through
+`flowserve.gateway.instances`.
 """
 
 from __future__ import annotations
@@ -37,6 +34,7 @@ from flowserve.gateway.backends import default_backend, live_profile
 from flowserve.gateway.calls import CallRunner
 from flowserve.gateway.instances import LiveInstances
 from flowserve.gateway.jobs import JobRunner
+from flowserve.gateway.kv_feeds import KVFeeds
 from flowserve.gateway.metrics import CoreCollector, GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult
 from flowserve.gateway.query_book import QueryBook
@@ -116,6 +114,8 @@ class LiveDriver:
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
+        self.runner.kv = KVFeeds(self._put, clock, lambda: self.until(lambda: self._inbox.qsize() <= 1, 3600.0),
+                                 self.metrics, self.core, self.tokens)  # the engines' cache events, into the inbox
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
         self.retrieval = RetrievalTools(s.retrieval)
         self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, self.retrieval.executors(), s.sql_workers,

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from flowserve.core._kv import KVViewStatus
 from flowserve.core.state import InstanceStatus
 from flowserve.gateway.calls import CallRunner
 from flowserve.types.events import Event, InstanceDown, InstanceUp
@@ -69,7 +70,18 @@ class LiveInstances:
         return [s for s in self._core.instance_status() if s.name not in self._runner.removed]
 
     def rows(self) -> list[dict[str, Any]]:
+        views = {v.instance: v for v in self._core.kv_views()}
+        checks = self._runner.kv.token_checks if self._runner.kv is not None else {}
         return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
                  "url": s.spec.url, "up": s.up, "circuit": self._runner.circuit_state(s.name), "queued": s.queued,
                  "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,
-                 "completed": s.completed} for s in self.status()]
+                 "completed": s.completed, **_view(views.get(s.name)),
+                 **({"tokenization": checks[s.name]} if s.name in checks else {})} for s in self.status()]
+
+
+def _view(v: KVViewStatus | None) -> dict[str, Any]:
+    """Where an instance's prefix view comes from: its engine's cache events, or the estimate."""
+    if v is None:
+        return {"prefix_view": "estimated", "prefix_view_reason": "the engine publishes no cache events"}
+    return {"prefix_view": "precise" if v.precise else "estimated", "prefix_view_reason": v.reason,
+            "cached_blocks": v.blocks}

@@ -56,6 +56,16 @@ class Reply:
     chunks: AsyncIterator[bytes] | None = None
 
 
+@dataclass(frozen=True)
+class Started:
+    """A request the core took: its handle, the header that names it, its model and body."""
+
+    handle: QueryHandle | CallHandle
+    id_header: tuple[bytes, bytes]
+    model: str
+    request: ChatRequest | CompletionRequest
+
+
 def json_reply(data: Any, status: int = 200, headers: Headers | None = None) -> Reply:
     return Reply(status, [(b"content-type", b"application/json"), *(headers or [])], orjson.dumps(data))
 
@@ -82,6 +92,46 @@ class LLMRoutes:
                      on_query: OnQuery | None = None) -> Reply:
         """`on_query` learns the id of the query the request started, or for a program's
         call how to cancel that call alone (what to do when the client leaves)."""
+        queue: asyncio.Queue[Any] | None = None
+
+        def sink_for(stream: bool) -> TokenSink | None:
+            nonlocal queue
+            if not stream:
+                return None
+            queue = asyncio.Queue()
+            return TokenSink(queue.put_nowait)
+
+        s = await self.start(headers, raw, kind, sink_for, on_query)
+        h, qid, model, req = s.handle, s.id_header, s.model, s.request
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
+        if queue is not None:
+            h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
+            # the headers wait for the routing decision, so they can name the instance
+            await asyncio.wait([h.routed, h.done], return_when=asyncio.FIRST_COMPLETED)
+            instance = h.routed.result() if h.routed.done() else ""
+            return Reply(200, [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), qid,
+                               (b"x-flowserve-instance", instance.encode())],
+                         chunks=self._stream(ChunkEncoder(kind, rid, model, int(time.time())), queue, h,
+                                             req.include_usage()))
+        try:
+            result = await asyncio.shield(h.done)  # a cancelled wait leaves the answer's future alone
+        except asyncio.CancelledError:  # the client went away
+            self.abandon(h)
+            raise
+        if result.status != "completed":
+            return error_reply(failure_error(result.reason or "failed"))
+        call = result.calls[-1]
+        use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
+        make = chat_body if kind == "chat" else completion_body
+        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
+                          headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
+
+    async def start(self, headers: Mapping[str, str], raw: bytes, kind: str,
+                    sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None) -> Started:
+        """Check, parse and tokenize a request and hand it to the core: a one-call query, or
+        the next call of a program. `sink_for(stream)` gives the call's sink. The gateway
+        then relays the engine's answer; the endpoint picker (`flowserve.picker`) lets its
+        proxy carry it. Raises `APIError` for what the client gets instead."""
         gw = self.gw
         gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
         hdr = read_headers(headers)
@@ -100,32 +150,9 @@ class LLMRoutes:
         if not ids:
             raise APIError(400, "the prompt is empty", param="prompt")
         gw.check_context(model, len(ids), max_tokens)
-        queue: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
-        sink = TokenSink(queue.put_nowait) if queue is not None else None
         h, qid = await self._start(kind, headers, hdr, ph, chat if chat is not None else tuple(ids), max_tokens,
-                                   model, req.params(), sink, on_query)
-        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
-        if queue is not None:
-            h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
-            # the headers wait for the routing decision, so they can name the instance
-            await asyncio.wait([h.routed, h.done], return_when=asyncio.FIRST_COMPLETED)
-            instance = h.routed.result() if h.routed.done() else ""
-            return Reply(200, [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), qid,
-                               (b"x-flowserve-instance", instance.encode())],
-                         chunks=self._stream(ChunkEncoder(kind, rid, model, int(time.time())), queue, h,
-                                             req.include_usage()))
-        try:
-            result = await asyncio.shield(h.done)  # a cancelled wait leaves the answer's future alone
-        except asyncio.CancelledError:  # the client went away
-            self._abandon(h)
-            raise
-        if result.status != "completed":
-            return error_reply(failure_error(result.reason or "failed"))
-        call = result.calls[-1]
-        use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
-        make = chat_body if kind == "chat" else completion_body
-        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
-                          headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
+                                   model, req.params(), sink_for(req.stream), on_query)
+        return Started(h, qid, model, req)
 
     async def _start(self, kind: str, headers: Mapping[str, str], hdr: tenancy.Headers, ph: ProgramHeaders | None,
                      prompt: Tokens | Chat, max_tokens: int, model: str, params: Mapping[str, Any],
@@ -146,7 +173,7 @@ class LLMRoutes:
             on_query(h.id)
         return h, (b"x-flowserve-query-id", str(h.id).encode())
 
-    def _abandon(self, h: QueryHandle | CallHandle) -> None:
+    def abandon(self, h: QueryHandle | CallHandle) -> None:
         """Its client went away: a program's call is cancelled alone."""
         if isinstance(h, CallHandle):
             self.gw.programs.cancel(h)
@@ -170,7 +197,7 @@ class LLMRoutes:
                 yield part
         finally:
             if not h.done.done():  # the client stopped reading
-                self._abandon(h)
+                self.abandon(h)
 
     async def _chunks(self, enc: ChunkEncoder, queue: asyncio.Queue[Any], h: QueryHandle | CallHandle,
                       include_usage: bool) -> AsyncIterator[bytes]:

@@ -87,6 +87,9 @@ class GatewayMetrics:
         self.policy_param = Gauge("flowserve_policy_param", "Current numeric policy parameters",
                                   ["policy", "param"], registry=r)
         self.jobs = Counter("flowserve_jobs", "Background jobs (RunJob) by outcome", ["outcome"], registry=r)
+        self.kv_bad = Counter("flowserve_kv_events_bad", "Engine cache events not applied as sent, by kind (gap, "
+                              "stale, malformed, broken, skipped, frames, replay_short, replay_failed, restart)",
+                              ["instance", "kind"], registry=r)
 
     def policy_changed(self, cmd: PolicyChanged) -> None:
         self.policy_changes.labels(cmd.policy).inc()

@@ -18,8 +18,8 @@ from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_ca
 from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.clairvoyant import ClairvoyantPredictor
+from flowserve.sim.kv_views import CacheView, PublishingEngine, viewed_engine, viewed_spec
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
-from flowserve.sim.slots import make_engine
 from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.tune.online import attach_tuner
 from flowserve.types.specs import InstanceSpec
@@ -99,13 +99,18 @@ def simulate(
     dispatch: DispatchPolicy | None = None,
     jobs: Mapping[str, Callable[..., Any]] | None = None,
     clairvoyant: bool = False,
+    cache_view: CacheView | None = None,
+    believed_kv: Mapping[str, int] | None = None,
 ) -> SimResult:
     """cost_models: per instance name, the model both the engine and the core use instead
     of the roofline (replaying a live cluster with its fitted profiles); deadlines: per
     query, seconds after arrival (None: no deadline), instead of slo_scale × standalone;
     dispatch: a ready-made dispatch policy object instead of `policy.dispatch`; jobs: the
     `RunJob` registry (`flowserve.tune.alpha.JOBS` for online α tuning); clairvoyant: the
-    core predicts every call's true output length (the oracle bound of `bench compare`).
+    core predicts every call's true output length (the oracle bound of `bench compare`);
+    cache_view: how the router learns what every engine caches (`flowserve.sim.kv_views`;
+    None: as each instance is configured); believed_kv: per instance, the KV tokens the
+    driver's estimate takes the engine to cache (the gateway's `cache_tokens`).
 
     A query that cannot run (a prompt longer than every serving instance's context)
     fails alone; the result counts it with its reason."""
@@ -122,13 +127,17 @@ def simulate(
             return instance_profile(spec)
         return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
 
+    cluster = [viewed_spec(s, cache_view) for s in cluster]
     core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
                          profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
                          passes=make_passes(policy.passes))
-    engines = [make_engine(s.name, s.engine, profile(s).cost, kv_capacity(s),
-                           report_evictions=core.keeps_prefix_index) for s in cluster if s.kind == "llm"]
+    engines = [viewed_engine(s, profile(s).cost, kv_capacity(s), core.keeps_prefix_index, cache_view,
+                             (believed_kv or {}).get(s.name)) for s in cluster if s.kind == "llm"]
     for engine in engines:
         engine.report_prefill = core.wants_prefill_done
+        if isinstance(engine, PublishingEngine):
+            for ev in engine.announce(0.0):  # the publisher's first batch, before any query
+                core.handle(ev)
     op_profiles = {s.name: s.op_profile or op_profile(s.kind) for s in cluster if s.kind != "llm"}
 
     if deadlines is not None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowserve.types.kv import KVCacheEvents, KVViewChanged
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
 
@@ -197,4 +198,6 @@ Event = (
     | QueryInput
     | QueryClosed
     | CallCancelled
+    | KVCacheEvents
+    | KVViewChanged
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from flowserve.types.kv import KVEventsSpec
+
 if TYPE_CHECKING:
     from flowserve.profiles.fitted import FittedCostModel
     from flowserve.profiles.models import ModelSpec
@@ -43,3 +45,6 @@ class InstanceSpec:
     # batchable ops of its kind with this cost profile (`flowserve.graph.primitives`)
     kind: str = "llm"
     op_profile: OpProfile | None = None
+    # Where the engine publishes its KV-cache events (vLLM/SGLang `--kv-events-config`);
+    # None: it publishes none and its view is the router's estimate.
+    kv_events: KVEventsSpec | None = None

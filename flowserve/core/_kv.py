@@ -1,0 +1,158 @@
+"""The core's book of the engines' cache events: which instances' views are precise.
+
+An instance with `kv_events` publishes what its prefix cache does; the driver decodes it
+into `KVCacheEvents`, which this book applies to the block index (`flowserve.cache.
+block_index`), mirrored into the router's prefix index — the one view policies read. While
+an instance's stream is complete (`KVViewChanged(precise=True)`) its view is the index:
+a prompt routed there is speculative until the engine confirms its blocks or the TTL
+lapses, the estimate's evictions are ignored, and a finished call adds nothing. While it
+is not (a gap the replay could not fill) its view is the estimate again: routed prompts
+stay, the estimate's evictions apply, events still apply (they are true). When it becomes
+complete again its view is rebuilt from the index. Instances without events keep the
+estimate throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowserve.cache.block_index import DEFAULT_BUDGET_BYTES, BlockIndex, IndexStats
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvents, KVViewChanged
+from flowserve.types.specs import InstanceSpec
+from flowserve.types.work import LLMCall, Tokens
+
+DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long unless the engine confirms them
+
+
+@dataclass(frozen=True, slots=True)
+class KVSettings:
+    """budget_bytes: the block index's memory (LRU beyond); speculative_ttl_s: how long a
+    routed prompt counts as cached on its instance before the engine confirms it."""
+
+    budget_bytes: int = DEFAULT_BUDGET_BYTES
+    speculative_ttl_s: float = DEFAULT_TTL_S
+
+
+@dataclass(frozen=True, slots=True)
+class KVViewStatus:
+    """One instance's view, as drivers report it (/status, /metrics, /health)."""
+
+    instance: str
+    precise: bool
+    reason: str
+    blocks: int  # held by some rank
+    speculative: int
+    block_size_mismatches: int
+
+
+class _Instance:
+    __slots__ = ("block_size", "mismatches", "precise", "reason")
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.precise = False
+        self.reason = "no events yet"
+        self.mismatches = 0
+
+
+class KVBook:
+    def __init__(self, mirror: PrefixIndex | None, settings: KVSettings) -> None:
+        self.mirror = mirror
+        self.settings = settings
+        self.index = BlockIndex(mirror, settings.budget_bytes)
+        self._inst: dict[str, _Instance] = {}
+
+    # ------------------------------------------------------------------ instances
+
+    def add(self, spec: InstanceSpec) -> None:
+        kv = spec.kv_events
+        if kv is None:
+            self._inst.pop(spec.name, None)
+            return
+        known = self._inst.get(spec.name)
+        if known is None or known.block_size != kv.block_size:
+            self._inst[spec.name] = _Instance(kv.block_size)
+        elif known.precise:
+            self._remirror(spec.name, 0.0)  # back up: the core dropped its view when it went down
+
+    def forget(self, name: str) -> None:
+        if self._inst.pop(name, None) is not None:
+            self.index.forget(name)
+
+    def precise(self, name: str) -> bool:
+        inst = self._inst.get(name)
+        return inst is not None and inst.precise
+
+    # ------------------------------------------------------------------ events
+
+    def on_events(self, ev: KVCacheEvents) -> None:
+        inst = self._inst.get(ev.instance)
+        if inst is None:
+            return  # not (or no longer) configured for events
+        idx = self.index
+        for c in ev.changes:
+            if isinstance(c, BlockStored):
+                if c.block_size != inst.block_size:
+                    inst.mismatches += 1
+                idx.stored(ev.instance, c, ev.time)
+            elif isinstance(c, BlockRemoved):
+                idx.removed(ev.instance, c, ev.time)
+            elif isinstance(c, AllBlocksCleared):
+                idx.cleared(ev.instance, c.rank, ev.time)
+
+    def on_view(self, ev: KVViewChanged) -> None:
+        inst = self._inst.get(ev.instance)
+        if inst is None:
+            return
+        was = inst.precise
+        inst.precise, inst.reason = ev.precise, ev.reason
+        if ev.precise and not was:
+            self._remirror(ev.instance, ev.time)
+
+    def expire(self, now: float) -> None:
+        self.index.expire(now)
+
+    # ------------------------------------------------------------------ routed prompts
+
+    def routed_tokens(self, prompt: Tokens, instance: str) -> Tokens:
+        """What of a prompt routed to `instance` the view takes as cached there: for a precise
+        instance its full blocks only (engines cache nothing smaller), else all of it."""
+        inst = self._inst.get(instance)
+        if inst is None or not inst.precise or len(prompt) % inst.block_size == 0:
+            return prompt
+        return prompt[:len(prompt) - len(prompt) % inst.block_size]
+
+    def routed(self, call: LLMCall, instance: str, now: float) -> None:
+        """The core routed `call` there (and added `routed_tokens` to the view): for a precise
+        instance they count as cached only until the TTL, unless the engine confirms them."""
+        inst = self._inst.get(instance)
+        if inst is not None and inst.precise:
+            self.index.speculate(instance, call.prompt, inst.block_size, None,
+                                 now + self.settings.speculative_ttl_s)
+
+    def keeps_estimate(self, instance: str) -> bool:
+        """Whether the estimate's updates (finished prompts, estimated evictions) apply."""
+        return not self.precise(instance)
+
+    # ------------------------------------------------------------------ reads
+
+    def views(self) -> list[KVViewStatus]:
+        idx = self.index
+        return [KVViewStatus(name, i.precise, i.reason, idx.held_blocks(name), idx.speculative_blocks(name),
+                             i.mismatches) for name, i in self._inst.items()]
+
+    @property
+    def stats(self) -> IndexStats:
+        return self.index.stats
+
+    @property
+    def bytes(self) -> int:
+        return self.index.bytes
+
+    def _remirror(self, name: str, now: float) -> None:
+        if self.mirror is None:
+            return
+        self.mirror.remove_instance(name)
+        for path in self.index.paths(name):
+            self.mirror.add(path, name, now, count=False)

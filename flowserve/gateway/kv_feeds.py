@@ -1,0 +1,97 @@
+"""The gateway's subscriptions to its engines' KV-cache events: one `EngineSubscriber` per
+instance whose engine publishes them (`kv_events:` with an endpoint), opened and closed
+with the instance. Each subscriber feeds the driver's inbox, so the events reach the core
+like any other; each gateway replica subscribes on its own (no broker, as llm-d's precise
+scorer does). Simulated instances publish their events themselves (`SimBackend`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.engines.backend import Backend
+from flowserve.engines.openai_backend import OpenAIBackend
+from flowserve.gateway.metrics import GatewayMetrics
+from flowserve.gateway.routing_tokens import GatewayTokens
+from flowserve.gateway.token_check import check_tokenization
+from flowserve.kvevents.subscriber import EngineSubscriber
+from flowserve.types.specs import InstanceSpec
+
+
+class KVFeeds:
+    def __init__(self, put: Callable[[Any], None], clock: Callable[[], float], room: Callable[[], Awaitable[None]],
+                 metrics: GatewayMetrics, core: SchedulerCore, tokens: GatewayTokens) -> None:
+        """room: returns once the driver took what it was given (subscribers read on then);
+        tokens: the gateway's tokenizers, checked against each engine's (`token_check`)."""
+        self._put = put
+        self._clock = clock
+        self._room = room
+        self._bad = metrics.kv_bad
+        self._tokens = tokens
+        metrics.attach(KVCollector(core))
+        self.subscribers: dict[str, EngineSubscriber] = {}
+        self.token_checks: dict[str, str] = {}  # instance → the start-up check's verdict
+        self._checks: dict[str, asyncio.Task[None]] = {}
+
+    def open(self, spec: InstanceSpec, backend: Backend) -> None:
+        kv = spec.kv_events
+        if kv is None or not kv.endpoint or spec.backend == "sim":
+            return
+        sub = EngineSubscriber(spec.name, kv, self._put, self._clock, self._room,
+                               lambda inst, kind: self._bad.labels(inst, kind).inc())
+        self.subscribers[spec.name] = sub
+        sub.start()
+        if isinstance(backend, OpenAIBackend):
+            self.token_checks[spec.name] = "not checked yet (the engine has not answered)"
+            self._checks[spec.name] = asyncio.create_task(self._check(spec.name, backend))
+
+    async def _check(self, name: str, backend: OpenAIBackend) -> None:
+        self.token_checks[name] = await check_tokenization(name, backend, self._tokens)
+
+    async def close(self, name: str) -> None:
+        check = self._checks.pop(name, None)
+        if check is not None:
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await check
+        sub = self.subscribers.pop(name, None)
+        if sub is not None:
+            await sub.aclose()
+
+    async def aclose(self) -> None:
+        for name in list(self.subscribers):
+            await self.close(name)
+
+
+class KVCollector:
+    """The engines' cache views and the block index, read from the core when scraped."""
+
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+
+    def collect(self) -> Iterator[Metric]:
+        views = self._core.kv_views()
+        if not views:
+            return
+        precise = GaugeMetricFamily("flowserve_kv_view_precise", "1 if the instance's prefix view is its engine's "
+                                    "cache events, 0 if it fell back to the estimate", labels=["instance"])
+        blocks = GaugeMetricFamily("flowserve_kv_index_blocks", "Blocks the engine's events say it holds",
+                                   labels=["instance"])
+        for v in views:
+            precise.add_metric([v.instance], 1.0 if v.precise else 0.0)
+            blocks.add_metric([v.instance], v.blocks)
+        yield from (precise, blocks)
+        index = self._core.kv_index()
+        if index is not None:
+            size, stats = index
+            yield GaugeMetricFamily("flowserve_kv_index_bytes", "Estimated bytes of the block index (bounded by "
+                                    "its budget)", value=size)
+            counts = CounterMetricFamily("flowserve_kv_index", "Block index counters", labels=["what"])
+            for what in ("stored", "removed", "orphans", "unknown_removals", "evicted", "expired", "confirmed"):
+                counts.add_metric([what], getattr(stats, what))
+            yield counts
