@@ -44,11 +44,6 @@ class ProfileSettings:
                  "request_shapes": ((0, 32, 8), (256, 32, 8)), "mixed_shapes": ((1, 128, 128),)}
         return cls(**(quick | overrides))
 
-    def points_per_round(self) -> int:
-        return (len(set(self.prefill_lengths)) + len(set(self.batch_sizes)) * len(set(self.decode_contexts))
-                + len(set(self.cached_prefixes)) * len(set(self.cached_suffixes)) + len(self.mixed_shapes)
-                + len(self.request_shapes))
-
 
 @dataclass(frozen=True)
 class EngineSpeed:

@@ -18,9 +18,9 @@ cached unless meant to be (llama-server also gets `cache_prompt: false`):
   every iteration of its prefill also decodes their tokens (llama-server and vLLM batch
   both), the shape of calls that overlap another request, which neither pure family has.
 
-Each configuration runs `repeats` times and contributes its median. A probe first measures
-the engine's speed, and the plan is cut to `settings.budget_s` (`profile_plan`); every
-measured point is reported through `progress` as it ends. The fit is
+Each configuration runs `repeats` times and contributes its median. With a time budget
+(`settings.budget_s`) a probe first measures the engine's speed and the plan is cut to fit
+(`profile_plan`); every measured point is reported through `progress` as it ends. The fit is
 `fit_coefficients` (NNLS on relative error). Engine facts — slots, context, KV capacity —
 come from llama-server's `/props` (KV capacity = per-slot context, right for
 `--kv-unified`) or vLLM/SGLang's `/v1/models` (`max_model_len`), and can be overridden.
@@ -312,12 +312,15 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
     settings = settings or ProfileSettings()
     t0 = time.monotonic()
     facts = facts or await engine_facts(client)
-    speed = await probe_speed(client, facts)
-    progress(f"probe: {1 / speed.prefill_s_per_token:.0f} prompt tokens/s, {1e3 * speed.decode_step_s:.1f} ms per "
-             f"decode step")
-    settings, cut = fit_to_budget(settings, speed)
-    if cut:
-        progress(cut)
+    if settings.budget_s is None:
+        await client.complete(_Prompts(facts.vocab_size, 1).fresh(8), 2, cache_prompt=False)  # warm-up, discarded
+    else:
+        speed = await probe_speed(client, facts)
+        progress(f"probe: {1 / speed.prefill_s_per_token:.0f} prompt tokens/s, {1e3 * speed.decode_step_s:.1f} ms "
+                 f"per decode step")
+        settings, cut = fit_to_budget(settings, speed)
+        if cut:
+            progress(cut)
     report = await measure(client, facts, settings, progress)
     report.wall_s = time.monotonic() - t0
     coef, quality = fit_coefficients(report.samples)
