@@ -54,7 +54,7 @@ def test_cli_writes_a_profile_the_simulator_accepts(llama_server, tiny_model, tm
     assert res.exit_code == 0, res.output
     assert "fit error" in res.output and "cached-prefix speed-up" in res.output
     # progress: the probe, then a line per measured point, as each ends
-    assert "probe: " in res.output and "[1/9] round 1/1: prefill 16 tokens" in res.output and "[9/9]" in res.output
+    assert "probe: " in res.output and "[1/11] round 1/1: prefill 16 tokens" in res.output and "[11/11]" in res.output
     fitted = load_profile(out)
     assert fitted.model == "tiny-llama" and fitted.slots == 2
     assert len(json.loads(js.read_text())["samples"]) == 9
