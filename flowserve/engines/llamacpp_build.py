@@ -4,9 +4,9 @@
 
 The `llama-cpp-python` sdist ships the llama.cpp sources. `ensure_llama_server`
 reuses `CACHE/llama_cpp_python-VERSION.tar.gz` or fetches it with `pip download
---no-binary llama-cpp-python --no-deps` (only that sdist: `:all:` would also build its
-build backends from source, minutes of silence), extracts `vendor/llama.cpp`, builds the cmake target
-`llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
+--no-binary llama-cpp-python --no-deps` (that sdist alone: `:all:` would also build its
+build backends from source, minutes of silence), extracts `vendor/llama.cpp`, builds the
+cmake target `llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
 as `CACHE/llama-server-VERSION/llama-server`. CACHE is `$FLOWSERVE_CACHE_DIR`, else
 `$XDG_CACHE_HOME/flowserve`, else `~/.cache/flowserve`; `$FLOWSERVE_LLAMA_SERVER` names a
 ready binary and skips all of this. A file lock per version makes concurrent callers (two
@@ -128,7 +128,7 @@ def fetch_sdist(version: str, root: Path, say: Callable[[str], None] = lambda _m
     cached = root / f"llama_cpp_python-{version}.tar.gz"
     if cached.exists():
         return cached
-    say(f"downloading the llama-cpp-python=={version} sdist (about 50 MB) with pip")
+    say(f"downloading the llama-cpp-python=={version} sdist (about 77 MB) with pip")
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         proc = subprocess.run(
