@@ -43,10 +43,35 @@ def cluster_specs(cluster: ClusterRef, engine: Mapping[str, Any] | None = None) 
         if engine and isinstance(data.get("instances"), list):
             data["instances"] = [{**i, **engine} if isinstance(i, dict) else i for i in data["instances"]]
         return validate(ClusterConfig, data, "cluster").specs()
-    specs = tuple(cluster)
+    specs = tuple(cluster) if isinstance(cluster, Sequence) else ()
     if not specs or not all(isinstance(s, InstanceSpec) for s in specs):
         raise ConfigError("cluster: expected a name, a file, a mapping or a non-empty sequence of InstanceSpec")
     return specs
+
+
+def check_policy_ref(value: Any, what: str) -> None:
+    """A policy reference as every function here takes it (ConfigError naming `what`)."""
+    from flowserve import DispatchPolicy, QueuePolicy
+
+    if not isinstance(value, str | type | DispatchPolicy | QueuePolicy):
+        raise ConfigError(f"{what}: expected a policy name, an import path 'package.module:Class', a policy class "
+                          f"or object, got {type(value).__name__}")
+
+
+def check_mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"{what}: expected a mapping of names to values, got {type(value).__name__}")
+    return value
+
+
+def check_numbers(value: Any, what: str) -> list[float]:
+    """A sequence of real numbers (a string is not one: "12" would read as 1 and 2)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        raise ConfigError(f"{what}: expected numbers (a list or tuple), got {value!r}"[:200])
+    return [float(x) for x in value]
 
 
 def route_params(dispatch: PolicyRef, queue: PolicyRef, params: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -133,6 +158,8 @@ def simulate(
     workload_params: Mapping[str, Any] | None = None,
     engine_params: Mapping[str, Any] | None = None,
     progress: Callable[[], None] | None = None,
+    replicas: int = 1,
+    sync_ms: float = 20.0,
     **params: Any,
 ) -> SimulationResult:
     """Simulate one policy pair on a cluster and workload at each SLO scale.
@@ -140,7 +167,9 @@ def simulate(
     cluster: a built-in name, a cluster or serving YAML, a mapping, or `InstanceSpec`s;
     workload: a built-in name, a workload YAML or JSONL trace, a mapping (`{"kind": ...}`),
     or a `Workload`; dispatch/queue: a name, an import path `package.module:Class`, a
-    class or a ready object. `**params` go to the policy whose constructor takes them."""
+    class or a ready object; replicas: that many schedulers taking queries in turn and
+    syncing every `sync_ms` (`flowserve.sim.replicas`). `**params` go to the policy whose
+    constructor takes them."""
     from flowserve.graph.passes import make_passes
     from flowserve.profiles.instance import max_context
     from flowserve.sim.evaluate import evaluate
@@ -148,6 +177,18 @@ def simulate(
     from flowserve.workloads.base import Workload
     from flowserve.workloads.registry import load_workload
 
+    check_policy_ref(dispatch, "dispatch")
+    check_policy_ref(queue, "queue")
+    dispatch_params, queue_params = check_mapping(dispatch_params, "dispatch_params"), \
+        check_mapping(queue_params, "queue_params")
+    workload_params = check_mapping(workload_params, "workload_params")
+    engine_params = check_mapping(engine_params, "engine_params")
+    scales = check_numbers(slo_scales, "slo_scales")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ConfigError(f"seed: expected an integer, got {seed!r}")
+    if not isinstance(cluster, str | Path | Mapping | Sequence):
+        raise ConfigError(f"cluster: expected a name, a file, a mapping or a non-empty sequence of InstanceSpec, "
+                          f"got {type(cluster).__name__}")
     specs = cluster_specs(cluster, engine_params)
     if isinstance(workload, Workload):
         if workload_params or seed is not None:
@@ -162,9 +203,15 @@ def simulate(
         wl = load_workload(workload, overrides, min(llm) if llm else None)
     make_passes(passes)  # a clear error before any work
     routed_d, routed_q = route_params(dispatch, queue, params)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
+        raise ConfigError(f"replicas: expected 1 to 64, got {replicas!r}")
+    if isinstance(sync_ms, bool) or not isinstance(sync_ms, int | float) or not 0 < sync_ms <= 60_000:
+        raise ConfigError(f"sync_ms: expected a number of milliseconds in (0, 60000], got {sync_ms!r}")
+    if replicas > 1 and not isinstance(dispatch, str | type):
+        raise ConfigError("replicas: each replica makes its own dispatch policy: give it by name, import path or "
+                          "class, not as a ready object")
     policy = PolicySpec(dispatch, queue, {**(dispatch_params or {}), **routed_d},
-                        {**(queue_params or {}), **routed_q}, passes)
-    scales = [float(s) for s in slo_scales]
+                        {**(queue_params or {}), **routed_q}, passes, replicas, float(sync_ms))
     if not scales or any(not s > 0 for s in scales):
         raise ConfigError("slo_scales: expected positive numbers")
     summary, runs = evaluate(specs, wl, policy, scales, progress=progress)
@@ -193,8 +240,18 @@ def compare(
     every built-in contestant. Returns the JSON the bench writes."""
     from rich.console import Console
 
+    from flowserve.output_paths import check_output
     from flowserve.sim.compare import contestants, run_compare_bench
 
+    if workloads is not None and (isinstance(workloads, str) or not isinstance(workloads, Sequence)):
+        raise ConfigError(f"workloads: expected a list of workload names or trace files, got {workloads!r}")
+    if policies is not None and (isinstance(policies, str) or not isinstance(policies, Sequence)):
+        raise ConfigError(f"policies: expected a list of contestants, got {policies!r}")
+    for pick in policies or ():
+        for ref in pick if isinstance(pick, tuple) else (pick,):
+            check_policy_ref(ref, f"policies: {pick!r}")
+    if out is not None:
+        check_output(Path(out), "out", folder=True)  # before the benchmark runs, not after
     picked = contestants(policies)
     return run_compare_bench(Path(out or "out/bench-compare"), quick, console or Console(quiet=out is None),
                              workloads, picked, oracle, seed, queries, cluster=cluster)
@@ -208,8 +265,13 @@ def _serve_config(config: str | Path | Mapping[str, Any] | ServeConfig, dispatch
         cfg = config
     elif isinstance(config, Mapping):
         cfg = serve_config(dict(config), "serve config")
-    else:
+    elif isinstance(config, str | Path):
         cfg = load_serve_config(config)
+    else:
+        raise ConfigError(f"config: expected a YAML path, a mapping or a ServeConfig, got {type(config).__name__}")
+    for ref, what in ((dispatch, "dispatch"), (queue, "queue")):
+        if ref is not None:
+            check_policy_ref(ref, what)
     if dispatch is not None or queue is not None:
         cfg = cfg.with_policies(None if dispatch is None else policy_name(dispatch),
                                 None if queue is None else policy_name(queue))
@@ -231,6 +293,7 @@ def serve(
     `dispatch`/`queue` replace the config's policies (names or import paths). Blocks until
     stopped, or with `background=True` returns a started server in this process (a context
     manager; `.url`, `.stop()`)."""
+    check_serving(host, port, log_level, workers, background)
     cfg = _serve_config(config, dispatch, queue)
     if background:
         from flowserve.gateway.app import create_app
@@ -266,3 +329,22 @@ def epp(
         return server.start_background()
     server.run()
     return None
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def check_serving(host: Any, port: Any, log_level: Any, workers: Any, background: bool) -> None:
+    """`serve`'s arguments, each refused by name (uvicorn would fail later, and unclearly)."""
+    if not isinstance(host, str):
+        raise ConfigError(f"host: expected a string, got {type(host).__name__}")
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise ConfigError(f"port: expected an integer, got {port!r}")
+    if background and not 0 <= port <= 65535:  # 0: a free port (in the foreground, `bind` checks it)
+        raise ConfigError(f"port: expected 1 to 65535 (or 0: any free port), got {port}")
+    if log_level not in LOG_LEVELS:
+        raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"workers: expected a positive integer, got {workers!r}")
+    if background and workers != 1:
+        raise ConfigError(f"workers: a background server runs in this process, with one worker (got {workers})")

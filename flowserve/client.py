@@ -24,6 +24,7 @@ from __future__ import annotations
 import uuid
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -73,13 +74,20 @@ def _raise_for(r: httpx.Response) -> Any:
 
 class _Session:
     def __init__(self, base_url: str, api_key: str | None, program_id: str | None, slo_ms: float | None,
-                 tenant: str | None, priority: int | None, openai_kwargs: dict[str, Any]) -> None:
+                 tenant: str | None, priority: int | None, timeout_s: float | None,
+                 openai_kwargs: dict[str, Any]) -> None:
         self.root = _root(base_url)
         self.api_key = api_key or "flowserve"  # the gateway accepts any key when it has none configured
         self.program_id = program_id or f"prog-{uuid.uuid4().hex}"
         self.headers = program_headers(self.program_id, slo_ms, tenant, priority)
+        self.timeout_s = timeout_s
         self.openai_kwargs = openai_kwargs
         self.summary: dict[str, Any] | None = None
+
+    @property
+    def url(self) -> str:
+        """The program's URL (its id quoted: `job?2` is not program `job`)."""
+        return f"{self.root}/v1/programs/{quote(self.program_id, safe='')}"
 
     def _auth(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}",
@@ -113,11 +121,10 @@ class ProgramSession(_Session):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         try:
-            with httpx.Client(timeout=None) as http:  # DELETE waits for the program's last calls
-                url = f"{self.root}/v1/programs/{self.program_id}"
-                r = http.delete(url, headers=self._auth())
+            with httpx.Client(timeout=self.timeout_s) as http:  # DELETE waits for the program's last calls
+                r = http.delete(self.url, headers=self._auth())
                 if r.status_code == 409:  # it ended already (idle, or failed): its summary
-                    r = http.get(url, headers=self._auth())
+                    r = http.get(self.url, headers=self._auth())
             self._ended(r, exc)
         finally:
             self._client.close()
@@ -135,11 +142,10 @@ class AsyncProgramSession(_Session):
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         try:
-            async with httpx.AsyncClient(timeout=None) as http:
-                url = f"{self.root}/v1/programs/{self.program_id}"
-                r = await http.delete(url, headers=self._auth())
+            async with httpx.AsyncClient(timeout=self.timeout_s) as http:
+                r = await http.delete(self.url, headers=self._auth())
                 if r.status_code == 409:
-                    r = await http.get(url, headers=self._auth())
+                    r = await http.get(self.url, headers=self._auth())
             self._ended(r, exc)
         finally:
             await self._client.close()
@@ -147,16 +153,17 @@ class AsyncProgramSession(_Session):
 
 def program(base_url: str, *, api_key: str | None = None, program_id: str | None = None,
             slo_ms: float | None = None, tenant: str | None = None, priority: int | None = None,
-            **openai_kwargs: Any) -> ProgramSession:
-    """One program: an `openai.OpenAI` whose calls the gateway schedules together."""
-    return ProgramSession(base_url, api_key, program_id, slo_ms, tenant, priority, openai_kwargs)
+            timeout_s: float | None = 600.0, **openai_kwargs: Any) -> ProgramSession:
+    """One program: an `openai.OpenAI` whose calls the gateway schedules together.
+    timeout_s: how long the exit waits for the program's end (`DELETE`: its last calls)."""
+    return ProgramSession(base_url, api_key, program_id, slo_ms, tenant, priority, timeout_s, openai_kwargs)
 
 
 def aprogram(base_url: str, *, api_key: str | None = None, program_id: str | None = None,
              slo_ms: float | None = None, tenant: str | None = None, priority: int | None = None,
-             **openai_kwargs: Any) -> AsyncProgramSession:
+             timeout_s: float | None = 600.0, **openai_kwargs: Any) -> AsyncProgramSession:
     """`program` with an `openai.AsyncOpenAI`."""
-    return AsyncProgramSession(base_url, api_key, program_id, slo_ms, tenant, priority, openai_kwargs)
+    return AsyncProgramSession(base_url, api_key, program_id, slo_ms, tenant, priority, timeout_s, openai_kwargs)
 
 
 def _workflow_request(name: str, inputs: dict[str, Any], model: str | None, api_key: str | None,
@@ -167,7 +174,7 @@ def _workflow_request(name: str, inputs: dict[str, Any], model: str | None, api_
         headers["x-slo-ms"] = f"{slo_ms:g}"
     if tenant is not None:
         headers["x-tenant"] = tenant
-    return f"/v1/workflows/{name}", body, headers
+    return f"/v1/workflows/{quote(name, safe='')}", body, headers
 
 
 def run_workflow(base_url: str, name: str, inputs: dict[str, Any], *, model: str | None = None,

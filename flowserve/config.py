@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from flowserve import tenants
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import ConfigError
 from flowserve.kvevents.config import KVEventsConfig
@@ -92,6 +93,7 @@ def engine_url(url: str) -> str:
 
 _HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")  # a DNS name, IPv4, or an IPv6 literal
 _PATH = re.compile(r"(/[A-Za-z0-9._~-]*)*")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class InstanceConfig(Strict):
@@ -100,7 +102,8 @@ class InstanceConfig(Strict):
     model and supplies the model, context, KV capacity and default slots, so `gpu` and
     `model` may then be left out."""
 
-    name: str = Field(min_length=1, description="instance name; with `count` > 1 the instances are NAME-0, NAME-1, …")
+    name: str = Field(min_length=1, description="instance name (1 to 64 letters, digits, `.`, `_`, `-`); with "
+                      "`count` > 1 the instances are NAME-0, NAME-1, …")
     profile: str | None = Field(None, description="a fitted profile YAML (`flowserve profile`), relative to this file; "
                                 "replaces the roofline cost model")
     model_arch: ModelArch | None = Field(None, description="architecture of a model outside the catalog")
@@ -135,6 +138,16 @@ class InstanceConfig(Strict):
     @classmethod
     def _engine_url(cls, v: str | None) -> str | None:
         return None if v is None else engine_url(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        # a name is a label, a URL path segment (/admin/instances/NAME) and a header value
+        # (x-flowserve-instance): no '/', '..', spaces or control characters
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"{v[:80]!r}: an instance name is 1 to 64 letters, digits, '.', '_' or '-', starting "
+                             f"with a letter or digit")
+        return v
 
     @field_validator("gpu")
     @classmethod
@@ -235,8 +248,16 @@ class ClusterConfig(Strict):
     `gateway:`, see `GatewaySettings`)."""
 
     instances: list[InstanceConfig] = Field(min_length=1, description="the engine instances")
-    api_keys: list[str] = Field(default_factory=list, description="bearer keys the gateway accepts; empty: no "
-                                "authentication")
+    api_keys: list[Any] | dict[str, Any] = Field(
+        default_factory=list, description="bearer keys the gateway accepts, each naming its tenant: a list (each key "
+        "its own tenant, `key-1`, `key-2`, ...) or a mapping `KEY: TENANT` / `KEY: {tenant: T, acts_for: [...]}` "
+        "(docs/operations.md, Security); empty: no authentication, any client names any tenant")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys(cls, v: Any) -> Any:
+        tenants.api_keys(v)  # raises ValueError naming the fault
+        return v
 
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:

@@ -5,6 +5,7 @@ and one clear line for a policy that breaks the contract."""
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -128,3 +129,44 @@ def test_serve_from_python_with_a_third_party_policy() -> None:
         assert type(srv.app.state.gateway.driver.dispatch).__name__ == "FewestCalls"
     with pytest.raises(ConfigError, match="does not implement choose"):
         flowserve.serve(config, dispatch="thirdparty:NoChoose", background=True)
+
+
+SERVE_CONFIG = {"instances": [{"name": "sim", "gpu": "A100-80G", "model": "llama-3.1-8b"}]}
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: flowserve.simulate(123, TINY), "cluster: expected a name, a file, a mapping"),
+    (lambda: flowserve.simulate("hetero-1", TINY, dispatch=None), "dispatch: expected a policy name"),
+    (lambda: flowserve.simulate("hetero-1", TINY, queue=3.5), "queue: expected a policy name"),
+    (lambda: flowserve.simulate("hetero-1", TINY, dispatch_params=[1]), "dispatch_params: expected a mapping"),
+    (lambda: flowserve.simulate("hetero-1", TINY, queue_params="x"), "queue_params: expected a mapping"),
+    (lambda: flowserve.simulate("hetero-1", TINY, workload_params=[("a", 1)]), "workload_params: expected a mapping"),
+    (lambda: flowserve.simulate("hetero-1", TINY, slo_scales="12"), "slo_scales: expected numbers"),
+    (lambda: flowserve.simulate("hetero-1", TINY, slo_scales=(1, "2")), "slo_scales: expected numbers"),
+    (lambda: flowserve.simulate("hetero-1", TINY, seed="7"), "seed: expected an integer"),
+    (lambda: flowserve.compare(policies=[5]), "policies: 5: expected a policy name"),
+    (lambda: flowserve.compare(workloads="text2sql"), "workloads: expected a list"),
+    (lambda: flowserve.serve(5), "config: expected a YAML path, a mapping or a ServeConfig"),
+    (lambda: flowserve.serve(SERVE_CONFIG, port="x", background=True), "port: expected an integer"),
+    (lambda: flowserve.serve(SERVE_CONFIG, port=-1, background=True), "port: expected 1 to 65535 (or 0"),
+    (lambda: flowserve.serve(SERVE_CONFIG, port=70_000), "--port: expected 1 to 65535"),
+    (lambda: flowserve.serve(SERVE_CONFIG, host=5), "host: expected a string"),
+    (lambda: flowserve.serve(SERVE_CONFIG, log_level="loud", background=True), "log_level: expected one of"),
+    (lambda: flowserve.serve(SERVE_CONFIG, workers=0), "workers: expected a positive integer"),
+    (lambda: flowserve.serve(SERVE_CONFIG, workers=2, background=True), "workers: a background server"),
+])
+def test_the_python_api_refuses_bad_arguments_with_one_clear_line(call, message: str) -> None:
+    """Issue 35 items 12 and 13: TypeError, AttributeError, OverflowError, uvicorn's
+    KeyError, or the input silently read another way (a string as its characters)."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        call()
+
+
+def test_compare_checks_its_output_folder_before_running() -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=100)
+    with pytest.raises(ConfigError, match="out '/proc/1/x'"):
+        flowserve.compare(["text2sql"], ["flowserve"], quick=True, queries=4, oracle=False, out="/proc/1/x",
+                          console=console)
+    assert console.export_text() == ""  # nothing ran

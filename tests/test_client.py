@@ -21,7 +21,7 @@ KEY = "sk-client"
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}],
-                        "api_keys": [KEY],
+                        "api_keys": {KEY: {"tenant": "client", "acts_for": ["team-a"]}},
                         "gateway": {"time_scale": 200.0, "dispatch": "flowserve", "queue": "flowserve",
                                     "workflows": {"brief": {"app": "user_apps:Summarize"}}}}, "test")
     with BackgroundServer(create_app(cfg)) as srv:
@@ -71,3 +71,17 @@ def test_async_program_and_workflows(url: str) -> None:
     with p:  # no call made: nothing to end, no error
         pass
     assert p.summary is None
+
+
+def test_a_program_id_is_quoted_in_its_url(url: str) -> None:
+    """Item 8: `program_id="job?2"` deleted program `job` on exit."""
+    job = program(url, api_key=KEY, program_id="job")
+    with job as client:
+        client.completions.create(model=MODEL, prompt="the job", max_tokens=1)
+        odd = program(url, api_key=KEY, program_id="job?2#x%41")
+        with odd as other:
+            other.completions.create(model=MODEL, prompt="another job", max_tokens=2)
+        assert odd.summary is not None and odd.summary["id"] == "job?2#x%41" and odd.summary["calls"] == 1
+        assert job.summary is None
+        client.completions.create(model=MODEL, prompt="the job goes on", max_tokens=1)  # still open
+    assert job.summary is not None and job.summary["calls"] == 2

@@ -1,7 +1,6 @@
 """Close the loop between a live run and the simulator: replay a recorded live run (the
-published trace format with the live measurements `flowserve text2sql eval --trace`
-writes, or the JSON lines `flowserve serve --record` writes: each line's `arrival` and
-`latency_s`) in the simulator, at the recorded arrival times, and compare.
+published trace format with the live measurements that `flowserve text2sql eval --trace`
+and the gateway's `--record` write) in the simulator, at the recorded arrival times, and compare.
 
 The replay is the generic `agent_trace` workload: every recorded LLM call with its
 recorded input and output lengths, candidates and evaluations in parallel. It does not
@@ -12,7 +11,6 @@ includes work the replay lacks; the report shows both and the per-query error.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,31 +21,29 @@ import numpy as np
 from flowserve.apps.text2sql.record import PARALLEL_STEPS
 from flowserve.errors import ConfigError
 from flowserve.metrics.tables import markdown_table
+from flowserve.schema import read_text
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
-from flowserve.workloads.agent_trace import agent_trace, read_agent_trace
+from flowserve.workloads.agent_trace import agent_trace, read_agent_trace, trace_records
+
+RECORD = "record a live run with `flowserve serve --record DIR` or `flowserve text2sql eval --trace`"
 
 
 def live_measurements(file: str) -> list[tuple[float, float]]:
-    """(arrival_s, latency_s) per query, in file order; ConfigError when absent."""
+    """(arrival, latency) in seconds per query, in file order — `arrival_s` as `text2sql
+    eval --trace` writes it (a JSON list), or `arrival` as the gateway records it (JSON
+    Lines, `serve --record`); ConfigError when absent."""
     trace = read_agent_trace(file)  # the format's own checks first (and built-in names)
     if not Path(file).is_file():  # a built-in trace: published lengths, no live measurements
-        raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); "
-                          "record a live run with `flowserve text2sql eval --trace`")
-    text = Path(file).read_text(encoding="utf-8")
-    if file.endswith(".jsonl"):  # the gateway's record: `arrival` and `latency_s` per line
-        data = [{"arrival_s": d.get("arrival"), "latency_s": d.get("latency_s")}
-                for d in map(json.loads, filter(str.strip, text.splitlines()))]
-    else:
-        data = json.loads(text)
+        raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); " + RECORD)
     out = []
-    for i, item in enumerate(data):
-        a, lat = item.get("arrival_s"), item.get("latency_s")
+    for where, item in trace_records(read_text(file, "trace file")):
+        a, lat = item.get("arrival_s", item.get("arrival")), item.get("latency_s")
         ok = all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
                  for v in (a, lat))
         if not ok:
-            raise ConfigError(f"trace {file!r}: query {i} has no live measurements (arrival_s, latency_s ≥ 0); "
-                              "record a live run with `flowserve text2sql eval --trace`")
+            raise ConfigError(f"trace {file!r}: {where} has no live measurements (arrival or arrival_s, and "
+                              f"latency_s ≥ 0); " + RECORD)
         out.append((float(a), float(lat)))
     assert len(out) == len(trace.queries)
     return out

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowserve.cli import bench, graph, serving, simulate, sql, text2sql  # noqa: F401  (register the commands)
+from flowserve.cli import (  # noqa: F401  (register the commands)
+    bench,
+    bench_replicas,
+    graph,
+    serving,
+    simulate,
+    sql,
+    text2sql,
+)
 from flowserve.cli.common import app
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from flowserve import __version__
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import FlowserveError
+from flowserve.output_paths import check_output
 from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
 
 CLUSTER_NAMES = ", ".join(BUILTIN_CLUSTERS)
@@ -96,34 +95,6 @@ def _one_line(message: str) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, markup=True,
                       soft_wrap=True)
     raise typer.Exit(2) from None
-
-
-def check_output(path: Path, option: str, folder: bool = False) -> None:
-    """The one check of every output path option (`--json`, `--out`, `--cache`, ...):
-    ConfigError, naming the option, for a directory where a file is written (or the
-    reverse), a device or pipe, or a place where nothing can be created."""
-    from flowserve.errors import ConfigError
-
-    where = f"{option} {str(path)!r}"
-    if path.exists():
-        if folder and not path.is_dir():
-            raise ConfigError(f"{where}: not a directory (this option names a folder to write into)")
-        if not folder and path.is_dir():
-            raise ConfigError(f"{where}: is a directory; give a file path")
-        if not folder and not path.is_file():
-            raise ConfigError(f"{where}: not a regular file (a device, pipe or socket); give a file path")
-        if not os.access(path, os.W_OK):
-            raise ConfigError(f"{where}: not writable")
-        if not folder:
-            return
-    base = path if folder and path.is_dir() else next(p for p in path.absolute().parents if p.exists())
-    if not base.is_dir():
-        raise ConfigError(f"{where}: {str(base)!r} is not a directory")
-    try:  # what the command will do there: create files (and folders) in it
-        with tempfile.TemporaryFile(dir=base):
-            pass
-    except OSError as e:
-        raise ConfigError(f"{where}: cannot write in {str(base)!r} ({e.strerror})") from None
 
 
 def _checked(folder: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:

@@ -155,7 +155,10 @@ def serve(
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
-    workers: Annotated[int, typer.Option(help="gateway processes on one port (each with its own core)")] = 1,
+    workers: Annotated[int, typer.Option(help="gateway processes on one port, scheduling as one through the shared "
+                                              "state (a private redis-server without --state-url)")] = 1,
+    state_url: Annotated[str | None, typer.Option(help="Redis that replicas share their state through: "
+                                                       "redis://HOST:PORT/DB (sets gateway.state.url)")] = None,
     dispatch: Annotated[str | None, typer.Option(
         help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
     queue: Annotated[str | None, typer.Option(
@@ -177,6 +180,10 @@ def serve(
         cfg = load_serve_config(config)
         if record is not None:
             cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
+        if state_url is not None:
+            from flowserve.gateway.replica import with_state
+
+            cfg = with_state(cfg, state_url)
         run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
 
 

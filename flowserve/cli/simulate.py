@@ -43,6 +43,10 @@ def simulate(
     json_out: Annotated[Path | None, output_file("--json", help="write the summary as JSON")] = None,
     record_trace: Annotated[Path | None, output_file(help="write the simulated queries as a JSONL trace")] = None,
     plot: Annotated[Path | None, output_file(help="write the SLO attainment curve and latency CDF (PNG)")] = None,
+    replicas: Annotated[int, typer.Option(help="schedulers taking queries in turn (a round-robin client), each "
+                                               "deciding from its own view (docs/replicas.md)")] = 1,
+    sync_ms: Annotated[float, typer.Option(help="with --replicas: how often each replica syncs with the others "
+                                                "(gateway.state.sync_ms)")] = 20.0,
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
@@ -63,11 +67,13 @@ def simulate(
             result = run_simulation(cluster, workload, dispatch, queue, slo_scales=scales, seed=seed, passes=passes,
                                     dispatch_params=sets.get("dispatch"), queue_params=sets.get("queue"),
                                     workload_params=sets.get("workload"), engine_params=sets.get("engine"),
-                                    progress=lambda: bar.advance(task))
+                                    progress=lambda: bar.advance(task), replicas=replicas, sync_ms=sync_ms)
         summary = result.summary
         for note in summary["notes"]:
             console.print(note, highlight=False)
         label = f"{summary['policy']['dispatch']}+{summary['policy']['queue']}"
+        if replicas > 1:
+            label += f" ×{replicas} replicas, sync {sync_ms:g} ms"
         console.print(policy_table({label: summary}), highlight=False)
         console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s")
         if json_out:

@@ -391,7 +391,7 @@ class CallBook:
         inst.running.clear()
         for cs in moved:
             self._release_followers(cs)
-        inst.outstanding = 0.0
+        inst.outstanding = inst.peer_outstanding
         if self.prefix_index is not None:
             self.prefix_index.remove_instance(inst.name)
         for cs in moved:

@@ -26,6 +26,7 @@ from flowserve.core._calls import CallBook
 from flowserve.core._kv import KVBook, KVSettings, KVViewStatus
 from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing
 from flowserve.core._ops import OpBook
+from flowserve.core._peers import PeerBook
 from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallRecord, CallState, InstanceStatus, QueryState
@@ -55,6 +56,7 @@ from flowserve.types.events import (
     Tokenized,
 )
 from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.peers import InstanceLoad, PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
 
@@ -103,6 +105,8 @@ class SchedulerCore:
                 self._opbook.add_instance(spec)
         self._runs = runs = RunBook(self._queries, self._calls, self._opbook, self._view, passes, record_calls)
         calls = self._calls
+        self._peers = peers = PeerBook(calls.instances, calls.tenants, self._queries, calls.prefix_index,
+                                       calls._dirty, self._kv.precise)
         self._handlers: Mapping[type, Callable] = {
             CallFinished: runs.call_finished,
             CallProgress: runs.progress,
@@ -123,6 +127,10 @@ class SchedulerCore:
             KVViewChanged: self._kv.on_view,
             Tick: _ignore,
             JobFinished: _ignore,  # policies see it in `observe`
+            PeerLoad: peers.on_load,
+            PeerRouted: peers.on_routed,
+            PeerService: peers.on_service,
+            ProgramShared: peers.on_program,
         }
 
     # ------------------------------------------------------------------ entry point
@@ -146,6 +154,15 @@ class SchedulerCore:
     def instance_status(self) -> list[InstanceStatus]:
         return [InstanceStatus(i.name, i.spec, i.up, len(i.queue), len(i.running), max(i.outstanding, 0.0),
                                i.dispatched, i.completed) for i in self._calls.instances.values()]
+
+    def own_load(self) -> tuple[InstanceLoad, ...]:
+        """This replica's own share of each LLM instance's load (what it tells its peers)."""
+        return tuple(InstanceLoad(i.name, len(i.running), len(i.queue), max(i.outstanding - i.peer_outstanding, 0.0))
+                     for i in self._calls.instances.values())
+
+    def tenant_costs(self) -> Mapping[str, float]:
+        """The service this replica gave each tenant, in VTC cost units (its totals)."""
+        return MappingProxyType(self._calls.tenants.costs)
 
     def is_current(self, call_id: int, instance: str) -> bool:
         """Is a report about this call on this instance about its current run? (False:
@@ -268,6 +285,9 @@ class SchedulerCore:
             self._runs.batch_sizes = self._opbook.batch_sizes()
         else:
             self._calls.on_instance_up(ev)
+            inst = self._calls.instances.get(ev.spec.name)
+            if inst is not None:
+                self._peers.refresh(inst)
             self._kv.add(ev.spec)
 
 

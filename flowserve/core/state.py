@@ -158,7 +158,12 @@ class InstanceState:
         self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
         self.queue = queue
         self.running: dict[int, CallState] = {}
-        self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls
+        self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls (peer replicas' included)
+        # peer replicas' share of the load (`flowserve.core._peers`): part of `outstanding`
+        self.peer_outstanding = 0.0
+        self.peer_running = 0
+        self.peer_queued = 0
+        self.peers = 0  # peer replicas with calls here
         self.up = True
         # Engine-reported admission state (spec.reports_capacity); optimistic otherwise.
         self.free_seqs = spec.engine.max_num_seqs if spec.reports_capacity else UNLIMITED
@@ -177,7 +182,7 @@ class InstanceState:
         """Calls this instance can start now: engine admission and max_inflight."""
         free = self.free_seqs
         if self.spec.max_inflight is not None:
-            free = min(free, self.spec.max_inflight - len(self.running))
+            free = min(free, replica_share(self.spec.max_inflight, self) - len(self.running))
         return free
 
     @property
@@ -191,6 +196,13 @@ class InstanceState:
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
+
+
+def replica_share(limit: int, inst: InstanceState) -> int:
+    """Of `limit` calls at once on an instance, how many this replica may run beside its
+    peers (replicas sharing the engines, `flowserve.core._peers`): what their running calls
+    leave, and at least an equal share each, so a stale report starves nobody. Alone: `limit`."""
+    return max(limit - inst.peer_running, limit // (inst.peers + 1), 1 if limit > 0 else 0)
 
 
 def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: QueuePolicy) -> InstanceState:

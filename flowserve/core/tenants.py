@@ -80,6 +80,7 @@ class TenantLedger:
         self.prompt_weight = prompt_weight
         self.output_weight = output_weight
         self.counters: dict[str, float] = {}  # weighted virtual token counters
+        self.costs: dict[str, float] = {}  # this scheduler's own charges, unweighted (what replicas share)
         self.served: dict[str, dict[str, int]] = {}  # tenant → {"prompt": n, "output": n, "calls": n}
         self.shares = TenantShares(self)
 
@@ -95,6 +96,11 @@ class TenantLedger:
         return self.counters.get(tenant, 0.0)
 
     def _charge(self, tenant: str, cost: float) -> None:
+        self.counters[tenant] = self.counter(tenant) + cost / self.weight(tenant)
+        self.costs[tenant] = self.costs.get(tenant, 0.0) + cost
+
+    def peer_charge(self, tenant: str, cost: float) -> None:
+        """Service another replica gave the tenant (`cost` more since its last report)."""
         self.counters[tenant] = self.counter(tenant) + cost / self.weight(tenant)
 
     def started(self, tenant: str, prompt_tokens: int) -> None:

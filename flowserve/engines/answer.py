@@ -42,6 +42,7 @@ class CompletionResult:
     # the answer beyond its text, as the engine gave it: a chat's `message` (with any
     # `tool_calls`), `logprobs` (None for streams: their deltas went to `on_chunk`)
     extra: Mapping[str, Any] | None = None
+    own: Mapping[str, Any] | None = None  # what the engine says of its answer: `OWN_FIELDS`
 
     @property
     def latency(self) -> float:
@@ -59,6 +60,14 @@ class CompletionResult:
         return (self.finished - self.first_token) / (self.output_tokens - 1)
 
 
+OWN_FIELDS = ("id", "created", "system_fingerprint")  # an answer's own fields, relayed to the client as they are
+
+
+def own_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `OWN_FIELDS` an engine's answer (or stream chunk) sets."""
+    return {k: data[k] for k in OWN_FIELDS if data.get(k) is not None}
+
+
 class Accumulator:
     """Folds streamed chunks (or one whole response) into a CompletionResult."""
 
@@ -72,10 +81,13 @@ class Accumulator:
         self.finish_reason: str | None = None
         self.model: str | None = None
         self.extra: dict[str, Any] | None = None
+        self.own: dict[str, Any] | None = None
 
     def add(self, data: Mapping[str, Any], now: float | None) -> None:
         if "error" in data:
             raise error_from_body(data, None)
+        if self.own is None:
+            self.own = own_fields(data) or None
         self.model = data.get("model", self.model)
         self.usage = data.get("usage") or self.usage
         self.timings = data.get("timings") or self.timings
@@ -108,7 +120,8 @@ class Accumulator:
             prompt_tokens=usage.get("prompt_tokens"),
             cached_tokens=None if cached is None else int(cached),
             started=self.started, first_token=self.first_token, finished=finished,
-            finish_reason=self.finish_reason, model=self.model, timings=self.timings, extra=self.extra)
+            finish_reason=self.finish_reason, model=self.model, timings=self.timings, extra=self.extra,
+            own=self.own)
 
 
 def error_from_body(body: Any, status: int | None) -> EngineError:

@@ -30,6 +30,7 @@ class CallOutcome:
     started: float | None = None  # driver clock
     first_token: float | None = None
     extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
+    own: Mapping[str, Any] | None = None  # what the engine says of its answer: its id, created, system_fingerprint
 
 
 class TokenSink:
@@ -41,7 +42,7 @@ class TokenSink:
     retried transparently, the client has seen part of an answer.
     """
 
-    def __init__(self, put: Callable[[str | Mapping[str, Any]], None]) -> None:
+    def __init__(self, put: Callable[[str | Mapping[str, Any] | EngineFields], None]) -> None:
         self._put = put
         self.sent = 0
 
@@ -54,6 +55,18 @@ class TokenSink:
         """An engine chunk's choice (without `index` and `finish_reason`)."""
         self.sent += 1
         self._put(choice)
+
+    def own(self, fields: Mapping[str, Any]) -> None:
+        """What the engine says of its answer (its id, ...), before its first delta: the
+        stream's chunks carry them. Not a delta: nothing of the answer was shown yet."""
+        self._put(EngineFields(fields))
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFields:
+    """A stream item: the engine's own fields of its answer (`TokenSink.own`)."""
+
+    fields: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,11 @@ class CacheEstimate:
         self._pinned[call_id] = node
         return self._shrink(now)
 
+    def on_peer(self, prompt: Tokens, now: float) -> list[PrefixEvicted]:
+        """Another replica sent this prompt to the instance: it is cached there too."""
+        self.tree.insert(prompt, now)
+        return self._shrink(now)
+
     def on_end(self, call_id: int) -> None:
         node = self._pinned.pop(call_id, None)
         if node is not None:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flowserve.engines.answer import own_fields
 from flowserve.engines.backend import CallOutcome, EngineRequest, TokenSink
 from flowserve.engines.client import EngineClient, EngineError, EngineKind
 from flowserve.gateway.settings import GatewaySettings
@@ -95,7 +96,13 @@ class OpenAIBackend:
         sink = req.sink
         relay = None
         if sink is not None:
+            told = False
+
             def relay(chunk: Mapping[str, Any]) -> None:
+                nonlocal told
+                if not told and (own := own_fields(chunk)):  # the stream's id, before its first delta
+                    told = True
+                    sink.own(own)
                 for choice in chunk.get("choices") or ():
                     relay_choice(choice, sink)
         # only a streaming client needs the engine's stream: a whole answer is one JSON body
@@ -120,7 +127,7 @@ class OpenAIBackend:
         return CallOutcome(output_tokens=res.output_tokens, cached_tokens=res.cached_tokens or 0,
                            prompt_tokens=res.prompt_tokens or call.input_tokens, text=res.text,
                            finish_reason=res.finish_reason or "length", started=res.started,
-                           first_token=res.first_token, extra=res.extra)
+                           first_token=res.first_token, extra=res.extra, own=res.own)
 
     async def probe(self) -> bool:
         if self._client is None:
@@ -160,7 +167,8 @@ def llamacpp_schema(response_format: Mapping[str, Any]) -> dict[str, Any] | None
 
 def relay_choice(choice: Mapping[str, Any], sink: TokenSink) -> None:
     """One streamed choice to the client: its text alone when that is all it says (the
-    fast path), else the whole choice (tool-call deltas, logprobs) unchanged."""
+    fast path), else the whole choice (tool-call deltas, logprobs) unchanged. A chat's
+    role-only opening chunk has no text: the gateway's stream opens with its own, alike."""
     delta = choice.get("delta")
     if isinstance(delta, Mapping):  # a chat chunk
         text = delta.get("content")

@@ -6,7 +6,8 @@ GET /v1/models, POST /v1/workflows/{name} (synchronous, or `"async": true` → 2
 GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /health, GET /metrics
 (Prometheus), GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
-Headers: `x-tenant` (else the API key's), `x-priority`, `x-slo-ms`, `x-flowserve-class`, and a program's
+Headers: `x-tenant` (the API key's tenant, or one it acts for: `flowserve.tenants`), `x-priority`,
+`x-slo-ms`, `x-flowserve-class`, and a program's
 `x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
@@ -16,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hmac
+import json
 import shutil
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -42,11 +43,14 @@ from flowserve.gateway.openai_api import (
     failure_error,
 )
 from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import QueryHandle, QueryResult, Rejected
+from flowserve.gateway.query import QueryHandle, QueryResult, Rejected, query_body
+from flowserve.gateway.replica import Replica
 from flowserve.gateway.settings import ServeConfig
 from flowserve.gateway.status import StatusBoard, status_page
-from flowserve.gateway.tenancy import read_headers
+from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
+from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.schema import validate
+from flowserve.tenants import api_keys
 
 _END = object()
 
@@ -76,10 +80,15 @@ class Gateway:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
         self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
+        self._admin_keys = api_keys(list(config.admin_keys))
+        self.replica: Replica | None = None  # gateway.state: one of several replicas
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
         await self.driver.start()
+        state = self.config.gateway.state
+        if state is not None:
+            self.replica = await Replica.join(state, self.driver, self.config.instances, self.programs)
         self.programs.start()
         if any(s.kv_events is not None for s in self.config.instances):
             # what start-up built lives as long as the gateway: out of the collector's full passes, which
@@ -90,24 +99,27 @@ class Gateway:
     async def stop(self) -> None:
         await self.programs.stop()
         await self.driver.shutdown()
+        if self.replica is not None:
+            await self.replica.leave()
         for prepared in self.prepared.values():
             for path in prepared.get("_cleanup", ()):
                 shutil.rmtree(path, ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
 
-    def check_key(self, request: Request, keys: Sequence[str]) -> None:
-        self.check_key_header(request.headers.get("authorization", ""), keys)
+    def authenticate(self, request: Request) -> None:
+        authenticate(request.headers.get("authorization", ""), self.config.keys)
 
-    def check_key_header(self, auth: str, keys: Sequence[str]) -> None:
-        if not keys:
-            return
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise APIError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
-        token = token.strip()
-        if not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
-            raise APIError(401, "incorrect API key provided", code="invalid_api_key")
+    def tenant(self, request: Request) -> str:
+        """The request's authenticated tenant (`tenancy.request_tenant`)."""
+        return request_tenant(request.headers, self.config.keys)
+
+    def check_admin(self, request: Request) -> None:
+        """An admin endpoint's key check: the admin keys, else open only where no key guards anything."""
+        if self.config.admin_closed:
+            raise APIError(403, "the admin endpoints need an admin key: the api_keys name tenants, and "
+                                "gateway.admin_keys names none", code="admin_keys_not_configured")
+        authenticate(request.headers.get("authorization", ""), self._admin_keys)
 
     def model_of(self, name: str) -> str:
         if not self.driver.serves(name):
@@ -135,7 +147,7 @@ class Gateway:
     # ------------------------------------------------------------------ workflows
 
     async def workflow_request(self, request: Request, name: str) -> Response:
-        hdr = read_headers(request.headers)
+        hdr = read_headers(request.headers, self.config.keys)
         wf = self.workflows.get(name)
         if wf is None:
             raise APIError(404, f"no workflow {name!r}; registered: {', '.join(sorted(self.workflows))}",
@@ -157,34 +169,37 @@ class Gateway:
             program = wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
             raise APIError(400, str(e), param="input") from None
+        except Exception as e:  # the workflow's own constructor failed: its error, not a dropped connection
+            raise APIError(500, f"workflow {name!r} could not be built: {type(e).__name__}: {e}", "server_error",
+                           "app_error") from None
         h = self.driver.new_query(name, program, model, hdr.tenant, hdr.priority, hdr.slo_s, cls=hdr.cls)
         await self.submit(h)
         if body.get("async"):
-            return JSONResponse({"id": h.id, "workflow": name, "status": "running",
-                                 "url": f"/v1/queries/{h.id}"}, status_code=202)
+            return JSONResponse({"id": h.ref, "workflow": name, "status": "running",
+                                 "url": f"/v1/queries/{h.ref}"}, status_code=202)
         watch = ClientWatch(request.receive, self.driver.cancel)
         watch.track(h.id)
         try:
             result = await h.done
         finally:
             watch.stop()
-        out = query_body(result)
-        if result.status != "completed":
-            err = failure_error(result.reason or "failed")
-            return JSONResponse({**err.body(), **out}, status_code=err.status)
-        return JSONResponse(out)
+        return query_answer(h.ref, result)
 
-    def query_status(self, query_id: str) -> Response:
-        try:
-            h = self.driver.query(int(query_id))
-        except ValueError:
-            h = None
-        if h is None:
+    async def query_status(self, query_id: str, tenant: str) -> Response:
+        """A query of the tenant's by its id; another tenant's is not found (404, as an
+        unknown one: its existence is not revealed), and so is a program's (see
+        /v1/programs/ID). With replicas, another replica's finished query is found too."""
+        h = self.driver.book.by_ref(query_id)
+        if h is None and self.replica is not None:
+            found = await self.replica.query(query_id, tenant)
+            if found is not None:
+                return JSONResponse(found)
+        if h is None or h.tenant != tenant or h.workflow == PROGRAM_WORKFLOW:
             raise APIError(404, f"no query {query_id!r} (unknown, or finished long ago)", code="query_not_found")
         if not h.done.done():
-            return JSONResponse({"id": h.id, "workflow": h.workflow, "status": "running",
+            return JSONResponse({"id": h.ref, "workflow": h.workflow, "status": "running",
                                  "calls_finished": h.calls_finished})
-        return JSONResponse(query_body(h.done.result()))
+        return query_answer(h.ref, h.done.result())
 
     # ------------------------------------------------------------------ admin
 
@@ -213,12 +228,20 @@ class Gateway:
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
 
 
-def query_body(r: QueryResult) -> dict[str, Any]:
-    return {"id": r.id, "workflow": r.workflow, "status": r.status, "reason": r.reason,
-            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
-            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
-                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
-                       "output_tokens": c.output_tokens} for c in r.calls]}
+def query_answer(ref: str, r: QueryResult) -> Response:
+    """A finished query's answer: its body, with the error of a failed one (an output
+    that is not JSON is its workflow's error, not a response that cannot be written)."""
+    out = query_body(ref, r)
+    err = None if r.status == "completed" else failure_error(r.reason or "failed")
+    try:
+        json.dumps(out["output"], allow_nan=False)  # as JSONResponse renders it
+    except (TypeError, ValueError) as e:
+        err = APIError(500, f"workflow {r.workflow!r}: output() returned a value that is not JSON ({e})",
+                       "server_error", "app_error")
+        out = {**out, "status": "failed", "reason": err.message, "output": None}
+    if err is not None:
+        return JSONResponse({**err.body(), **out}, status_code=err.status)
+    return JSONResponse(out)
 
 
 def create_app(config: ServeConfig, backend_factory: BackendFactory | None = None,
@@ -237,8 +260,6 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     app = FastAPI(title="flowserve gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = gw
-    api_keys = config.api_keys
-    admin_keys = config.admin_keys
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> Response:
@@ -257,35 +278,31 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
-        gw.check_key(request, api_keys)
+        gw.authenticate(request)
         return JSONResponse({"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "flowserve"} for m in gw.driver.models()]})
 
     @app.get("/v1/workflows")
     async def workflows_list(request: Request) -> Response:
-        gw.check_key(request, api_keys)
+        gw.authenticate(request)
         return JSONResponse({"data": [{"name": w.name, "description": w.description}
                                       for w in gw.workflows.values()]})
 
     @app.post("/v1/workflows/{name}")
     async def run_workflow(name: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
         return await gw.workflow_request(request, name)
 
     @app.get("/v1/queries/{query_id}")
     async def get_query(query_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return gw.query_status(query_id)
+        return await gw.query_status(query_id, gw.tenant(request))
 
     @app.get("/v1/programs/{program_id}")
     async def get_program(program_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return JSONResponse(gw.programs.state(program_id, read_headers(request.headers).tenant))
+        return JSONResponse(await gw.programs.state(program_id, gw.tenant(request)))
 
     @app.delete("/v1/programs/{program_id}")
     async def delete_program(program_id: str, request: Request) -> Response:
-        gw.check_key(request, api_keys)
-        return JSONResponse(await gw.programs.delete(program_id, read_headers(request.headers).tenant))
+        return JSONResponse(await gw.programs.delete(program_id, gw.tenant(request)))
 
     @app.get("/health")
     async def health() -> Response:
@@ -294,8 +311,10 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         up = sum(1 for i in rows if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
         views = {kind: [i["name"] for i in rows if i["prefix_view"] == kind] for kind in ("precise", "estimated")}
-        return JSONResponse({"status": status, "instances_up": up, "open_queries": d.open_queries,
-                             "prefix_views": views}, status_code=200 if status == "ok" else 503)
+        body = {"status": status, "instances_up": up, "open_queries": d.open_queries, "prefix_views": views}
+        if gw.replica is not None:  # degraded without Redis still serves: the detail says so
+            body["state"] = gw.replica.health()
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -309,22 +328,22 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
 
     @app.get("/status.json")
     async def status_json(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return JSONResponse(board.snapshot())
 
     @app.get("/admin/instances")
     async def list_instances(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return JSONResponse({"instances": gw.driver.instances()})
 
     @app.post("/admin/instances")
     async def add_instance(request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return await gw.add_instance(request)
 
     @app.delete("/admin/instances/{name}")
     async def remove_instance(name: str, request: Request) -> Response:
-        gw.check_key(request, admin_keys)
+        gw.check_admin(request)
         return await gw.remove_instance(name)
 
     return GatewayASGI(app, LLMRoutes(gw))

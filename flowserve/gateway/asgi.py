@@ -24,6 +24,10 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
+# headers the gateway reads one value of: sent twice, a proxy that checked the first and
+# the gateway that read the last would disagree, so a second one is refused
+SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-flowserve-class",
+                    b"x-flowserve-program", b"x-flowserve-stage", b"x-flowserve-thread", b"content-type"})
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
@@ -38,6 +42,11 @@ class GatewayASGI:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self._guarded(self.inner, scope, receive, send)
+        twice = repeated(scope)
+        if twice is not None:
+            name = twice.decode("latin-1")
+            return await send_reply(error_reply(APIError(400, f"{name}: sent more than once; send one", param=name)),
+                                    send)
         limit = self.routes.gw.config.gateway.max_body_bytes
         declared = _content_length(scope)
         if declared is not None and declared > limit:  # refused before a byte of it is read
@@ -99,6 +108,17 @@ def internal_error(scope: Scope) -> Reply:
 def too_large(limit: int) -> APIError:
     return APIError(413, f"the request body exceeds {limit} bytes (gateway.max_body_bytes)",
                     code="request_too_large")
+
+
+def repeated(scope: Scope) -> bytes | None:
+    """The first header of `SINGLE` the request sends more than once."""
+    seen: set[bytes] = set()
+    for k, _ in scope.get("headers", ()):
+        if k in SINGLE:
+            if k in seen:
+                return k
+            seen.add(k)
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -24,7 +24,7 @@ from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.parts import PartSink
-from flowserve.gateway.query import QueryHandle
+from flowserve.gateway.query import CallHandle, QueryHandle
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.profiles.instance import kv_capacity
 from flowserve.types.events import CallFailed, CallFinished, Event, InstanceDown, InstanceUp
@@ -46,6 +46,7 @@ class _Running:
     instance: str
     sent: float
     task: asyncio.Task[None] | None = None
+    channel: QueryHandle | CallHandle | None = None  # whose client gets the answer (the engine's own fields)
 
 
 class CallRunner:
@@ -67,6 +68,7 @@ class CallRunner:
         self.caches: dict[str, CacheEstimate] = {}
         self.kv: KVFeeds | None = None  # the engines' cache events (set by the driver)
         self._running: dict[int, _Running] = {}
+        self.on_send: Callable[[str, LLMCall], None] | None = None  # a replica shares what it routed
 
     # ------------------------------------------------------------------ instances
 
@@ -125,6 +127,8 @@ class CallRunner:
     def send(self, call: LLMCall, instance: str, handle: QueryHandle | None, now: float) -> None:
         entry = _Running(call, instance, now)
         self._running[call.id] = entry
+        if self.on_send is not None:
+            self.on_send(instance, call)
         m = self._metrics
         m.routing.labels(m.policy, instance).inc()
         if self._core.keeps_prefix_index:
@@ -139,7 +143,8 @@ class CallRunner:
             recorded = handle.oracle.output_tokens(call.node)
             if recorded is not None:  # a replay: produce exactly the recorded length
                 max_tokens, exact = max(1, recorded), True
-        sink = handle.channel(call.node).sink if handle is not None else None
+        entry.channel = handle.channel(call.node) if handle is not None else None
+        sink = entry.channel.sink if entry.channel is not None else None
         if call.streams_parts:  # decode pipelining: each complete line goes to the core at once
             sink = PartSink(call.id, instance, self._clock, self._put, sink)
         req = EngineRequest(max_tokens, exact, sink)
@@ -197,6 +202,8 @@ class CallRunner:
                     self._put(InstanceUp(self._clock(), self.specs[name]))
                 if out.first_token is not None:
                     self._metrics.ttft.labels(name).observe(max(out.first_token - entry.sent, 0.0))
+                if entry.channel is not None and out.own:
+                    entry.channel.engine = out.own
                 if sink is not None and sink.sent == 0 and out.text:
                     for piece in _pieces(out.text):  # an engine that did not stream
                         sink.push(piece)

@@ -110,7 +110,7 @@ class LiveDriver:
         self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes))
-        self.metrics = GatewayMetrics(s.dispatch)
+        self.metrics = GatewayMetrics(s.dispatch, s.metrics_tenants)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
@@ -124,7 +124,7 @@ class LiveDriver:
                               lambda outcome: self.metrics.jobs.labels(outcome).inc())
         self._initial = tuple(instances)
         self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
-        self._ids = itertools.count(1)
+        self.ids = itertools.count(1)  # query ids (a replica's start at its number: unique across replicas)
         self._inbox: asyncio.Queue[Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -201,7 +201,7 @@ class LiveDriver:
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
                   oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
         loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, program, model, tenant, priority,
+        return QueryHandle(next(self.ids), workflow, program, model, tenant, priority,
                            None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
                            oracle, cls=cls, routed=loop.create_future())
 
@@ -311,7 +311,7 @@ class LiveDriver:
             return
         h.arrival = now
         deadline = None if h.slo_s is None else now + h.slo_s
-        self.book.open[h.id] = h
+        self.book.opened(h)
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.program, deadline, h.tenant, h.priority,
                                                 h.cls)))

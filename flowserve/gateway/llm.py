@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from flowserve.apps.single import SingleCall
-from flowserve.engines.backend import TokenSink
+from flowserve.engines.backend import EngineFields, TokenSink
 from flowserve.errors import FlowserveError
 from flowserve.gateway import tenancy
 from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
@@ -75,8 +75,18 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
-def _parsed(model: type[ChatRequest | CompletionRequest], raw: bytes) -> ChatRequest | CompletionRequest:
-    return parse(model, decode_json(raw))
+def _parsed(kind: str, raw: bytes, max_messages: int) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
+    """The request and its chat; the message count is checked before anything else is
+    (a 400 for 50,000 messages costs their JSON decoding, not their validation)."""
+    body = decode_json(raw)
+    if kind != "chat":
+        return parse(CompletionRequest, body), None
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise APIError(400, f"messages: {len(messages)} messages; at most {max_messages} in one request "
+                            f"(gateway.max_messages)", param="messages")
+    req = parse(ChatRequest, body)
+    return req, req.chat()
 
 
 def _ids_in_range(ids: list[int]) -> bool:
@@ -103,7 +113,7 @@ class LLMRoutes:
 
         s = await self.start(headers, raw, kind, sink_for, on_query)
         h, qid, model, req = s.handle, s.id_header, s.model, s.request
-        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.id}"
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.ref}"  # unless the engine names its answer
         if queue is not None:
             h.done.add_done_callback(lambda _f: queue.put_nowait(_END))
             # the headers wait for the routing decision, so they can name the instance
@@ -123,7 +133,8 @@ class LLMRoutes:
         call = result.calls[-1]
         use = usage(call.prompt_tokens, call.output_tokens, call.cached_tokens)
         make = chat_body if kind == "chat" else completion_body
-        return json_reply(make(rid, model, call.text, call.finish_reason, use, call.extra),
+        body = make(rid, model, call.text, call.finish_reason, use, call.extra)
+        return json_reply({**body, **(h.engine or {})},  # the engine's own id, created and fingerprint
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
 
     async def start(self, headers: Mapping[str, str], raw: bytes, kind: str,
@@ -133,15 +144,17 @@ class LLMRoutes:
         then relays the engine's answer; the endpoint picker (`flowserve.picker`) lets its
         proxy carry it. Raises `APIError` for what the client gets instead."""
         gw = self.gw
-        gw.check_key_header(headers.get("authorization", ""), gw.config.api_keys)
-        hdr = read_headers(headers)
+        hdr = read_headers(headers, gw.config.keys)
         ph = read_program_headers(headers)
-        req = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, ChatRequest if kind == "chat"
-                             else CompletionRequest, raw)
+        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, gw.config.gateway.max_messages)
         model = gw.model_of(req.model)
         max_tokens = (getattr(req, "max_completion_tokens", None) or req.max_tokens
                       or gw.config.gateway.default_max_tokens)
-        chat = req.chat() if kind == "chat" else None
+        limit = self.driver.max_context(model)
+        if limit is not None and max_tokens >= limit:  # the cheap half of the context check: before tokenizing
+            raise APIError(400, f"max_tokens: {max_tokens} tokens for the completion leave no room for a prompt in "
+                                f"this model's maximum context length of {limit} tokens",
+                           code="context_length_exceeded", param="max_tokens")
         try:  # a chat is rendered as its engine will render it; the core routes by those tokens
             ids = await (self.driver.tokens.chat(chat, model) if chat is not None
                          else self._prompt_ids(req.prompt, model))
@@ -171,7 +184,7 @@ class LLMRoutes:
         await self.gw.submit(h)
         if on_query is not None:
             on_query(h.id)
-        return h, (b"x-flowserve-query-id", str(h.id).encode())
+        return h, (b"x-flowserve-query-id", h.ref.encode())
 
     def abandon(self, h: QueryHandle | CallHandle) -> None:
         """Its client went away: a program's call is cancelled alone."""
@@ -211,7 +224,12 @@ class LLMRoutes:
                 if item is _END:
                     ended = True
                     break
-                parts.append(enc.delta(item) if isinstance(item, str) else enc.choice(item))
+                if isinstance(item, str):
+                    parts.append(enc.delta(item))
+                elif isinstance(item, EngineFields):
+                    enc.adopt(item.fields)
+                else:
+                    parts.append(enc.choice(item))
                 if queue.empty():
                     break
                 item = queue.get_nowait()

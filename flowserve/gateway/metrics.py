@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flowserve.core.state import InstanceStatus
+from flowserve.gateway.tenant_metrics import TenantSeries
 from flowserve.types.commands import PolicyChanged
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250)
@@ -51,19 +52,18 @@ class CoreCollector:
 
 
 class GatewayMetrics:
-    def __init__(self, dispatch_policy: str) -> None:
+    def __init__(self, dispatch_policy: str, tenant_series: int = 20) -> None:
+        """tenant_series: the tenants with their own per-tenant series (`TenantSeries`)."""
         self.policy = dispatch_policy
         self.registry = r = CollectorRegistry()
+        self.tenants = TenantSeries(tenant_series)
+        r.register(self.tenants)
         self.queries = Counter("flowserve_queries", "Queries by workflow and outcome "
                                "(completed, failed, rejected)", ["workflow", "outcome"], registry=r)
         self.latency = Histogram("flowserve_query_latency_seconds", "End-to-end query latency", ["workflow"],
                                  buckets=LATENCY_BUCKETS, registry=r)
         self.ttft = Histogram("flowserve_ttft_seconds", "LLM call: from its release to the engine to its first token",
                               ["instance"], buckets=LATENCY_BUCKETS, registry=r)
-        self.slo = Counter("flowserve_slo", "Queries with a deadline by tenant: met or missed",
-                           ["tenant", "result"], registry=r)
-        self.tenant_tokens = Counter("flowserve_tenant_tokens", "Tokens served per tenant (prompt, output)",
-                                     ["tenant", "kind"], registry=r)
         self.routing = Counter("flowserve_routing_decisions", "Calls released to an instance, by dispatch policy",
                                ["policy", "instance"], registry=r)
         self.prompt_tokens = Counter("flowserve_prompt_tokens", "Prompt tokens of finished calls", ["instance"],
@@ -87,6 +87,8 @@ class GatewayMetrics:
         self.policy_param = Gauge("flowserve_policy_param", "Current numeric policy parameters",
                                   ["policy", "param"], registry=r)
         self.jobs = Counter("flowserve_jobs", "Background jobs (RunJob) by outcome", ["outcome"], registry=r)
+        self.record_errors = Counter("flowserve_record_errors", "Finished queries `gateway.record` could not write "
+                                     "(a full disk): the queries were answered, their records dropped", registry=r)
         self.kv_bad = Counter("flowserve_kv_events_bad", "Engine cache events not applied as sent, by kind (gap, "
                               "stale, malformed, broken, skipped, frames, replay_short, replay_failed, restart)",
                               ["instance", "kind"], registry=r)

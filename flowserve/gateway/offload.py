@@ -11,6 +11,7 @@ from typing import TypeVar
 T = TypeVar("T")
 LARGE_BODY_BYTES = 256 * 1024  # a request body above this is decoded and validated in a thread
 LARGE_TEXT_CHARS = 64 * 1024  # a text above this is tokenized in a thread
+LARGE_CHAT_TURNS = 256  # a chat of more turns is laid out or rendered in a thread
 
 
 async def off_loop(large: bool, fn: Callable[..., T], *args: object) -> T:

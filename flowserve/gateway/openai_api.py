@@ -85,15 +85,16 @@ def chat_body(rid: str, model: str, text: str, finish: str, use: dict[str, Any],
 
 
 def chunk(kind: str, rid: str, model: str, created: int, delta: str | None, finish: str | None,
-          first: bool = False) -> dict[str, Any]:
+          first: bool = False, own: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One stream chunk; `own`: the engine's own fields of its answer (its system_fingerprint)."""
+    head = {"id": rid, "object": "chat.completion.chunk" if kind == "chat" else "text_completion",
+            "created": created, "model": model, **(own or {})}
     if kind == "chat":
         d: dict[str, Any] = {} if delta is None else {"content": delta}
         if first:
             d["role"] = "assistant"
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]}
+        return {**head, "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+    return {**head, "choices": [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]}
 
 
 def sse(data: Any) -> bytes:
@@ -105,40 +106,56 @@ SSE_DONE = b"data: [DONE]\n\n"
 
 class ChunkEncoder:
     """A stream's delta chunks as SSE bytes: everything but the delta is encoded once, so
-    each token costs one string encoding (the engine's text, not its whole chunk)."""
+    each token costs one string encoding (the engine's text, not its whole chunk). A chat
+    stream opens with a role-only chunk, as engines and OpenAI send it; the engine's own
+    fields (`adopt`: its id, created, system_fingerprint) are the chunks' once known."""
 
     def __init__(self, kind: str, rid: str, model: str, created: int) -> None:
         self.kind, self.rid, self.model, self.created = kind, rid, model, created
-        body = chunk(kind, rid, model, created, "\x00", None)
+        self.own: dict[str, Any] | None = None  # the engine's fields beyond id and created
+        self.opened = kind != "chat"  # a chat's role chunk is still to come
+        self._encode_head()
+
+    def adopt(self, own: Mapping[str, Any]) -> None:
+        """The engine's own fields of its answer, for every chunk from now on."""
+        self.rid, self.created = own.get("id", self.rid), own.get("created", self.created)
+        self.own = {k: v for k, v in own.items() if k not in ("id", "created")} or self.own
+        self._encode_head()
+
+    def _encode_head(self) -> None:
+        body = self._chunk("\x00", None)
         head, _, tail = orjson.dumps(body).partition(b'"\\u0000"')
         self._head, self._tail = b"data: " + head, tail + b"\n\n"
-        self.first = kind == "chat"  # chat's first delta carries the role
+
+    def _chunk(self, delta: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
+        return chunk(self.kind, self.rid, self.model, self.created, delta, finish, first, self.own)
+
+    def _open(self) -> bytes:
+        if self.opened:
+            return b""
+        self.opened = True
+        return sse(self._chunk("", None, True))
 
     def delta(self, text: str) -> bytes:
-        if self.first:
-            self.first = False
-            return sse(chunk(self.kind, self.rid, self.model, self.created, text, None, True))
-        return self._head + orjson.dumps(text) + self._tail
+        return self._open() + self._head + orjson.dumps(text) + self._tail
 
     def choice(self, fields: Mapping[str, Any]) -> bytes:
         """An engine's choice relayed whole (tool-call deltas, logprobs)."""
-        body = chunk(self.kind, self.rid, self.model, self.created, None, None)
-        choice = {"index": 0, **fields, "finish_reason": None}
-        if self.first and isinstance(choice.get("delta"), Mapping):
-            choice["delta"] = {"role": "assistant", **choice["delta"]}
-        self.first = False
-        body["choices"] = [choice]
-        return sse(body)
+        body = self._chunk(None, None)
+        body["choices"] = [{"index": 0, **fields, "finish_reason": None}]
+        return self._open() + sse(body)
 
     def final(self, finish: str | None, use: dict[str, Any] | None) -> bytes:
-        body = chunk(self.kind, self.rid, self.model, self.created, None, finish, self.first)
+        body = self._chunk(None, finish)
         if use is not None:
             body["usage"] = use
-        return sse(body)
+        return self._open() + sse(body)
 
 
 def failure_error(reason: str) -> APIError:
     """The HTTP error for a query that failed, from the reason the core gave."""
+    if reason.startswith("workflow ") and (" raised " in reason or " output failed: " in reason):
+        return APIError(500, reason, "server_error", "app_error")  # the workflow's own code, not the engine
     if "exceeds the model's context" in reason or "exceeds the KV capacity" in reason:
         return APIError(400, reason, code="context_length_exceeded", param="prompt")
     if re.search(r"engine error 4\d\d", reason) and "engine error 408" not in reason:

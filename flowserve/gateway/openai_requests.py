@@ -77,6 +77,12 @@ class _Request(_Strict):
 
     _body: dict[str, Any] = PrivateAttr(default_factory=dict)  # as sent: passed on unchanged
 
+    @model_validator(mode="after")
+    def _stream_options_need_a_stream(self) -> _Request:
+        if self.stream_options is not None and not self.stream:
+            raise _FieldError("stream_options", "is only allowed when stream is true")
+        return self
+
     def params(self) -> dict[str, Any]:
         """The fields the engine receives, exactly as sent (those set)."""
         names = PARAMS + (CHAT_PARAMS if isinstance(self, ChatRequest) else ())
@@ -197,6 +203,9 @@ class ChatRequest(_Request):
 
     @model_validator(mode="after")
     def _coherent(self) -> ChatRequest:
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise _FieldError("max_completion_tokens", "give max_completion_tokens or max_tokens (its older name), "
+                                                       "not both")
         if self.top_logprobs is not None and not self.logprobs:
             raise _FieldError("top_logprobs", "needs logprobs: true")
         names = [t.function.name for t in self.tools or ()]

@@ -44,6 +44,10 @@ class PartSink(TokenSink):
         if isinstance(text, str) and text:
             self._read(text)
 
+    def own(self, fields: Mapping[str, Any]) -> None:
+        if self._client is not None:
+            self._client.own(fields)
+
     def _read(self, delta: str) -> None:
         self._deltas += 1
         *complete, self._line = (self._line + delta).split("\n")

@@ -5,8 +5,10 @@
 * `x-flowserve-thread: <id>` — calls of one program that run in parallel.
 
 Each value is 1..128 visible ASCII characters (letters, digits, punctuation; no spaces or
-control characters), so it is safe in logs, JSON and trace files. A stage or thread
-without a program is refused: it would be accepted and then ignored.
+control characters), so it is safe in logs, JSON and trace files. A program id is also a
+path segment (`/v1/programs/{id}`): it holds no `/` and is not `.` or `..`, which no URL
+could name (a client quotes the rest: `job?2` is `/v1/programs/job%3F2`). A stage or
+thread without a program is refused: it would be accepted and then ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ def checked_name(value: str, header: str) -> str:
     return value
 
 
+def program_id(value: str) -> str:
+    """x-flowserve-program's value: a name that is also one path segment."""
+    checked_name(value, PROGRAM)
+    if "/" in value or value in (".", ".."):
+        raise APIError(400, f"{PROGRAM}: a program id is one URL path segment (/v1/programs/ID): no '/', "
+                            f"and not '.' or '..'", param=PROGRAM)
+    return value
+
+
 def read_program_headers(h: Mapping[str, str]) -> ProgramHeaders | None:
     """The program headers of a request (lower-cased names), None without a program."""
     if PROGRAM not in h:
@@ -44,6 +55,6 @@ def read_program_headers(h: Mapping[str, str]) -> ProgramHeaders | None:
             if other in h:
                 raise APIError(400, f"{other} needs {PROGRAM}: stages and threads belong to a program", param=other)
         return None
-    return ProgramHeaders(checked_name(h[PROGRAM], PROGRAM),
+    return ProgramHeaders(program_id(h[PROGRAM]),
                           checked_name(h[STAGE], STAGE) if STAGE in h else None,
                           checked_name(h[THREAD], THREAD) if THREAD in h else None)

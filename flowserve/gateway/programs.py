@@ -9,7 +9,8 @@ deletes it (`DELETE /v1/programs/{id}`: its summary), when no call came for
 `programs.idle_s`, or when the core fails it; its summary is kept (`programs.kept`) so a
 late call gets a clear 409 and `GET` still answers. Limits — calls per program, duration,
 open programs per tenant — answer with a 4xx JSON error and change nothing. Program ids
-are global: another tenant's id is refused (409) and its program is never shown (404).
+are the tenant's own (the authenticated tenant, `flowserve.tenants`): two tenants may use
+one id, each for its own program, and neither sees nor reaches the other's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from flowserve.gateway.openai_api import APIError
 from flowserve.gateway.program_headers import ProgramHeaders
 from flowserve.gateway.query import CallHandle, QueryHandle, QueryResult
 from flowserve.gateway.settings import ProgramSettings
+from flowserve.gateway.shared_programs import SharedPrograms
 from flowserve.gateway.tenancy import Headers
 from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, ProgramCall
 from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
@@ -51,6 +54,18 @@ class OpenProgram:
     inflight: set[str] = field(default_factory=set)
     ended: str | None = None  # why it ends: "deleted", "idle", "duration"
     summary: dict[str, Any] | None = None
+    # replicas (gateway.state): this part's totals, written to the shared registry after each call
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    registered: bool = True
+    done: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    service_s: float = 0.0
+    last_wall: float = 0.0
+    instances: set[str] = field(default_factory=set)
+    threads: set[str] = field(default_factory=set)
 
 
 class ProgramBook:
@@ -58,10 +73,12 @@ class ProgramBook:
         self.driver = driver
         self.settings = settings
         self.clock = clock
-        self.open: dict[str, OpenProgram] = {}
-        self.ended: OrderedDict[str, OpenProgram] = OrderedDict()
+        self.open: dict[tuple[str, str], OpenProgram] = {}  # by (tenant, program id)
+        self.ended: OrderedDict[tuple[str, str], OpenProgram] = OrderedDict()
+        self.per_tenant: dict[str, int] = {}  # open programs by tenant
         self._ids = itertools.count(1)
         self._sweeper: asyncio.Task[None] | None = None
+        self.shared: SharedPrograms | None = None  # replicas: the registry in Redis (gateway.state)
         r = driver.metrics.registry
         self.m_open = Gauge("flowserve_programs_open", "Programs open now", registry=r)
         self.m_open.set_function(lambda: len(self.open))
@@ -102,6 +119,11 @@ class ProgramBook:
             raise self._refused(self._ended_error(prog))
         self._check(prog, hdr, explicit)
         prog.calls += 1
+        if self.shared is not None:
+            await self._count_shared(prog)
+        thread = ph.thread or MAIN_THREAD
+        prog.threads.add(thread)
+        prog.last_wall = time.time()
         key = f"c{prog.calls}"
         handle = prog.handle
         assert handle is not None
@@ -112,13 +134,27 @@ class ProgramBook:
         prog.inflight.add(key)
         prog.last = ch.sent
         ch.done.add_done_callback(lambda _f: self._call_ended(prog, key))
-        data = ProgramCall(key, prompt, max_tokens, stage, ph.thread or MAIN_THREAD, model, params)
+        data = ProgramCall(key, prompt, max_tokens, stage, thread, model, params)
         if not await self.driver.inputs.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
             handle.steps.pop(key, None)
             prog.inflight.discard(key)
             raise self._ended_error(prog)
         self.m_calls.labels("sent").inc()
-        return ch
+        return ch if self.shared is None else self.shared.answer_after_record(prog, ch)
+
+    async def _count_shared(self, prog: OpenProgram) -> None:
+        """Count the call in the registry (limits over every replica); a program that ended
+        at another replica ends here too."""
+        assert self.shared is not None
+        try:
+            rec = await self.shared.count(prog)
+        except APIError as e:
+            prog.calls -= 1
+            raise self._refused(e) from None
+        if rec is not None and rec.ended is not None:
+            prog.calls -= 1
+            self.close(prog, rec.ended)
+            raise self._refused(self._ended_error(prog))
 
     def cancel(self, ch: CallHandle) -> None:
         """The client of a call went away: cancel that call alone (the program goes on)."""
@@ -131,14 +167,12 @@ class ProgramBook:
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _program(self, program_id: str, hdr: Headers) -> OpenProgram:
-        prog = self.open.get(program_id)
+        prog = self.open.get((hdr.tenant, program_id))
         if prog is None:
-            done = self.ended.get(program_id)
-            if done is not None:
-                raise self._refused(self._ended_error(done) if done.tenant == hdr.tenant else _taken(program_id))
+            done = self.ended.get((hdr.tenant, program_id))
+            if done is not None and (self.shared is None or self.shared.sync.degraded):  # else the registry says
+                raise self._refused(self._ended_error(done))
             return await self._open(program_id, hdr)
-        if prog.tenant != hdr.tenant:
-            raise self._refused(_taken(program_id))
         await self._admitted(prog)
         return prog
 
@@ -156,8 +190,8 @@ class ProgramBook:
             raise ready.exception()  # type: ignore[misc]
 
     async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
-        mine = sum(1 for p in self.open.values() if p.tenant == hdr.tenant)
-        if mine >= self.settings.max_open_per_tenant:
+        mine = self.per_tenant.get(hdr.tenant, 0)
+        if (self.shared is None or self.shared.sync.degraded) and mine >= self.settings.max_open_per_tenant:
             raise self._refused(APIError(
                 429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
                      f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
@@ -165,19 +199,20 @@ class ProgramBook:
         now = self.clock()
         prog = OpenProgram(program_id, hdr.tenant, hdr.priority, hdr.cls, hdr.slo_s, now,
                            ready=asyncio.get_running_loop().create_future(), last=now)
-        self.open[program_id] = prog  # at once: a concurrent first call waits for this one
-        h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, hdr.priority,
-                                  hdr.slo_s, cls=hdr.cls)
+        self._add(prog)  # at once: a concurrent first call waits for this one
         assert prog.ready is not None
         try:
+            slo_s = await self.shared.adopt(prog, hdr, self._ended_error) if self.shared is not None else hdr.slo_s
+            h = self.driver.new_query(PROGRAM_WORKFLOW, Program(program_id), None, hdr.tenant, prog.priority, slo_s,
+                                      cls=prog.cls)  # type: ignore[arg-type]
             await self.driver.submit(h)
         except Exception as e:
-            del self.open[program_id]
+            self._remove(prog)
             prog.ready.set_exception(e)
             prog.ready.exception()  # retrieved: the waiters re-raise it
             raise
         except asyncio.CancelledError:
-            del self.open[program_id]
+            self._remove(prog)
             prog.ready.cancel()
             raise
         prog.handle = h
@@ -185,6 +220,16 @@ class ProgramBook:
         prog.ready.set_result(None)
         prog.ready = None
         return prog
+
+    def _add(self, prog: OpenProgram) -> None:
+        self.open[(prog.tenant, prog.id)] = prog
+        self.per_tenant[prog.tenant] = self.per_tenant.get(prog.tenant, 0) + 1
+
+    def _remove(self, prog: OpenProgram) -> None:
+        if self.open.pop((prog.tenant, prog.id), None) is not None:
+            self.per_tenant[prog.tenant] -= 1
+            if not self.per_tenant[prog.tenant]:
+                del self.per_tenant[prog.tenant]
 
     def _check(self, prog: OpenProgram, hdr: Headers, explicit: Mapping[str, str]) -> None:
         """A call that would change the program's settings, or break its limits, is refused."""
@@ -198,7 +243,7 @@ class ProgramBook:
             raise self._refused(APIError(429, f"program {prog.id!r} made {prog.calls} calls (programs.max_calls "
                                               f"{s.max_calls})", "rate_limit_error", "program_limit_exceeded"))
         if self.clock() - prog.opened > s.max_duration_s:
-            self._close(prog, "duration")
+            self.close(prog, "duration")
             raise self._refused(self._ended_error(prog))
 
     def _refused(self, e: APIError) -> APIError:
@@ -219,7 +264,7 @@ class ProgramBook:
 
     # ------------------------------------------------------------------ ending
 
-    def _close(self, prog: OpenProgram, how: str) -> None:
+    def close(self, prog: OpenProgram, how: str) -> None:
         """No more calls: the program finishes when its calls are done."""
         if prog.ended is not None:
             return
@@ -232,30 +277,58 @@ class ProgramBook:
         result = fut.result()
         if result.status != "completed":
             prog.ended = prog.ended or "failed"
-        self.open.pop(prog.id, None)
+        self._remove(prog)
         prog.summary = summary(prog, result)
         self.m_ended.labels("failed" if result.status != "completed" else prog.ended or "deleted").inc()
         if prog.slo_s is not None:
             self.m_slo.labels("met" if result.deadline_met else "missed").inc()
         if self.settings.kept:
-            self.ended[prog.id] = prog
+            self.ended[(prog.tenant, prog.id)] = prog
             while len(self.ended) > self.settings.kept:
                 self.ended.popitem(last=False)
 
     async def delete(self, program_id: str, tenant: str) -> dict[str, Any]:
         """End a program and return its summary once its calls are done."""
+        partial = self.shared is not None and not await self.shared.state_back(self.shared.summary_wait_s)
+        if self.shared is not None and await self.shared.read(tenant, program_id) is not None:
+            how, _, epoch = await self.shared.end(program_id, tenant, "deleted")
+            if how == "already":
+                raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
+                               param="program_id")
+            if how == "ended":
+                return await self._delete_shared(program_id, tenant, epoch)
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
                            param="program_id")
         await self._admitted(prog)
-        self._close(prog, "deleted")
+        self.close(prog, "deleted")
         assert prog.handle is not None
         await asyncio.shield(prog.handle.done)
         assert prog.summary is not None
-        return prog.summary
+        return {**prog.summary, "partial": True} if partial else prog.summary
 
-    def state(self, program_id: str, tenant: str) -> dict[str, Any]:
+    async def _delete_shared(self, program_id: str, tenant: str, epoch: int) -> dict[str, Any]:
+        """Ended in the registry: this replica's part ends, then every live replica's calls."""
+        assert self.shared is not None
+        prog = self.open.get((tenant, program_id))
+        if prog is not None:
+            await self._admitted(prog)
+            self.close(prog, "deleted")
+            assert prog.handle is not None
+            await asyncio.shield(prog.handle.done)
+            async with prog.lock:  # its last call's totals are written
+                pass
+        rec = await self.shared.settled(tenant, program_id, epoch, self.shared.summary_wait_s)
+        if rec is not None:
+            return self.shared.summary(rec)
+        if prog is not None and prog.summary is not None:
+            return prog.summary
+        raise _not_found(program_id)
+
+    async def state(self, program_id: str, tenant: str) -> dict[str, Any]:
+        if self.shared is not None and (rec := await self.shared.read(tenant, program_id)) is not None:
+            return self.shared.state(rec)
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             return prog.summary
@@ -265,9 +338,9 @@ class ProgramBook:
                 "slo_ms": None if prog.slo_s is None else prog.slo_s * 1000}
 
     def _find(self, program_id: str, tenant: str) -> OpenProgram:
-        prog = self.open.get(program_id) or self.ended.get(program_id)
-        if prog is None or prog.tenant != tenant:  # another tenant's program is not shown
-            raise APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
+        prog = self.open.get((tenant, program_id)) or self.ended.get((tenant, program_id))
+        if prog is None:
+            raise _not_found(program_id)
         return prog
 
     def sweep(self) -> None:
@@ -277,20 +350,22 @@ class ProgramBook:
             if prog.handle is None or prog.inflight:
                 continue
             if now - prog.last >= self.settings.idle_s:
-                self._close(prog, "idle")
+                self.close(prog, "idle")
             elif now - prog.opened > self.settings.max_duration_s:
-                self._close(prog, "duration")
+                self.close(prog, "duration")
 
     async def _sweep_forever(self) -> None:
         every = min(1.0, self.settings.idle_s / 4)
         while True:
             await asyncio.sleep(every)
-            self.sweep()
+            if self.shared is not None and not self.shared.sync.degraded:
+                await self.shared.sweep(self)
+            else:
+                self.sweep()
 
 
-def _taken(program_id: str) -> APIError:
-    return APIError(409, f"program id {program_id!r} is in use; choose another id", code="program_id_taken",
-                    param="x-flowserve-program")
+def _not_found(program_id: str) -> APIError:
+    return APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
 
 
 def summary(prog: OpenProgram, r: QueryResult) -> dict[str, Any]:

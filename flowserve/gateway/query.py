@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,11 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
     return tuple(sorted(calls, key=lambda c: c.finished))
 
 
+def new_ref() -> str:
+    """An id for clients that nobody can guess (the core's ids count up)."""
+    return "q-" + secrets.token_hex(12)
+
+
 @dataclass(eq=False)
 class CallHandle:
     """One call of a program, awaited by its client like a one-call query's handle:
@@ -73,6 +79,8 @@ class CallHandle:
     routed: asyncio.Future[str]
     sink: TokenSink | None
     sent: float  # when the driver took it (its latency's start)
+    engine: Mapping[str, Any] | None = None  # the engine's own fields of its answer (id, created, fingerprint)
+    ref: str = field(default_factory=new_ref)  # its id for its client (no lookup: see QueryHandle.ref)
 
 
 @dataclass(eq=False)
@@ -80,7 +88,8 @@ class QueryHandle:
     """A query the driver took: `accepted` resolves when the core has it (or raises
     `Rejected`), `done` with its result, `routed` with the instance its first call went
     to. `sink` receives the streamed text of a one-call query; `oracle` makes a replayed
-    query produce its recorded lengths."""
+    query produce its recorded lengths. `ref` is its id for clients (random: the core's
+    `id` counts up, and a client must not find other tenants' queries by counting)."""
 
     id: int
     workflow: str
@@ -99,8 +108,20 @@ class QueryHandle:
     call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
+    ref: str = field(default_factory=new_ref)
+    engine: Mapping[str, Any] | None = None  # a one-call query: the engine's own fields of its answer
 
     def channel(self, node: str) -> QueryHandle | CallHandle:
         """Where the answer of step `node` goes: its own client's handle (a program's
         call), else the query's."""
         return self.steps.get(node, self)
+
+
+def query_body(ref: str, r: QueryResult) -> dict[str, Any]:
+    """A finished query as `GET /v1/queries/{id}` and a workflow's answer show it (`ref`:
+    its id for clients)."""
+    return {"id": ref, "workflow": r.workflow, "status": r.status, "reason": r.reason,
+            "latency_s": r.latency_s, "deadline_met": r.deadline_met, "output": r.output,
+            "calls": [{"node": c.node, "stage": c.stage, "instance": c.instance,
+                       "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
+                       "output_tokens": c.output_tokens} for c in r.calls]}

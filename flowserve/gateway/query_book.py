@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from flowserve.gateway.metrics import GatewayMetrics
@@ -22,14 +23,25 @@ class QueryBook:
         """record: a folder to record finished programs and workflow queries in
         (`QueryRecorder`, from the driver's clock at `origin`, `scale` engine seconds per second)."""
         self.metrics = metrics
-        self.recorder = QueryRecorder(record, origin, scale) if record else None
+        self.recorder = QueryRecorder(record, origin, scale, metrics.record_errors.inc) if record else None
         self.open: dict[int, QueryHandle] = {}
         self.finished: OrderedDict[int, QueryHandle] = OrderedDict()
+        self.refs: dict[str, int] = {}  # a client's query id → the core's
         self.calls: dict[int, QueryHandle] = {}  # call id → its query
         self.ops: dict[int, int] = {}  # running tool op → its query id
+        self.on_resolved: Callable[[QueryHandle], None] | None = None  # replicas publish finished queries
 
     def get(self, query_id: int) -> QueryHandle | None:
         return self.open.get(query_id) or self.finished.get(query_id)
+
+    def opened(self, h: QueryHandle) -> None:
+        self.open[h.id] = h
+        self.refs[h.ref] = h.id
+
+    def by_ref(self, ref: str) -> QueryHandle | None:
+        """An open or recently finished query by its clients' id."""
+        query_id = self.refs.get(ref)
+        return None if query_id is None else self.get(query_id)
 
     def track_call(self, call_id: int, h: QueryHandle, sent: LLMCall | None = None) -> None:
         """The call belongs to `h`; `sent`: it went to an engine now."""
@@ -57,8 +69,6 @@ class QueryBook:
                 met: bool | None, done: QueryDone | None = None) -> None:
         """End a query: its client's result, its metrics, and it moves to the finished."""
         self.open.pop(h.id, None)
-        if self.recorder is not None and self.recorder.records(h):
-            self.recorder.ended(h, done if status == "completed" else None)
         for cid in h.call_ids:
             self.calls.pop(cid, None)
         # a program's latency ends with its last call (`done.latency`), not when it was closed
@@ -72,18 +82,22 @@ class QueryBook:
         if status == "completed":
             m.latency.labels(h.workflow).observe(latency)
         if h.slo_s is not None:
-            m.slo.labels(h.tenant, "met" if met else "missed").inc()
+            m.tenants.add(h.tenant, ("slo", "met" if met else "missed"), 1)
         for c in calls:
-            m.tenant_tokens.labels(h.tenant, "prompt").inc(c.prompt_tokens)
-            m.tenant_tokens.labels(h.tenant, "output").inc(c.output_tokens)
+            m.tenants.add(h.tenant, ("tokens", "prompt"), c.prompt_tokens, c.prompt_tokens + c.output_tokens)
+            m.tenants.add(h.tenant, ("tokens", "output"), c.output_tokens)
         for ch in h.steps.values():  # a program's calls still waiting end with it
             if not ch.done.done():
                 ch.done.set_result(QueryResult(ch.id, h.workflow, "failed", reason or status, now - ch.sent, None,
                                                {}, ()))
         h.steps.clear()
+        if self.recorder is not None and self.recorder.records(h):  # after the answer: never in its way
+            self.recorder.ended(h, done if status == "completed" else None)
+        if self.on_resolved is not None:
+            self.on_resolved(h)
         self.finished[h.id] = h
         while len(self.finished) > FINISHED_KEPT:
-            self.finished.popitem(last=False)
+            self.refs.pop(self.finished.popitem(last=False)[1].ref, None)
 
     def step_done(self, cmd: StepDone, now: float) -> None:
         """A program's call ended: its client gets a one-call result."""

@@ -7,15 +7,22 @@ Each call keeps its stage, token counts, thread, the calls it followed and the c
 tool gap before it, and its prompt as prefix-chained block hashes (no token ids, no
 text: the file shows how prompts share prefixes, not what they say). One-call OpenAI
 requests outside a program are not recorded; nor are failed queries.
+
+Recording is a side feature: a write that fails (a full disk) is logged once, counted in
+`flowserve_record_errors_total` and taken back (`LineFile`: the file stays whole JSON
+lines); the query is answered as if nothing happened, and recording resumes when writes
+succeed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from flowserve.apps.single import SingleCall
 from flowserve.errors import ConfigError
@@ -26,21 +33,55 @@ from flowserve.types.commands import QueryDone
 from flowserve.types.work import LLMCall
 from flowserve.workloads.program_trace import FinishedCall, TracedQuery, query_json, traced_calls
 
+log = logging.getLogger("flowserve.gateway")
+
+
+class LineFile:
+    """An append-only file of lines, each written whole or not at all: a write the disk
+    cuts short is truncated away. `write` returns the OSError instead of raising it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, line: str) -> OSError | None:
+        data = memoryview(line.encode())
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as e:
+            if done:
+                with contextlib.suppress(OSError):  # frees space: it succeeds on a full disk
+                    os.ftruncate(self._fd, self._size)
+            return e
+        self._size += done
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
 
 class QueryRecorder:
-    def __init__(self, folder: str | Path, origin: float, scale: float = 1.0) -> None:
+    def __init__(self, folder: str | Path, origin: float, scale: float = 1.0,
+                 on_error: Callable[[], None] = lambda: None) -> None:
         """origin: the driver's clock when recording began (arrivals count from it);
         scale: engine seconds per second of that clock (`gateway.time_scale`: simulated
-        engines run faster than real time), so the trace is in the cluster's time."""
+        engines run faster than real time), so the trace is in the cluster's time;
+        on_error: counts a record that could not be written."""
         folder = Path(folder)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             self.path = folder / f"trace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
-            self._file: IO[str] = self.path.open("a", buffering=1)  # a line reaches the file as it is written
+            self._file = LineFile(self.path)
         except OSError as e:
             raise ConfigError(f"gateway.record: cannot write to {str(folder)!r}: {e.strerror or e}") from None
         self.origin = origin
         self.scale = scale
+        self.on_error = on_error
+        self.failing = False  # since the last write failed (logged once, until a write succeeds)
         self.written = 0
         self._blocks = BlockIds()
         self._prompts: dict[tuple[int, str], tuple[Segment, ...]] = {}
@@ -74,8 +115,22 @@ class QueryRecorder:
         extra = {"id": h.id, "tenant": h.tenant, "latency_s": round(done.latency * self.scale, 6)}
         if steps:
             extra["program"] = done.output.get("program")
-        self._file.write(json.dumps(query_json(traced, extra)) + "\n")
-        self.written += 1
+        self._write(json.dumps(query_json(traced, extra)) + "\n")
+
+    def _write(self, line: str) -> None:
+        error = self._file.write(line)
+        if error is None:
+            self.written += 1
+            if self.failing:
+                self.failing = False
+                log.info("recording to %s works again", self.path)
+            return
+        self.on_error()
+        if not self.failing:
+            self.failing = True
+            log.error("recording to %s failed: %s; the gateway serves on and drops the records it cannot write "
+                      "(counted in flowserve_record_errors_total) until writes succeed again", self.path,
+                      error.strerror or error)
 
     def _t(self, clock: float) -> float:
         return (clock - self.origin) * self.scale

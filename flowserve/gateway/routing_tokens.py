@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ import orjson
 
 from flowserve.core.state import InstanceStatus
 from flowserve.engines.backend import EngineError
-from flowserve.gateway.offload import LARGE_TEXT_CHARS, off_loop
+from flowserve.gateway.offload import LARGE_CHAT_TURNS, LARGE_TEXT_CHARS, off_loop
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Chat, Lit, Prompt, Segment, Toks
 from flowserve.tokenize.chat import ChatTokenizer, chat_messages, chat_parts
@@ -159,14 +160,20 @@ class GatewayTokens:
 
     async def chat(self, chat: Chat, model: str | None) -> list[int]:
         """A chat's token ids as the engine will run them (raises EngineError): the
-        model's local template, else the engines' own rendering; recent ones are kept."""
+        model's local template, else the engines' own rendering; recent ones are kept.
+        A long chat is laid out or rendered in a worker thread, as long texts are tokenized."""
+        large = len(chat.turns) > LARGE_CHAT_TURNS
+        key = await off_loop(large, chat_key, chat, model)
         serving = self._serving(model)
         if serving and all(s.spec.backend == "sim" for s in serving):
-            return list(await self.prompt(chat_parts(chat), model))
-        key = chat_key(chat, model)
+            async def laid_out() -> list[int]:
+                return list(await self.prompt(await off_loop(large, chat_parts, chat), model))
+            return await self._recent.get(key, laid_out)
         template = self._template(model)
         if template is not None:
-            return await self._recent.get(key, lambda: self.text(self._render(template, chat), model))
+            async def rendered() -> list[int]:
+                return await self.text(await off_loop(large, self._render, template, chat), model)
+            return await self._recent.get(key, rendered)
 
         async def ask() -> list[int]:
             try:
@@ -203,9 +210,9 @@ class GatewayTokens:
 
 
 def chat_key(chat: Chat, model: str | None) -> Hashable:
-    """What identifies a chat's rendering: the model, the turns and the tools."""
-    turns = [(t.role, t.content, orjson.dumps(t.fields, option=orjson.OPT_SORT_KEYS)) for t in chat.turns]
-    return model, "chat", tuple(turns), orjson.dumps(chat.tools, option=orjson.OPT_SORT_KEYS)
+    """What identifies a chat's rendering: the model, and a digest of the turns and tools
+    (a tuple of the turns was hashed again on every lookup: seconds for 50,000 turns)."""
+    return model, "chat", hashlib.blake2b(orjson.dumps(chat, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
 class RecentTokenizations:

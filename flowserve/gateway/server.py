@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import multiprocessing
 import os
@@ -25,14 +26,22 @@ import uvicorn
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
-from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.http_protocol import BoundedHttpProtocol, HeadLimits
+from flowserve.gateway.replica import check_state, replicated
+from flowserve.gateway.settings import GatewaySettings, ServeConfig
 
 DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
 
 
-def uvicorn_config(app: Any, drain_timeout_s: float, **kw: Any) -> uvicorn.Config:
-    return uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+def uvicorn_config(app: Any, drain_timeout_s: float, limits: HeadLimits | None = None, **kw: Any) -> uvicorn.Config:
+    """limits: a gateway's bounds on request heads (`BoundedHttpProtocol`)."""
+    http: Any = "httptools" if limits is None else functools.partial(BoundedHttpProtocol, limits=limits)
+    return uvicorn.Config(app, loop="uvloop", http=http, lifespan="on", access_log=False,
                           timeout_graceful_shutdown=int(drain_timeout_s + DRAIN_MARGIN_S) + 1, **kw)
+
+
+def head_limits(s: GatewaySettings) -> HeadLimits:
+    return HeadLimits(s.max_header_bytes, s.max_headers, s.header_timeout_s)
 
 
 class GatewayServer(uvicorn.Server):
@@ -63,12 +72,24 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
 
     workers > 1: that many gateway processes accept on one listening socket (the kernel
     spreads connections). Each is a whole gateway — its own scheduler core and prefix
-    index over all instances — so HTTP, JSON and SSE work scales with cores while each
-    process routes the requests it took (see README: gateway performance)."""
+    index over all instances — and they share one view as replicas (`gateway.state`; a
+    private redis-server when the config names none), so HTTP, JSON and SSE work scales
+    with cores while they schedule as one (docs/replicas.md)."""
     sock = bind(host, port)  # before anything else: a port in use is one line, not a traceback
+    try:
+        with replicated(config, workers) as config:
+            state = config.gateway.state
+            if state is not None:  # a wrong URL or another config there: one line now, not a failed start-up
+                asyncio.run(check_state(state, config.instances, config.gateway))
+            _serve(config, sock, log_level, workers)
+    finally:
+        sock.close()
+
+
+def _serve(config: ServeConfig, sock: socket.socket, log_level: str, workers: int) -> None:
     if workers <= 1:
         server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
-                                              log_level=log_level))
+                                              head_limits(config.gateway), log_level=log_level))
         announce(sock)
         server.run(sockets=[sock])
         return
@@ -88,7 +109,6 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_le
     signal.signal(signal.SIGTERM, stop)
     for p in procs:
         p.join()
-    sock.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -130,7 +150,8 @@ def announce(sock: socket.socket) -> None:
 
 
 def _worker(config: ServeConfig, sock: socket.socket, log_level: str, first: bool) -> None:
-    server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s, log_level=log_level))
+    server = GatewayServer(uvicorn_config(create_app(config), config.gateway.drain_timeout_s,
+                                          head_limits(config.gateway), log_level=log_level))
     if first:
         announce(sock)
     server.run(sockets=[sock])
@@ -146,7 +167,8 @@ class BackgroundServer:
         self.host, self.port = self._sock.getsockname()[:2]
         gw = getattr(getattr(app, "state", None), "gateway", None)
         drain = graceful_s if graceful_s is not None else gw.config.gateway.drain_timeout_s if gw else 30.0
-        self.server = GatewayServer(uvicorn_config(app, drain, log_level=log_level))
+        limits = head_limits(gw.config.gateway) if gw is not None else None
+        self.server = GatewayServer(uvicorn_config(app, drain, limits, log_level=log_level))
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="flowserve-gateway", daemon=True)
 
@@ -170,11 +192,14 @@ class BackgroundServer:
         return self
 
     def stop(self, timeout_s: float = 120.0) -> None:
-        """Graceful: the driver drains, uvicorn finishes the open responses."""
+        """Graceful: the driver drains, uvicorn finishes the open responses (RuntimeError
+        when that takes longer than `timeout_s`)."""
         self.server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(timeout_s)
         self._sock.close()
+        if self._thread.is_alive():
+            raise RuntimeError(f"the gateway did not stop within {timeout_s:g} s")
 
     def __enter__(self) -> BackgroundServer:
         return self if self._thread.is_alive() else self.start()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from flowserve.apps.user import user_workflow
 from flowserve.config import ClusterConfig, _profiles_relative_to
@@ -26,6 +26,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
+from flowserve.tenants import ApiKeys, api_keys
 from flowserve.tokenize.template import ChatTemplate, TemplateError
 from flowserve.types.specs import InstanceSpec
 
@@ -40,6 +41,32 @@ class ProgramSettings(Strict):
     max_open_per_tenant: int = Field(1000, ge=1, description="open programs per tenant; beyond, 429")
     kept: int = Field(10_000, ge=0, description="ended programs remembered (GET /v1/programs/ID, and a clear 409 "
                       "for a late call)")
+
+
+class StateSettings(Strict):
+    """Replicas sharing one scheduler's view through Redis (docs/replicas.md)."""
+
+    url: str = Field(description="the Redis that holds the shared state: redis://HOST:PORT/DB, rediss://..., or "
+                     "unix:///PATH?db=N")
+    namespace: str = Field("flowserve", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="prefix of every key: "
+                           "deployments with another namespace share nothing")
+    sync_ms: float = Field(20.0, gt=0, le=10_000, description="how often a replica exchanges load and routed "
+                           "prompts with its peers")
+    heartbeat_s: float = Field(1.0, gt=0, le=3600, description="a replica's report is refreshed at least this often "
+                               "and expires after two: a dead replica's share of the load is gone within two "
+                               "heartbeats")
+    timeout_ms: float = Field(500.0, gt=0, le=60_000, description="one Redis command; beyond, the replica serves on "
+                              "its local view (degraded) until Redis answers again")
+    route_ttl_s: float = Field(300.0, gt=0, description="peers' routed prompts older than this are not folded in")
+    route_entries: int = Field(100_000, ge=100, description="routed prompts the stream keeps")
+    route_blocks: int = Field(65_536, ge=64, description="prompt blocks (16 tokens) each replica remembers to "
+                              "rebuild peers' routed prompts")
+    queries_ttl_s: float = Field(3600.0, gt=0, description="finished workflow queries answer GET /v1/queries/ID on "
+                                 "every replica for this long")
+    programs_ttl_s: float = Field(3600.0, gt=0, description="an ended program's record is kept this long")
+    summary_wait_s: float = Field(30.0, ge=0, le=3600, description="while the state is lost, DELETE of a program "
+                                  "waits this long for it (the summary needs every replica's part), then answers "
+                                  "with this replica's part, marked partial")
 
 
 class GatewaySettings(Strict):
@@ -104,8 +131,30 @@ class GatewaySettings(Strict):
                                "line of the agent-trace format (`flowserve simulate` replays it)")
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="the components that run "
                                          "the retrieval ops")
-    admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints (default: the "
-                                         "`api_keys`)")
+    admin_keys: list[str] | None = Field(None, description="bearer keys of the admin endpoints and /status.json "
+                                         "(default: the `api_keys` when they are a plain list; keys that name "
+                                         "tenants are not administrators)")
+    metrics_tenants: int = Field(20, ge=0, le=1000, description="per-tenant metric series: the N tenants with the "
+                                 "most tokens have their own, the others are summed as tenant=\"other\"")
+    max_messages: int = Field(2048, ge=1, le=1_000_000, description="messages of one chat request; beyond, 400 "
+                              "before any work (OpenAI's limit is 2048)")
+    max_header_bytes: int = Field(64 << 10, ge=1024, le=16 << 20, description="a request's head (request line and "
+                                  "headers); beyond, 431 and the connection closes")
+    max_headers: int = Field(100, ge=8, le=10_000, description="headers of one request; beyond, 431 and the "
+                             "connection closes")
+    header_timeout_s: float = Field(30.0, gt=0, le=3600, description="a connection that has not sent a whole "
+                                    "request head this long after it opened (or after its last answer, while a "
+                                    "next request is under way) is closed")
+    state: StateSettings | None = Field(None, description="replicas: share load, programs, tenants, queries and "
+                                        "routed prefixes through Redis (`{url: redis://HOST:PORT/DB}`); null: this "
+                                        "process alone")
+
+    @field_validator("admin_keys")
+    @classmethod
+    def _admin_keys(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            api_keys(v)  # the same rules as the api_keys' (a ValueError names the fault)
+        return v
 
     @model_validator(mode="after")
     def _policies_exist(self) -> GatewaySettings:
@@ -118,13 +167,27 @@ class GatewaySettings(Strict):
 @dataclass(frozen=True)
 class ServeConfig:
     instances: tuple[InstanceSpec, ...]
-    api_keys: tuple[str, ...] = ()
+    keys: ApiKeys = field(default_factory=ApiKeys)
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
 
     @property
+    def api_keys(self) -> tuple[str, ...]:
+        return self.keys.keys
+
+    @property
     def admin_keys(self) -> tuple[str, ...]:
+        """The admin endpoints' keys: `gateway.admin_keys`, else a plain list's `api_keys`
+        (keys that name tenants are not administrators: see `admin_closed`)."""
         keys = self.gateway.admin_keys
-        return self.api_keys if keys is None else tuple(keys)
+        if keys is not None:
+            return tuple(keys)
+        return self.keys.keys if self.keys.listed else ()
+
+    @property
+    def admin_closed(self) -> bool:
+        """Keys guard the API but none is an administrator's (api_keys that name tenants,
+        and no `gateway.admin_keys`): the admin endpoints refuse every request."""
+        return bool(self.keys) and not self.admin_keys
 
     def with_policies(self, dispatch: str | None, queue: str | None) -> ServeConfig:
         """The same config with other policies (names or import paths; their parameters
@@ -164,7 +227,7 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
             ChatTemplate.from_file(Path(path))
         except TemplateError as e:
             raise ConfigError(f"{source}: gateway.chat_templates: {model}: {e}") from None
-    return ServeConfig(specs, tuple(cluster.api_keys), gateway)
+    return ServeConfig(specs, api_keys(cluster.api_keys), gateway)
 
 
 def load_serve_config(path: str | Path) -> ServeConfig:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.programs import ProgramBook
-from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.policies.registry import policy_class
 from flowserve.types.commands import PolicyChanged
 
 WINDOW_S = 300.0  # "the last minutes" of the page
@@ -111,6 +111,8 @@ class StatusBoard:
         self.window_s = window_s
         self.started = driver.clock()
         self._snapshots: deque[tuple[float, Counters]] = deque([(self.started, Counters())], maxlen=MAX_SNAPSHOTS)
+        s = driver.settings  # built-in names, entry points and import paths alike (a plug-in is no KeyError)
+        self._classes = policy_class("dispatch", s.dispatch), policy_class("queue", s.queue)
 
     def _record(self, now: float, counters: Counters) -> None:
         if now - self._snapshots[-1][0] >= SNAPSHOT_EVERY_S:
@@ -145,10 +147,9 @@ class StatusBoard:
                           "calls": p.calls, "calls_in_flight": len(p.inflight), "age_s": now - p.opened,
                           "idle_s": now - p.last, "slo_s": p.slo_s} for p in progs[:ROWS_SHOWN]],
             "policies": {
-                "dispatch": {"name": s.dispatch, "params": active_params(DISPATCH_POLICIES[s.dispatch],
-                                                                         s.dispatch_params, d.policy_log)},
-                "queue": {"name": s.queue, "params": active_params(QUEUE_POLICIES[s.queue], s.queue_params,
-                                                                   d.policy_log)},
+                "dispatch": {"name": s.dispatch, "params": active_params(self._classes[0], s.dispatch_params,
+                                                                         d.policy_log)},
+                "queue": {"name": s.queue, "params": active_params(self._classes[1], s.queue_params, d.policy_log)},
                 "passes": s.passes,
             },
         }

@@ -1,22 +1,48 @@
-"""Who a request is for and what class of work it is: the gateway's tenant and class headers."""
+"""Who a request is for and what class of work it is: the gateway's key, tenant and class
+headers.
+
+The tenant is the API key's (`flowserve.tenants`); `x-tenant` names another only among
+those the key acts for (else 403 naming the header). Without keys the gateway is open:
+`x-tenant` names any tenant, `default` when absent.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from flowserve.gateway.openai_api import APIError
+from flowserve.tenants import OPEN_TENANT, ApiKeys, KeyGrant, tenant_name_problem
 from flowserve.types.work import QUERY_CLASSES, QueryClass
 
 
-def key_tenant(auth: str) -> str | None:
-    """The tenant of a bearer API key: a digest of the key, never the key itself."""
+def authenticate(auth: str, keys: ApiKeys) -> KeyGrant | None:
+    """The grant of the request's bearer key (401 without a right one); None when the
+    gateway has no keys."""
+    if not keys:
+        return None
     scheme, _, token = auth.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return "key-" + hashlib.sha256(token.strip().encode()).hexdigest()[:12]
+        raise APIError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+    grant = keys.grant(token.strip())
+    if grant is None:
+        raise APIError(401, "incorrect API key provided", code="invalid_api_key")
+    return grant
+
+
+def request_tenant(h: Mapping[str, str], keys: ApiKeys) -> str:
+    """The authenticated tenant of a request (401, 403, or 400 for a malformed x-tenant)."""
+    grant = authenticate(h.get("authorization", ""), keys)
+    claimed = h.get("x-tenant", "").strip()
+    if not claimed:
+        return OPEN_TENANT if grant is None else grant.tenant
+    if (problem := tenant_name_problem(claimed)) is not None:
+        raise APIError(400, f"x-tenant: {problem}", param="x-tenant")
+    if grant is not None and not grant.may_act_for(claimed):
+        raise APIError(403, f"x-tenant: this API key may not act for tenant {claimed!r}",
+                       code="tenant_not_allowed", param="x-tenant")
+    return claimed
 
 
 def query_class(value: str | None) -> QueryClass | None:
@@ -33,12 +59,10 @@ class Headers:
     cls: QueryClass = "interactive"
 
 
-def read_headers(h: Mapping[str, str]) -> Headers:
-    """x-tenant (else the API key's tenant), x-priority, x-slo-ms, x-flowserve-class from
+def read_headers(h: Mapping[str, str], keys: ApiKeys) -> Headers:
+    """The key's tenant (`request_tenant`), x-priority, x-slo-ms, x-flowserve-class from
     lower-cased request headers."""
-    tenant = h.get("x-tenant", "").strip() or key_tenant(h.get("authorization", "")) or "default"
-    if len(tenant) > 128:
-        raise APIError(400, "x-tenant: at most 128 characters", param="x-tenant")
+    tenant = request_tenant(h, keys)
     try:
         priority = int(h.get("x-priority", "0"))
     except ValueError:

@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import orjson
 
 from flowserve.engines.answer import EngineError
-from flowserve.gateway.asgi import ROUTES, too_large
+from flowserve.gateway.asgi import ROUTES, SINGLE, too_large
 from flowserve.gateway.openai_api import APIError, failure_error
-from flowserve.gateway.tenancy import read_headers
+from flowserve.gateway.tenancy import authenticate, request_tenant
 from flowserve.picker import wire
 from flowserve.picker.pick import Pick
 from flowserve.picker.tally import ResponseTally
@@ -84,6 +85,9 @@ class Exchange:
         cfg = msg.protocol_config
         self.full_duplex = cfg.request_body_mode == wire.FULL_DUPLEX
         self.echo_response = cfg.response_body_mode == wire.FULL_DUPLEX
+        twice = wire.repeated(msg.request_headers, SINGLE)
+        if twice is not None:
+            return [wire.immediate(APIError(400, f"{twice}: sent more than once; send one", param=twice))]
         h = self.headers = wire.headers_of(msg.request_headers)
         path = h.get(":path", "").split("?", 1)[0]
         method = h.get(":method", "")
@@ -239,14 +243,14 @@ class Exchange:
             if path == "/health" and method == "GET":
                 status, body = core.health()
                 return wire.json_response(status, orjson.dumps(body))
-            core.gateway.check_key_header(h.get("authorization", ""), core.gateway.config.api_keys)
+            authenticate(h.get("authorization", ""), core.gateway.config.keys)
             if path == "/v1/models" and method == "GET":
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "flowserve"}
                         for m in core.driver.models()]
                 return wire.json_response(200, orjson.dumps({"object": "list", "data": data}))
             if path.startswith("/v1/programs/") and method in ("GET", "DELETE"):
-                pid = path.removeprefix("/v1/programs/")
-                tenant = read_headers(h).tenant
+                pid = unquote(path.removeprefix("/v1/programs/"))  # flowserve.client quotes odd ids
+                tenant = request_tenant(h, core.gateway.config.keys)
                 programs = core.gateway.programs
                 state = programs.state(pid, tenant) if method == "GET" else await programs.delete(pid, tenant)
                 return wire.json_response(200, orjson.dumps(state))

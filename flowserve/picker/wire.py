@@ -34,12 +34,24 @@ ProcessingResponse = pb.ProcessingResponse
 
 def headers_of(msg: pb.HttpHeaders) -> dict[str, str]:
     """Lower-cased header names to values (Envoy sends `raw_value` bytes; repeated names
-    keep their first value, as the gateway's ASGI front does for its lookups)."""
+    keep their first value; `repeated` names those the picker refuses when sent twice)."""
     out: dict[str, str] = {}
     for h in msg.headers.headers:
         if h.key not in out:
             out[h.key] = h.raw_value.decode("latin-1") if h.raw_value else h.value
     return out
+
+
+def repeated(msg: pb.HttpHeaders, single: frozenset[bytes]) -> str | None:
+    """The first header of `single` sent more than once (the gateway's rule: a proxy that
+    checked the first and a server reading another would disagree)."""
+    seen: set[str] = set()
+    for h in msg.headers.headers:
+        if h.key.encode("latin-1") in single:
+            if h.key in seen:
+                return h.key
+            seen.add(h.key)
+    return None
 
 
 def _set(name: str, value: str) -> base_pb2.HeaderValueOption:

@@ -189,9 +189,9 @@ class FlowserveDispatch(DispatchPolicy):
         if self.wait_model == "serial":
             return max(inst.outstanding - queued + ahead.work_s, 0.0)
         w = ahead.prefill_s + queue.running_prefill_s(inst, now)
-        n = len(inst.running)
+        n = len(inst.running) + inst.peer_running  # peer replicas' calls share the engine
         if n:
-            mean_call = (inst.outstanding - queued) / n
+            mean_call = (inst.outstanding - queued) / (n + inst.peer_queued)
             w += mean_call * occupancy(inst)
             limit = queue.batch_limit(inst)
             if limit is not None:
@@ -212,7 +212,7 @@ class FlowserveDispatch(DispatchPolicy):
             wait = self.wait(inst, cs, view.now)
             harm = 0.0
             if self.wait_model == "batched" and inst.running:
-                n = len(inst.running)
+                n = len(inst.running) + inst.peer_running
                 ctx = inst.queue.running_context(inst)
                 wait += batch_slowdown(inst.cost, steps, own_ctx, n, ctx)
                 harm = self.externality * externality(inst.cost, steps, own_ctx, n, ctx)

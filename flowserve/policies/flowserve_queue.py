@@ -13,7 +13,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
-from flowserve.core.state import CallState, InstanceState
+from flowserve.core.state import CallState, InstanceState, replica_share
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
 from flowserve.policies.queue_books import Ahead, RunningBook, WaitingTally
@@ -54,7 +54,7 @@ def engine_slots(inst: InstanceState) -> int:
 
 def occupancy(inst: InstanceState) -> float:
     """How full the engine is: the larger of its sequence slots and KV memory in use."""
-    slots = len(inst.running) / max(1, engine_slots(inst))
+    slots = (len(inst.running) + inst.peer_running) / max(1, engine_slots(inst))  # peer replicas' calls too
     kv = 0.0
     cap = inst.kv_capacity
     if cap and inst.spec.reports_capacity and inst.kv_free < cap:
@@ -188,7 +188,7 @@ class FlowserveQueue(UrgencyQueue):
         return self._beside_spots(inst.cost, self._running.context(), engine_slots(inst))
 
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        limit = self.batch_limit(inst)
+        limit = replica_share(self.batch_limit(inst), inst)  # peer replicas' calls fill the spot too
         if self._q:
             if self._running.interactive >= limit:
                 return None  # batch calls running do not hold interactive ones back: they end soon

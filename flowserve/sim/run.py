@@ -19,6 +19,7 @@ from flowserve.profiles.ops import op_profile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.sim.clairvoyant import ClairvoyantPredictor
 from flowserve.sim.kv_views import CacheView, PublishingEngine, viewed_engine, viewed_spec
+from flowserve.sim.replicas import ReplicaCores
 from flowserve.sim.simulator import QueryOutcome, SimQuery, SimResult, Simulator
 from flowserve.tokenize.prompts import SimTokenizer
 from flowserve.tune.online import attach_tuner
@@ -37,6 +38,8 @@ class PolicySpec:
     dispatch_params: Mapping[str, Any] = field(default_factory=dict)
     queue_params: Mapping[str, Any] = field(default_factory=dict)
     passes: str | None = None  # graph passes ("none", "all" or a list)
+    replicas: int = 1  # schedulers syncing every sync_ms, each taking queries in turn (flowserve.sim.replicas)
+    sync_ms: float = 20.0
 
     @property
     def label(self) -> str:
@@ -44,8 +47,11 @@ class PolicySpec:
 
     def describe(self) -> dict[str, Any]:
         """The pair as plain data (reports, JSON)."""
-        return {"dispatch": policy_name(self.dispatch), "queue": policy_name(self.queue),
-                "dispatch_params": dict(self.dispatch_params), "queue_params": dict(self.queue_params)}
+        out = {"dispatch": policy_name(self.dispatch), "queue": policy_name(self.queue),
+               "dispatch_params": dict(self.dispatch_params), "queue_params": dict(self.queue_params)}
+        if self.replicas > 1:
+            out.update(replicas=self.replicas, sync_ms=self.sync_ms)
+        return out
 
     def uses_deadline(self) -> bool:
         d = make_dispatch(self.dispatch, self.dispatch_params)
@@ -119,8 +125,6 @@ def simulate(
     if dispatch is None:
         dispatch = make_dispatch(policy.dispatch, policy.dispatch_params)
     attach_tuner(dispatch)
-    predictor = (ClairvoyantPredictor(workload, workload.output_priors) if clairvoyant
-                 else OutputPredictor(workload.output_priors))
 
     def profile(spec: InstanceSpec) -> InstanceProfile:
         if cost_models is None:
@@ -128,9 +132,19 @@ def simulate(
         return InstanceProfile(cost_models[spec.name], max_context(spec), kv_capacity(spec))
 
     cluster = [viewed_spec(s, cache_view) for s in cluster]
-    core = SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params),
-                         profile, predictor, record_calls=record_calls, tokenizer=SimTokenizer(),
-                         passes=make_passes(policy.passes))
+
+    def new_core(dispatch: DispatchPolicy) -> SchedulerCore:
+        predictor = (ClairvoyantPredictor(workload, workload.output_priors) if clairvoyant
+                     else OutputPredictor(workload.output_priors))
+        return SchedulerCore(cluster, dispatch, queue_factory(policy.queue, policy.queue_params), profile, predictor,
+                             record_calls=record_calls, tokenizer=SimTokenizer(), passes=make_passes(policy.passes))
+
+    core: SchedulerCore | ReplicaCores = new_core(dispatch)
+    if policy.replicas > 1:  # each replica its own policy objects, as each live replica has
+        others = [make_dispatch(policy.dispatch, policy.dispatch_params) for _ in range(policy.replicas - 1)]
+        for d in others:
+            attach_tuner(d)
+        core = ReplicaCores([core, *map(new_core, others)], policy.sync_ms / 1000)
     engines = [viewed_engine(s, profile(s).cost, kv_capacity(s), core.keeps_prefix_index, cache_view,
                              (believed_kv or {}).get(s.name)) for s in cluster if s.kind == "llm"]
     for engine in engines:

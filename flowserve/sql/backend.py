@@ -30,6 +30,10 @@ class Backend(Protocol):
     def run(self, requests: Sequence[Request], stage: str, output: OutputSpec, progress: Progress) -> list[Answer]:
         ...
 
+    def begin_statement(self) -> None:
+        """A statement starts: `report` counts its calls and time alone (a reused connection)."""
+        ...
+
     def report(self) -> dict[str, Any]:
         """latency_s (the statement's end to end on the cluster), calls, token_hit_rate."""
         ...

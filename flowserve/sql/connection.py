@@ -170,6 +170,7 @@ class Connection:
                                      self.on_progress)
             register(self.db, self.executor)
         ex = self.executor
+        ex.backend.begin_statement()
         ex.ops = st.ops
         ex.memo.clear()
         ex.stats = Stats()

@@ -99,6 +99,10 @@ class GatewayBackend:
         except (ValueError, KeyError, IndexError, TypeError) as e:
             return Answer(None, f"malformed completion response: {e}")
 
+    def begin_statement(self) -> None:
+        self._t0, self._t1 = None, 0.0
+        self._calls = self._prompt = self._cached = 0
+
     def report(self) -> dict[str, Any]:
         return usage_report(self._t0, self._t1, self._calls, self._prompt, self._cached)
 

@@ -79,6 +79,10 @@ class LiveClusterBackend:
                 out.append(Answer(a["text"] or "", None, a["prompt_tokens"], a["cached_tokens"]))
         return out
 
+    def begin_statement(self) -> None:
+        self._t0, self._t1 = None, 0.0
+        self._calls = self._prompt = self._cached = 0
+
     def report(self) -> dict[str, Any]:
         return usage_report(self._t0, self._t1, self._calls, self._prompt, self._cached)
 

@@ -83,6 +83,10 @@ class SimClusterBackend:
         progress(len(sent), sum(r.tokens for r, k in zip(requests, keys, strict=True) if k is not None), 0)
         return answers
 
+    def begin_statement(self) -> None:
+        """A new plan: the statement's report is its own (each statement is one query)."""
+        self._nodes, self._barrier, self._parts, self._report = [], (), [], None
+
     @property
     def plan(self) -> DagPlan:
         return DagPlan("llm_sql", tuple(self._nodes))

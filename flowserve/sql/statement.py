@@ -26,6 +26,7 @@ UDF = {"text": "__fs_llm_text", "bool": "__fs_llm_bool", "number": "__fs_llm_num
        "choice": "__fs_llm_text", "json": "__fs_llm_text"}
 ERROR_UDF = "__fs_llm_error"
 DEFAULT_MAX_TOKENS = {"text": 64, "bool": 4, "number": 8, "choice": 8, "json": 96}
+CLAUSE_RANK = {"where": 0, "select": 1, "other": 2}  # where an operator used twice is prefetched
 
 
 @dataclass
@@ -103,10 +104,12 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
         _name_llm_columns(top)
     calls.sort(key=lambda c: -c.depth)  # inner calls first: nested LLM arguments resolve first
     ops: dict[int, LLMOp] = {}
-    located: list[tuple[int, exp.Expression, str]] = []  # (op id, rewritten call, clause)
-    err_calls: list[exp.Expression] = []
-    for i, call in enumerate(calls):
+    ids: dict[str, int] = {}  # one operator per distinct call: `GROUP BY LLM(...)` is its SELECT's expression
+    located: dict[int, tuple[exp.Expression, str]] = {}  # op id → (a rewritten call, its clause)
+    err_calls: dict[int, exp.Expression] = {}
+    for call in calls:
         op, args = _op(call, max_tokens, model)
+        i = ids.setdefault(call.sql(dialect="duckdb"), len(ids))
         ops[i] = op
         udf = exp.Anonymous(this=UDF[op.output.kind], expressions=[exp.Literal.number(i), _arg_list(args)])
         clause = "other"
@@ -116,17 +119,18 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
                 clause = "other"
         if clause == "select" and call.find_ancestor(exp.Select) is top and \
                 any(call is e or call in e.find_all(exp.Anonymous) for e in top.expressions):
-            err_calls.append(exp.Anonymous(this=ERROR_UDF, expressions=[exp.Literal.number(i), _arg_list(args)]))
+            err_calls[i] = exp.Anonymous(this=ERROR_UDF, expressions=[exp.Literal.number(i), _arg_list(args)])
         call.replace(udf)
-        located.append((i, udf, clause))
+        if i not in located or CLAUSE_RANK[clause] < CLAUSE_RANK[located[i][1]]:  # prefetched where it can be
+            located[i] = (udf, clause)
     st = Statement(tree.sql(dialect="duckdb"), ops, kind=tree.key)
     if top is None:
         return st
-    st.prefetch = _prefetch(top, located, predicates)
+    st.prefetch = _prefetch(top, [(i, udf, clause) for i, (udf, clause) in located.items()], predicates)
     aggregated = top.args.get("group") is not None or top.args.get("distinct") is not None or \
         any(e.find(exp.AggFunc) is not None for e in top.expressions)
     if error_column and err_calls and not aggregated:
-        joined = exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string("; "), *err_calls])
+        joined = exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string("; "), *err_calls.values()])
         col = exp.alias_(exp.Nullif(this=joined, expression=exp.Literal.string("")), "llm_error")
         top.set("expressions", [*top.expressions, col])
         st.sql = tree.sql(dialect="duckdb")

@@ -54,13 +54,18 @@ def chat_parts(chat: Chat) -> Prompt:
 
 
 def _merged(parts: list[Part]) -> Prompt:
-    """Adjacent text parts joined (tokenizers see the text as one run), empty ones dropped."""
+    """Adjacent text parts joined (tokenizers see the text as one run), empty ones dropped;
+    each run is joined once (appending to a growing text was quadratic in the turns)."""
     out: list[Part] = []
-    for p in parts:
-        if isinstance(p, Lit) and not p.text:
+    run: list[str] = []
+    for p in [*parts, None]:
+        if isinstance(p, Lit):
+            run.append(p.text)
             continue
-        if isinstance(p, Lit) and out and isinstance(out[-1], Lit):
-            out[-1] = Lit(out[-1].text + p.text)
-        else:
+        text = "".join(run)
+        if text:
+            out.append(Lit(text))
+        run = []
+        if p is not None:
             out.append(p)
     return tuple(out)

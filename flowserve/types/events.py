@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.peers import PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
 
@@ -198,6 +199,10 @@ Event = (
     | QueryInput
     | QueryClosed
     | CallCancelled
+    | PeerLoad
+    | PeerRouted
+    | PeerService
+    | ProgramShared
     | KVCacheEvents
     | KVViewChanged
 )

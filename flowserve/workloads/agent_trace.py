@@ -70,7 +70,7 @@ def _text(file: str) -> str:
 def read_agent_trace(file: str) -> AgentTrace:
     """Parse a trace file (or a built-in trace name); a clear ConfigError on anything else."""
     try:
-        queries = tuple(parse_query(item, where) for where, item in _records(_text(file)))
+        queries = tuple(parse_query(item, where) for where, item in trace_records(_text(file)))
     except RecursionError:
         raise ConfigError(f"trace {file!r} nests JSON too deeply") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
@@ -81,7 +81,7 @@ def read_agent_trace(file: str) -> AgentTrace:
     return AgentTrace(Path(file).stem, queries)
 
 
-def _records(text: str) -> list[tuple[str, Any]]:
+def trace_records(text: str) -> list[tuple[str, Any]]:
     """(where, query) of a JSON list, or of JSON Lines (one query per line)."""
     if text.lstrip().startswith("["):
         return [(f"query {i}", item) for i, item in enumerate(json.loads(text))]

@@ -3,6 +3,7 @@ and every configuration mistake refused at start-up with one line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -114,3 +115,33 @@ def test_any_inputs_file_reads_as_objects_or_gets_a_config_error(tmp_path, conte
         assert "\n" not in str(e) and "inputs" in str(e)
     else:
         assert rows and all(isinstance(r, dict) for r in rows)
+
+
+def test_a_workflow_s_own_bugs_are_its_errors_as_json_and_never_the_engine_s() -> None:
+    """Issue 35 item 11: a constructor that raised was a 500 with a closed connection; an
+    `output()` that is not JSON was a 500 (and every later GET of an async query too)."""
+    cfg = serve_config(config({"faulty": {"app": "user_apps:Faulty"}}), "test")
+    with BackgroundServer(create_app(cfg)) as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
+        def run(fault: str) -> httpx.Response:
+            return http.post("/v1/workflows/faulty", json={"input": {"fault": fault}})
+
+        assert run("none").status_code == 200
+        for fault, bug in (("start", "KeyError"), ("output", "ZeroDivisionError: the output's own bug")):
+            r = run(fault)  # its own code failed: 500 app_error, not the engine's 502
+            assert r.status_code == 500 and r.json()["error"]["code"] == "app_error", r.text
+            assert bug in r.json()["error"]["message"] and r.json()["status"] == "failed"
+        r = run("init")
+        assert r.status_code == 500 and r.headers.get("connection") != "close"
+        err = r.json()["error"]
+        assert err["code"] == "app_error" and "RuntimeError: the constructor's own bug" in err["message"]
+        r = run("not-json")
+        assert r.status_code == 500 and r.json()["error"]["code"] == "app_error"
+        assert "not JSON" in r.json()["error"]["message"] and r.json()["status"] == "failed"
+        started = http.post("/v1/workflows/faulty", json={"input": {"fault": "not-json"}, "async": True})
+        url = started.json()["url"]
+        gw = srv.app.state.gateway
+        asyncio.run_coroutine_threadsafe(gw.driver.until(lambda: not gw.driver.open_queries), gw.driver_loop).result()
+        for _ in range(2):  # every later GET answers the same JSON error
+            r = http.get(url)
+            assert r.status_code == 500 and r.json()["error"]["code"] == "app_error"
+        assert run("none").status_code == 200  # the same connection serves on

@@ -5,7 +5,9 @@ are fuzzed: a 201 or a 4xx JSON error, never a 5xx, and completions keep working
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -87,7 +89,22 @@ def test_a_url_on_a_simulated_instance_is_refused_not_ignored() -> None:
         config({**DEAD, "backend": "sim"})
 
 
-names = st.text(alphabet="abcxyz-_.0123456789é/ ", max_size=12).map(lambda s: f"f-{s}")
+@pytest.mark.parametrize("name", ["a/b", "..", "x\r\ny", "x" * 5000, "two words", "é", "-lead", ""])
+def test_instance_names_that_cannot_be_a_path_segment_or_header_are_refused(server: BackgroundServer,
+                                                                           name: str) -> None:
+    """Issue 35 item 10: a name with CR/LF broke every request routed to it."""
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as http:
+        resp = http.post("/admin/instances", json={**SIMS, "count": 1, "name": name})
+        assert resp.status_code == 400, resp.text
+        assert "name" in resp.json()["error"]["message"]
+        assert len(resp.json()["error"]["message"]) < 400  # the 5,000 characters are not echoed back
+        assert len(http.get("/admin/instances").json()["instances"]) == 2
+        completions_work(http, 2)
+    with pytest.raises(ConfigError, match="instance name"):
+        config({**SIMS, "name": name or "a/b"})
+
+
+names = st.text(alphabet="abcxyz-_.0123456789é/ \r\n", max_size=12).map(lambda s: f"f-{s}")
 urls = st.one_of(st.integers(1, 65535).filter(lambda p: p > 1024).map("http://127.0.0.1:{}".format),
                  st.sampled_from(["file:///etc/passwd", "http://127.0.0.1", "http://[::1]:1", "gopher://x:70",
                                   "http://h:0", "javascript:alert(1)", "//127.0.0.1:9", "http://127.0.0.1:9"]),
@@ -115,7 +132,9 @@ def test_fuzz_admin_routes_answer_201_or_a_4xx_json_error(admin: httpx.Client, b
     assert resp.status_code in (201, 400), resp.text
     if resp.status_code == 400:
         assert resp.json()["error"]["message"]
-    resp = admin.delete(f"/admin/instances/{delete}")
+    else:
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", resp.json()["added"])
+    resp = admin.delete(f"/admin/instances/{quote(delete, safe='')}")
     assert resp.status_code < 500, resp.text  # 200, 404 JSON, or the router's redirect of a trailing slash
     assert admin.get("/admin/instances").status_code == 200
 

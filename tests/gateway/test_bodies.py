@@ -80,3 +80,47 @@ def test_health_keeps_its_latency_while_a_large_body_is_processed() -> None:
     assert len(latencies) >= 3, latencies  # /health was answered while the body was processed
     # on the event loop, one /health would wait for most of the processing
     assert max(latencies) < min(HEALTH_BOUND_S, out["took"] / 3), (max(latencies), out["took"])
+
+
+def test_a_chat_of_too_many_messages_is_refused_before_any_work() -> None:
+    """Issue 35 item 5: 50,000 two-word messages (1.8 MB) held /health for seconds and ended in a
+    context-length 400 anyway; the message count is the cheap limit, checked first."""
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "two words"}] * 50_000}
+    with served() as srv, httpx.Client(base_url=srv.url, headers=AUTH, timeout=None) as http:
+        resp = http.post("/v1/chat/completions", json=chat)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages"
+        assert "50000 messages" in resp.json()["error"]["message"] and "gateway.max_messages" in resp.text
+        resp = http.post("/v1/chat/completions", json={**chat, "messages": chat["messages"][:2], "max_tokens": 10**6})
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "max_tokens"
+        assert resp.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_health_answers_while_a_long_chat_is_laid_out_and_tokenized() -> None:
+    """Issue 35 item 5: the chat's turns were built, laid out (quadratically) and hashed on
+    the event loop. No deadline here: every wait is for the answer itself, and what is
+    compared is /health's longest wait against the big request's own processing time."""
+    turn = "count the loans per district " * 170  # 5 KB: 2,048 of them (gateway.max_messages) are 10 MB
+    body = json.dumps({"model": MODEL, "max_tokens": 2,
+                       "messages": [{"role": "user", "content": turn}] * 2048}).encode()
+    out: dict = {}
+    with served() as srv, httpx.Client(base_url=srv.url, timeout=None) as http:
+        http.get("/health")  # the connection is open before the clock starts
+
+        def big() -> None:
+            with httpx.Client(base_url=srv.url, headers=AUTH, timeout=None) as own:
+                start = time.monotonic()
+                out["resp"] = own.post("/v1/chat/completions", content=body,
+                                       headers={"content-type": "application/json"})
+                out["took"] = time.monotonic() - start
+
+        t = threading.Thread(target=big)
+        t.start()
+        waits = []
+        while t.is_alive():
+            start = time.monotonic()
+            assert http.get("/health").status_code == 200
+            waits.append(time.monotonic() - start)
+        t.join()
+    assert out["resp"].status_code == 400 and "maximum context length" in out["resp"].text  # it was processed
+    assert len(waits) >= 3, waits  # /health was answered while the chat was processed
+    assert max(waits) < out["took"] / 3, (max(waits), out["took"])  # on the loop: one wait was most of it

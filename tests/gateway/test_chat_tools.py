@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 import pytest
-from tool_engine import ARGUMENTS, PLAIN, ToolEngine
+from tool_engine import ARGUMENTS, OWN, PLAIN, ToolEngine
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
@@ -85,7 +85,8 @@ def test_streamed_tool_call_deltas_are_relayed_unchanged(engine: ToolEngine, cli
     chunks = list(client.chat.completions.create(model=engine.model, messages=ASK, tools=TOOLS, stream=True,
                                                  stream_options={"include_usage": True}))
     deltas = [c.choices[0].delta for c in chunks if c.choices and c.choices[0].delta.tool_calls]
-    assert len(deltas) == 3 and deltas[0].role == "assistant"
+    assert len(deltas) == 3 and deltas[0].role is None  # as the engine sent them, after its role-only chunk
+    assert chunks[0].choices[0].delta.role == "assistant" and not chunks[0].choices[0].delta.tool_calls
     assert deltas[0].tool_calls[0].id == "call_1" and deltas[0].tool_calls[0].function.name == "get_weather"
     assert "".join(d.tool_calls[0].function.arguments or "" for d in deltas) == ARGUMENTS
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -146,3 +147,24 @@ def test_bad_tool_requests_get_a_400_naming_the_field(engine: ToolEngine, client
 def test_the_raw_body_has_the_openai_shape(engine: ToolEngine, client: openai.OpenAI) -> None:
     raw = client.chat.completions.with_raw_response.create(model=engine.model, messages=ASK, tools=TOOLS)
     assert json.loads(raw.content)["choices"][0]["message"]["tool_calls"][0]["type"] == "function"
+
+
+def test_answers_are_the_engine_s_own(engine: ToolEngine, client: openai.OpenAI) -> None:
+    """Issue 35 item 17: the engine's id and system_fingerprint were replaced or dropped, and a
+    stream's role-only first chunk was merged into the first content chunk."""
+    chat = client.chat.completions.create(model=engine.model, messages=ASK, tools=TOOLS)
+    text = client.completions.create(model=engine.model, prompt="hello", max_tokens=3)
+    plain = client.chat.completions.create(model=engine.model, messages=ASK)  # sent to /v1/completions as ids
+    for resp, engine_id in ((chat, "chatcmpl-t"), (text, "cmpl-t"), (plain, "cmpl-t")):
+        assert (resp.id, resp.system_fingerprint, resp.created) == (engine_id, OWN["system_fingerprint"],
+                                                                    OWN["created"])
+    chunks = list(client.chat.completions.create(model=engine.model, messages=ASK, tools=TOOLS, tool_choice="none",
+                                                 stream=True))
+    assert {(c.id, c.system_fingerprint, c.created) for c in chunks} == {("chatcmpl-t", OWN["system_fingerprint"],
+                                                                          OWN["created"])}
+    first, second = chunks[0].choices[0].delta, chunks[1].choices[0].delta
+    assert (first.role, first.content) == ("assistant", "") and second.role is None and second.content
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "it is Weather in Paris?"
+    pieces = list(client.completions.create(model=engine.model, prompt="hello", max_tokens=3, stream=True))
+    assert {(c.id, c.system_fingerprint) for c in pieces} == {("cmpl-t", OWN["system_fingerprint"])}
+    assert "".join(c.choices[0].text for c in pieces if c.choices) == PLAIN

@@ -19,6 +19,7 @@ from flowserve.gateway.app import create_app
 from flowserve.gateway.disconnect import REASON
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.tenants import api_keys
 
 KEY = "sk-test-key"
 ONE = WorkflowDef("one", "one LLM call", lambda inputs, _settings, model: SingleCall("completion", (1, 2, 3), 4,
@@ -30,7 +31,7 @@ def held() -> Iterator[tuple[BackgroundServer, ScriptedBackend]]:
     """A gateway with one engine of one slot whose calls wait until released."""
     engine = ScriptedBackend(ext_spec("e", max_inflight=1))
     gateway = serve_config({"instances": [{"name": "x", "gpu": "A100-80G", "model": MODEL}]}, "t").gateway
-    app = create_app(ServeConfig((engine.spec,), (KEY,), gateway), backend_factory=lambda spec, _d: engine,
+    app = create_app(ServeConfig((engine.spec,), api_keys([KEY]), gateway), backend_factory=lambda spec, _d: engine,
                      workflows={"one": ONE})
     with BackgroundServer(app) as srv:
         yield srv, engine

@@ -20,7 +20,7 @@ from live_support import MODEL
 from flowserve.gateway.app import create_app
 from flowserve.gateway.settings import serve_config
 
-KEY = "sk-fuzz"
+KEY, NARROW = "sk-fuzz", "sk-fuzz-narrow"  # KEY acts for every tenant; NARROW only for its own, "b"
 CASES = settings(max_examples=500, deadline=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -28,7 +28,8 @@ CASES = settings(max_examples=500, deadline=None, derandomize=True,
 class App:
     def __init__(self) -> None:
         cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}],
-                            "api_keys": [KEY], "gateway": {"time_scale": 1e6, "dispatch": "prefix_affinity",
+                            "api_keys": {KEY: {"tenant": "fuzz", "acts_for": ["*"]}, NARROW: "b"},
+                            "gateway": {"time_scale": 1e6, "dispatch": "prefix_affinity",
                                                            "default_max_tokens": 4}}, "fuzz")
         self.app = create_app(cfg)
         self.loop = asyncio.new_event_loop()
@@ -140,8 +141,9 @@ def encode(value: Any, how: int) -> bytes:
 
 bodies = st.one_of(st.binary(max_size=64), st.tuples(json_values, st.integers(0, 3)).map(lambda v: encode(*v)),
                    st.integers(1, 3000).map(lambda d: b"[" * d + b"]" * d))
-headers = st.fixed_dictionaries({"authorization": st.just(f"Bearer {KEY}")}, optional={
-    "x-tenant": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=200),
+headers = st.fixed_dictionaries({"authorization": st.sampled_from([f"Bearer {KEY}", f"Bearer {NARROW}"])}, optional={
+    "x-tenant": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=200)
+    | st.sampled_from(["a", "b", "other", "fuzz"]),
     "x-priority": st.sampled_from(["1", "-5", "high", "9" * 400, ""]),
     "x-slo-ms": st.sampled_from(["100", "0", "-1", "nan", "inf", "1e400", "soon"])})
 
@@ -179,13 +181,14 @@ def test_other_routes_answer_4xx_or_a_result(app: App, route: str, method: str, 
 
 program_names = (st.sampled_from(["p", "agent-1", "q", "", " ", "x" * 128, "x" * 129, "naïve", "a b", "a\tb", "../x"])
                  | st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=140))
-program_headers = st.fixed_dictionaries({"x-tenant": st.sampled_from(["a", "b"])}, optional={
+program_headers = st.fixed_dictionaries({"x-tenant": st.sampled_from(["a", "b"]),
+                                         "key": st.sampled_from([KEY, NARROW])}, optional={
     "x-flowserve-program": program_names, "x-flowserve-stage": program_names, "x-flowserve-thread": program_names,
     "x-slo-ms": st.sampled_from(["1000", "0", "-1", "inf", "nan", "1e400", "abc", "2500.5"]),
     "x-priority": st.sampled_from(["0", "3", "x"])})
 program_steps = st.lists(st.tuples(st.sampled_from(["call", "call", "get", "delete"]), program_headers),
                          min_size=1, max_size=6)
-OWNERS: dict[str, str] = {}  # program id → the tenant that opened it (across examples: one gateway)
+OPENED: set[tuple[str, str]] = set()  # (tenant, program id) with a call answered (one gateway for all examples)
 
 
 @CASES
@@ -194,17 +197,21 @@ def test_program_headers_and_routes_answer_cleanly_and_keep_tenants_apart(app: A
     body = orjson.dumps({"model": MODEL, "prompt": "an agent step", "max_tokens": 2})
     for action, hdrs in steps:
         hdrs = {k: v.encode("latin-1", errors="replace").decode("latin-1") for k, v in hdrs.items()}
+        key = hdrs.pop("key")
         tenant, pid = hdrs["x-tenant"], hdrs.get("x-flowserve-program", "p")
+        auth = {"authorization": f"Bearer {key}"}
+        if key == NARROW and tenant != "b":  # a key acts only for the tenants it is granted
+            status, h, out = app.call("POST", "/v1/completions", body, {**auth, **hdrs})
+            assert status in (400, 403) and (status == 400 or json.loads(out)["error"]["param"] == "x-tenant")
+            continue
         if action == "call":
-            status, h, out = app.call("POST", "/v1/completions", body, {"authorization": f"Bearer {KEY}", **hdrs})
+            status, h, out = app.call("POST", "/v1/completions", body, {**auth, **hdrs})
             check(status, h, out)
             if status == 200 and "x-flowserve-program" in hdrs:
-                OWNERS.setdefault(pid, tenant)
-                assert OWNERS[pid] == tenant  # a call succeeds only in the tenant's own program
+                OPENED.add((tenant, pid))
             continue
         path = "/v1/programs/" + "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in pid)
-        status, h, out = app.call("GET" if action == "get" else "DELETE", path, b"",
-                                  {"authorization": f"Bearer {KEY}", "x-tenant": tenant})
+        status, h, out = app.call("GET" if action == "get" else "DELETE", path, b"", {**auth, "x-tenant": tenant})
         check(status, h, out)
-        if path.endswith("/" + pid) and OWNERS.get(pid, tenant) != tenant:
+        if path.endswith("/" + pid) and (tenant, pid) not in OPENED:
             assert status == 404  # another tenant's program is never shown

@@ -17,6 +17,7 @@ from flowserve.engines.backend import CallOutcome, EngineRequest
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.tenants import api_keys
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
@@ -144,7 +145,8 @@ def test_a_stream_that_sent_text_is_not_redispatched_when_its_instance_goes() ->
     """Instance a goes down mid-stream (here: removed): the core moves the call, the
     driver refuses to restart it on b and the client gets one in-band error and [DONE]."""
     engines = {n: HalfStream(ext_spec(n)) for n in ("a", "b")}
-    cfg = ServeConfig(tuple(e.spec for e in engines.values()), (KEY,), sim_config(dispatch="round_robin").gateway)
+    cfg = ServeConfig(tuple(e.spec for e in engines.values()), api_keys([KEY]),
+                      sim_config(dispatch="round_robin").gateway)
     app = create_app(cfg, backend_factory=lambda spec, _d: engines[spec.name])
     with BackgroundServer(app) as srv:
         gw = app.state.gateway
@@ -166,7 +168,7 @@ def test_a_stream_that_sent_text_is_not_redispatched_when_its_instance_goes() ->
 
 def test_drain_deadline_answers_503_json_and_ends_streams_in_band() -> None:
     engine = HalfStream(ext_spec("e"))
-    cfg = ServeConfig((engine.spec,), (KEY,), sim_config(drain_timeout_s=0.3).gateway)
+    cfg = ServeConfig((engine.spec,), api_keys([KEY]), sim_config(drain_timeout_s=0.3).gateway)
     app = create_app(cfg, backend_factory=lambda spec, _d: engine)
     srv = BackgroundServer(app).start()
     gw = app.state.gateway

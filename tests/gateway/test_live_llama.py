@@ -86,6 +86,11 @@ def test_openai_client_through_the_gateway_to_llama_server(llama_server: LlamaSe
                                                 extra_body={"ignore_eos": True}))
         assert sum(1 for ch in stream if ch.choices and ch.choices[0].delta.content) >= 1
         assert stream[-1].choices[0].finish_reason in ("length", "stop")
+        # issue 35 item 17: the engine's own answer — its id and fingerprint, its role-only first chunk
+        assert first.system_fingerprint and first.id != again.id and "q-" not in first.id
+        assert len({(ch.id, ch.system_fingerprint) for ch in stream}) == 1 and stream[0].system_fingerprint
+        assert stream[0].choices[0].delta.role == "assistant" and not stream[0].choices[0].delta.content
+        assert stream[1].choices[0].delta.role is None
         with pytest.raises(openai.BadRequestError) as info:  # the profile's context: 4096 tokens
             c.completions.create(model=tiny_model.name, prompt=list(range(5, 4200)), max_tokens=10)
         assert info.value.code == "context_length_exceeded"

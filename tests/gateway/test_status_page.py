@@ -29,7 +29,7 @@ KEY, ADMIN = "sk-user", "sk-admin"
 MODEL = "llama-3.1-8b"
 CONFIG = {
     "instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2, "max_inflight": 1}],
-    "api_keys": [KEY],
+    "api_keys": {KEY: {"tenant": "user", "acts_for": ["gold"]}},
     "gateway": {"admin_keys": [ADMIN], "drain_timeout_s": 0.2, "queue": "flowserve",
                 "queue_params": {"tenant_weights": {"gold": 3, "free": 1}}},
 }
@@ -57,8 +57,8 @@ def test_windowed_figures_are_differences_against_the_snapshot_a_window_ago() ->
     driver = LiveDriver(cfg.instances, cfg.gateway, clock=clock)
     m = driver.metrics
     board = StatusBoard(driver, window_s=60.0)
-    m.slo.labels("a", "met").inc(3)
-    m.slo.labels("b", "missed").inc(1)
+    m.tenants.add("a", ("slo", "met"), 3)
+    m.tenants.add("b", ("slo", "missed"), 1)
     m.prompt_tokens.labels("sim-0").inc(1000)
     m.cached_tokens.labels("sim-0").inc(250)
     clock.now += 30
@@ -66,7 +66,7 @@ def test_windowed_figures_are_differences_against_the_snapshot_a_window_ago() ->
     assert first["window"]["slo_attainment"] == 0.75 and first["window"]["token_hit_rate"] == 0.25
     assert first["window_s"] == 30.0
     clock.now += 40
-    m.slo.labels("a", "missed").inc(4)
+    m.tenants.add("a", ("slo", "missed"), 4)
     m.prompt_tokens.labels("sim-1").inc(1000)
     assert board.snapshot()["window"]["slo_missed"] == 5  # the start (t = 100) is still the latest ≤ now - 60
     clock.now += 30  # t = 200: the snapshot at t = 130 is the latest at or before the window's start
@@ -95,10 +95,10 @@ def test_programs_are_counted_in_the_window_and_listed_newest_first() -> None:
     book.m_ended.labels("failed").inc(1)
     book.m_slo.labels("missed").inc(1)
     book.m_slo.labels("met").inc(1)
-    book.open = {"a": OpenProgram("a", "gold", 0, "interactive", 30.0, opened=clock.now - 5, last=clock.now - 1,
-                                  calls=3, inflight={"c3"}),
-                 "b": OpenProgram("b", "free", 0, "interactive", None, opened=clock.now - 2, last=clock.now - 2,
-                                  calls=1, ended="deleted")}
+    book.open = {("gold", "a"): OpenProgram("a", "gold", 0, "interactive", 30.0, opened=clock.now - 5,
+                                            last=clock.now - 1, calls=3, inflight={"c3"}),
+                 ("free", "b"): OpenProgram("b", "free", 0, "interactive", None, opened=clock.now - 2,
+                                            last=clock.now - 2, calls=1, ended="deleted")}
     clock.now += 70
     snap = board.snapshot()
     w, t = snap["window"], snap["total"]
@@ -252,3 +252,17 @@ def test_the_rendered_page_shows_what_metrics_says(chromium: str, busy_gateway: 
     assert sum(int(v[f"{i}.queued"]) for i in ("sim-0", "sim-1")) == 1
     assert v["dispatch"] == "round_robin" and v["queue"] == "flowserve"
     assert 'tenant_weights={"gold":3,"free":1}' in dom
+
+
+def test_status_json_answers_for_policies_given_by_import_path() -> None:
+    """Issue 35 item 15: a plug-in policy (import path) made /status.json a 500 (KeyError)."""
+    import flowserve
+
+    cfg = {**CONFIG, "gateway": {"admin_keys": [ADMIN]}}
+    with flowserve.serve(cfg, port=0, dispatch="thirdparty:FewestCalls", queue="thirdparty:Lifo",
+                         background=True) as srv:
+        snap = httpx.get(f"{srv.url}/status.json", headers={"authorization": f"Bearer {ADMIN}"})
+        assert snap.status_code == 200, snap.text
+        policies = snap.json()["policies"]
+        assert policies["dispatch"] == {"name": "thirdparty:FewestCalls", "params": {"spread": 0}}
+        assert policies["queue"]["name"] == "thirdparty:Lifo"

@@ -49,6 +49,10 @@ def post(server: BackgroundServer, route: str, body: dict[str, Any], **headers: 
     ("/v1/chat/completions", {**CHAT, "logprobs": 1}, "logprobs"),
     ("/v1/chat/completions", {**CHAT, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
     ("/v1/chat/completions", {**CHAT, "functions": []}, "functions"),
+    # issue 35 item 13: accepted, then ignored
+    ("/v1/chat/completions", {**CHAT, "stream_options": {"include_usage": True}}, "stream_options"),
+    ("/v1/completions", {**COMPLETION, "stream": False, "stream_options": {"include_usage": True}}, "stream_options"),
+    ("/v1/chat/completions", {**CHAT, "max_tokens": 2, "max_completion_tokens": 3}, "max_completion_tokens"),
     ("/v1/chat/completions", {**CHAT, "audio": {"voice": "x"}}, "audio"),
     ("/v1/chat/completions", {**CHAT, "messages": [{"role": "user", "content": "x", "audio": {}}]},
      "messages.0.audio"),
@@ -70,8 +74,9 @@ def test_an_slo_must_be_a_positive_finite_number(server: BackgroundServer, slo: 
 
 
 def test_supported_fields_are_accepted(server: BackgroundServer) -> None:
+    chat = {k: v for k, v in CHAT.items() if k != "max_tokens"}  # max_completion_tokens below
     resp = post(server, "/v1/chat/completions", {
-        **CHAT, "temperature": 1, "top_p": 0.5, "stop": "x", "seed": 3, "user": "u", "presence_penalty": 0,
+        **chat, "temperature": 1, "top_p": 0.5, "stop": "x", "seed": 3, "user": "u", "presence_penalty": 0,
         "frequency_penalty": 0.5, "logit_bias": {"12": -100}, "logprobs": True, "top_logprobs": 2, "n": 1,
         "response_format": {"type": "json_object"}, "stream_options": None, "max_completion_tokens": 2,
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],

@@ -27,7 +27,7 @@ def front(two_engines: list[HttpEngine], tmp_path_factory: pytest.TempPathFactor
     """One picker (prefix_affinity) behind one Envoy per request body mode."""
     tmp = tmp_path_factory.mktemp("front")
     cfg = engines_config(tmp / "serve.yaml", two_engines, dispatch="prefix_affinity", max_body_bytes=4096,
-                         api_keys=["sk-test"])
+                         api_keys={"sk-test": {"tenant": "test", "acts_for": ["acme", "gold", "free"]}})
     with picker(cfg, tmp / "epp.log") as p, \
             envoy("picker.yaml", tmp / "envoy-b.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
                   RESPONSE_BODY_MODE="STREAMED") as (buffered, _), \
@@ -57,7 +57,7 @@ def test_envoy_sends_each_request_where_the_picker_says(mode: str, front: dict[s
         assert r.status_code == 200, r.text
         instance = r.headers["x-flowserve-instance"]
         assert r.headers["x-engine"] == f"e{instance[1:]}"  # Envoy's upstream is the picked instance's engine
-        assert r.headers["x-flowserve-query-id"].isdigit()
+        assert r.headers["x-flowserve-query-id"].startswith("q-")
         assert two_engines[int(instance[1:])].bodies[-1] == body  # the body arrived as the client sent it
         if body.get("stream"):
             assert r.text.endswith("data: [DONE]\n\n") and r.text.count("data: ") == 5
@@ -118,6 +118,7 @@ BAD: list[tuple[str, dict[str, Any]]] = [
     ("empty body", {"raw": b"", "headers": KEY}),
     ("no API key", {"body": completion("x")}),
     ("a wrong API key", {"body": completion("x"), "headers": {"authorization": "Bearer sk-nope"}}),
+    ("x-tenant sent twice", {"body": completion("x"), "headers": [*KEY.items(), ("x-tenant", "a"), ("x-tenant", "b")]}),
 ]
 
 def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path)
 
     with gateway(front["config"], tmp_path / "gw.log") as gw:
         want = answers(gw)
-    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 413]
+    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 400, 413]
     for mode in MODES:
         for (name, _), w, g in zip([*BAD, ("chunked over the limit", {})], want, answers(front[mode]), strict=True):
             assert g == w, f"{mode}, {name}"

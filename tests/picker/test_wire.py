@@ -28,6 +28,13 @@ def test_headers_keep_the_first_value_of_a_repeated_name() -> None:
     assert h == {":path": "/v1/completions", "x-tenant": "a"}
 
 
+def test_a_single_valued_header_sent_twice_is_named() -> None:
+    single = frozenset({b"authorization", b"x-tenant"})
+    assert wire.repeated(headers((":path", "/v1/completions"), ("x-tenant", "a"), ("x-tenant", "b")), single) \
+        == "x-tenant"
+    assert wire.repeated(headers(("x-tenant", "a"), ("accept", "x"), ("accept", "y")), single) is None
+
+
 def test_the_pick_is_a_header_and_envoy_lb_metadata_with_the_same_value() -> None:
     for resp in (wire.routed_body("10.0.0.7:8000", [("x-flowserve-instance", "a")]),
                  wire.routed_headers("10.0.0.7:8000", [])):

@@ -84,7 +84,8 @@ def test_explain_gets_a_plan_or_a_flowserve_error(sql: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=60), st.integers(0, 5), st.lists(st.text(max_size=10), max_size=5))
+@given(st.text(max_size=60) | st.text(alphabet='{}":ab \n', max_size=30), st.integers(0, 5),
+       st.lists(st.text(max_size=10), max_size=5))
 def test_templates_parse_or_refuse(text: str, n: int, names: list[str]) -> None:
     try:
         t = parse_template(text, n, names)
@@ -92,6 +93,14 @@ def test_templates_parse_or_refuse(text: str, n: int, names: list[str]) -> None:
         assert str(e).strip()
         return
     assert len(t.labels) == n and len(set(t.labels)) == n
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet='{}"\':ab \n', max_size=40))
+def test_doubled_braces_are_literal_braces_whatever_they_hold(text: str) -> None:
+    """Issue 35 item 18: any text, its braces doubled, is the instruction as written."""
+    t = parse_template(text.replace("{", "{{").replace("}", "}}") + " {field}", 1)
+    assert t.labels == ("field",) and t.instruction == (text + " field").strip()
 
 
 @settings(max_examples=50, deadline=None)

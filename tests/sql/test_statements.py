@@ -212,3 +212,38 @@ def test_large_inputs_run_in_chunks_with_the_same_answers(monkeypatch: pytest.Mo
     assert chunked.report["calls"] == whole.report["calls"] == 6  # 7 distinct non-NULL rows less 1 repeat
     assert chunked.report["simulated_parts"] >= 2 and len(chunked.report["operators"]) == 3
     assert seen[-1] == 8 and len(seen) >= 3  # progress after every chunk
+
+
+def test_braces_in_an_instruction_are_text_unless_they_name_a_field() -> None:
+    """Issue 35 item 18: a JSON example in an instruction was read as placeholders."""
+    r = con().sql("SELECT LLM('Answer as JSON like {\"label\": \"good\"} or {{}} about {review}', review) AS s "
+                  "FROM m WHERE review IS NOT NULL")
+    assert len(r.rows) == 7 and r.report["calls"] > 0 and all(row[1] is None for row in r.rows)
+    from flowserve.sql.templates import parse_template
+
+    t = parse_template('Like {"a": 1}, {{literally}}, {{}} or {{ for {movie} and {user review}', 2)
+    assert t.labels == ("movie", "user review")
+    assert t.instruction == 'Like {"a": 1}, {literally}, {} or { for movie and user review'
+    with pytest.raises(SQLInputError, match="empty placeholder"):
+        parse_template("an empty {} placeholder {x}", 1)
+
+
+def test_an_llm_call_in_group_by_is_the_select_s_own() -> None:
+    """Issue 35 item 18: `GROUP BY LLM(...)` as an expression was a DuckDB binder error (the
+    alias and ordinal forms worked)."""
+    c = con()
+    call = "LLM_CHOICE('yes|no', 'Is {review} positive?', review)"
+    by_expression = c.sql(f"SELECT {call}, COUNT(*) AS n FROM m GROUP BY {call} ORDER BY 2, 1")
+    by_alias = c.sql(f"SELECT {call} AS a, COUNT(*) AS n FROM m GROUP BY a ORDER BY 2, 1")
+    assert by_expression.rows == by_alias.rows and sum(n for _, n in by_alias.rows) == 8
+    assert by_expression.report["calls"] == by_alias.report["calls"] > 0  # one operator, not two
+
+
+def test_a_reused_connection_reports_each_statement_alone() -> None:
+    """Issue 35 item 18: a second statement's report added the first one's calls and time."""
+    c = con()
+    q = "SELECT LLM('Sum up {review}', review) FROM m"
+    first, again = c.sql(q), c.sql(q)
+    assert again.report["calls"] == first.report["calls"] == 5  # 7 reviews, 5 distinct
+    assert again.report["latency_s"] == first.report["latency_s"]
+    assert again.report["token_hit_rate"] == first.report["token_hit_rate"]

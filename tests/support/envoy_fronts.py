@@ -27,7 +27,7 @@ EXAMPLES = ROOT / "examples" / "envoy"
 
 
 def engines_config(path: Path, engines: list[HttpEngine], max_inflight: int | None = None,
-                   api_keys: list[str] | None = None, **gateway: Any) -> Path:
+                   api_keys: list[str] | dict[str, Any] | None = None, **gateway: Any) -> Path:
     """A serving YAML with one openai instance per engine (instance i ↔ engine i)."""
     extra = {"max_inflight": max_inflight} if max_inflight else {}
     instances = [{"name": f"i{k}", "gpu": "A100-80G", "model": MODEL, "backend": "openai", "url": e.url, **extra}
@@ -72,7 +72,7 @@ def envoy(template: str, log: Path, **values: Any) -> Iterator[tuple[str, Envoy]
         yield f"http://127.0.0.1:{listen}", e
 
 
-def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: dict[str, str] | None = None,
+def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: Any = None,
          timeout: float = 30.0) -> httpx.Response:
     """One request, bounded in time: a hang fails the test instead of stalling it."""
     if raw is not None:

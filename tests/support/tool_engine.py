@@ -29,6 +29,8 @@ from flowserve.tokenize.template import ChatTemplate
 
 ARGUMENTS = '{"city": "Paris"}'
 PLAIN = "a plain answer"
+# what the engine says about itself in every answer (relayed by the gateway as it is)
+OWN = {"created": 1_700_000_000, "system_fingerprint": "fp-tool-engine"}
 
 
 class ToolEngine:
@@ -81,7 +83,9 @@ class ToolEngine:
             self.requests.append(("/v1/completions", body))
             use = self._usage(bytes(body["prompt"]), 3)
             logprobs = {"tokens": ["a"], "token_logprobs": [-0.25], "top_logprobs": None, "text_offset": [0]}
-            return {"id": "cmpl-t", "object": "text_completion", "model": self.model, "usage": use,
+            if body.get("stream"):
+                return StreamingResponse(self._text_events(use), media_type="text/event-stream")
+            return {"id": "cmpl-t", "object": "text_completion", "model": self.model, "usage": use, **OWN,
                     "choices": [{"index": 0, "text": PLAIN, "finish_reason": "stop",
                                  "logprobs": logprobs if body.get("logprobs") is not None else None}]}
 
@@ -100,7 +104,7 @@ class ToolEngine:
                 if calling:
                     message["tool_calls"] = [{"id": "call_1", "type": "function", "function": {
                         "name": tools[0]["function"]["name"], "arguments": ARGUMENTS}}]
-                return {"id": "chatcmpl-t", "object": "chat.completion", "model": self.model, "usage": use,
+                return {"id": "chatcmpl-t", "object": "chat.completion", "model": self.model, "usage": use, **OWN,
                         "choices": [{"index": 0, "message": message, "logprobs": logprobs,
                                      "finish_reason": "tool_calls" if calling else "stop"}]}
             deltas = (tool_call_deltas(tools[0]["function"]["name"]) if calling
@@ -114,11 +118,21 @@ class ToolEngine:
                 logprobs: dict[str, Any] | None) -> Iterator[str]:
         def event(choices: list[dict[str, Any]], **more: Any) -> str:
             return "data: " + json.dumps({"id": "chatcmpl-t", "object": "chat.completion.chunk",
-                                          "model": self.model, "choices": choices, **more}) + "\n\n"
+                                          "model": self.model, "choices": choices, **OWN, **more}) + "\n\n"
         yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         for d in deltas:
             yield event([{"index": 0, "delta": d, "logprobs": logprobs, "finish_reason": None}])
         yield event([{"index": 0, "delta": {}, "finish_reason": finish}])
+        yield event([], usage=use) + "data: [DONE]\n\n"
+
+
+    def _text_events(self, use: dict[str, Any]) -> Iterator[str]:
+        def event(choices: list[dict[str, Any]], **more: Any) -> str:
+            return "data: " + json.dumps({"id": "cmpl-t", "object": "text_completion", "model": self.model,
+                                          "choices": choices, **OWN, **more}) + "\n\n"
+        for piece in (PLAIN[:2], PLAIN[2:]):
+            yield event([{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}])
+        yield event([{"index": 0, "text": "", "logprobs": None, "finish_reason": "stop"}])
         yield event([], usage=use) + "data: [DONE]\n\n"
 
 

@@ -55,3 +55,27 @@ class NotAWorkflow:
 
 def broken_factory() -> None:
     raise RuntimeError("not a class")
+
+
+class Faulty(Workflow):
+    """A workflow with bugs of its own, chosen by `fault`: its constructor raises, its
+    `start` raises, or its `output` is no JSON value."""
+
+    name = "faulty"
+
+    def __init__(self, fault: str = "none") -> None:
+        if fault == "init":
+            raise RuntimeError("the constructor's own bug")
+        self.fault = fault
+
+    def start(self, g: Graph) -> None:
+        if self.fault == "start":
+            raise KeyError("the start's own bug")
+        g.llm("only", ["Say something."], max_tokens=2)
+
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
+        if self.fault == "output":
+            raise ZeroDivisionError("the output's own bug")
+        if self.fault == "not-json":
+            return {"text": results["only"].text, "seen": {object()}}
+        return {"text": results["only"].text}

@@ -1,0 +1,25 @@
+"""A private redis-server per test module (installed by .ci/run from Debian's packages)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from flowserve.replicas.redis_server import PrivateRedis, redis_binary
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[PrivateRedis]:
+    assert redis_binary() is not None, "redis-server is not installed: .ci/run installs Debian's redis-server"
+    with PrivateRedis() as server:
+        yield server
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh key namespace: tests sharing the module's server share nothing."""
+    return f"t{next(_namespaces)}"
