@@ -20,7 +20,7 @@ from flowserve.types.specs import InstanceSpec
 
 runner = CliRunner()
 TINY = {"kind": "text2sql", "trace": "financial", "rate": 0.5, "queries": 12}
-SIM_VARYING = ("sim_wall_s", "sim_events", "wall_s")
+SIM_VARYING = ("sim_wall_s", "sim_events", "wall_s", "wall_per_sim_s", "decision_cost")
 
 
 def without_wall_times(data: object) -> object:

@@ -48,7 +48,7 @@ async def _run(rate: float, queries: int, max_queue_s: float | None, seed: int) 
             refused += 1
             return
         r = await h.done
-        if r.status == "completed":
+        if r.completed:
             lat.append(r.latency_s * SCALE)
 
     tasks = []

@@ -133,7 +133,7 @@ async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) 
         await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
         start = time.perf_counter()
         r = await d.run(app, WorkflowRef(app, (i,)))
-        return (time.perf_counter() - start, None if r.status == "completed" else r.reason,
+        return (time.perf_counter() - start, None if r.completed else r.reason,
                 # engine calls only: a streamed part (`expand[0]`) reports its share of its source
                 sum(c.output_tokens for c in r.calls if "[" not in c.node))
 

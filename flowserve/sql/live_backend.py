@@ -25,8 +25,9 @@ from flowserve.types.work import QueryClass, WorkflowRef
 
 class LiveClusterBackend:
     def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None,
-                 prefix_caching: bool = True, query_class: QueryClass = "batch") -> None:
+                 prefix_caching: bool = True, query_class: QueryClass = "batch", chat: bool = False) -> None:
         self.model = cluster[0].model if cluster else None
+        self.chat = chat
         self.cluster = tuple(cluster)
         self.query_class = query_class
         # off: every call asks the engine not to reuse cached KV (llama-server's `cache_prompt`)
@@ -67,7 +68,7 @@ class LiveClusterBackend:
         after = [r.after for r in requests] if len(requests) > 1 else None
         ref = WorkflowRef(LLMBatch.name, (tuple(r.prompt for r in requests), tuple(r.max_tokens for r in requests),
                                           stage, self.model, MappingProxyType(self.params),
-                                          None if after is None else tuple(after)))
+                                          None if after is None else tuple(after), self.chat))
         res = await self.driver.run("llm_sql", ref, model=self.model, cls=self.query_class)
         if not res.completed:
             if len(requests) == 1:

@@ -1,7 +1,8 @@
 """Envoy in front of two flowserve gateway replicas (examples/envoy/replicas.yaml): the wheel's
-Envoy and two `flowserve serve` processes on simulated engines. A program's calls stay on one
-replica while it lives; killing a replica loses no request that was not in flight on it (Envoy
-retries them on the other), and active health checks take the dead one out."""
+Envoy and two `flowserve serve` processes on simulated engines, sharing their state through a
+private redis-server. A program's calls stay on one replica while it lives; killing a replica
+loses no request that was not in flight on it (Envoy retries them on the other), active health
+checks take the dead one out, and its programs go on at the other as the same programs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from envoy_fronts import MODEL, envoy, post, until
 
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.loadtest.procs import served
+from flowserve.replicas.redis_server import PrivateRedis
 
 
 def sim_config(path: Path) -> Path:
@@ -46,12 +49,18 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     tmp_path = tmp_path_factory.mktemp("replicas")
     cfg = sim_config(tmp_path / "serve.yaml")
     ports = [free_port(), free_port()]
-    cmd = [sys.executable, "-m", "flowserve.cli", "serve", "--config", str(cfg), "--log-level", "warning", "--port"]
-    with served([*cmd, str(ports[0])], f"http://127.0.0.1:{ports[0]}/health", tmp_path / "a.log") as a, \
-            served([*cmd, str(ports[1])], f"http://127.0.0.1:{ports[1]}/health", tmp_path / "b.log") as b, \
-            envoy("replicas.yaml", tmp_path / "envoy.log", REPLICA_A_PORT=ports[0],
-                  REPLICA_B_PORT=ports[1]) as (url, e):
+    with ExitStack() as stack:
+        cmd = serve_cmd(cfg, stack.enter_context(PrivateRedis()).url)
+        a, b = (stack.enter_context(served([*cmd, str(port)], f"http://127.0.0.1:{port}/health", tmp_path / f"{n}.log"))
+                for n, port in zip("ab", ports, strict=True))
+        url, e = stack.enter_context(envoy("replicas.yaml", tmp_path / "envoy.log", REPLICA_A_PORT=ports[0],
+                                           REPLICA_B_PORT=ports[1]))
         yield Replicas(url, ports, [a.pid, b.pid], e.admin)
+
+
+def serve_cmd(config: Path, state_url: str) -> list[str]:
+    return [sys.executable, "-m", "flowserve.cli", "serve", "--config", str(config), "--log-level", "warning",
+            "--state-url", state_url, "--port"]
 
 
 def call(url: str, program: str, k: int, max_tokens: int = 8) -> httpx.Response:
@@ -73,9 +82,10 @@ def test_a_programs_calls_stay_on_one_replica(replicas: Replicas) -> None:
             where[f"prog-{p}"].add(replica_port(r))
     assert all(len(ports) == 1 for ports in where.values())
     assert {next(iter(p)) for p in where.values()} == set(replicas.ports)  # both replicas serve programs
-    for prog, ports in where.items():  # the replica holds the whole program: its three calls
-        state = httpx.get(f"http://127.0.0.1:{next(iter(ports))}/v1/programs/{prog}", timeout=10).json()
-        assert state["calls"] == 3
+    for prog in where:  # one replica served the whole program; both know it whole
+        for port in replicas.ports:
+            state = httpx.get(f"http://127.0.0.1:{port}/v1/programs/{prog}", timeout=10).json()
+            assert state["calls"] == 3 and len(state["replicas"]) == 1
 
 
 def test_killing_a_replica_loses_only_what_was_in_flight_on_it(replicas: Replicas) -> None:
@@ -84,6 +94,8 @@ def test_killing_a_replica_loses_only_what_was_in_flight_on_it(replicas: Replica
         r = call(replicas.url, f"prog-{p}", 0)
         assert r.status_code == 200
         home[f"prog-{p}"] = replica_port(r)
+    calls = {prog: httpx.get(f"http://127.0.0.1:{replicas.ports[1]}/v1/programs/{prog}", timeout=10).json()["calls"]
+             for prog in home}  # the shared registry's count before the traffic
     victim = replicas.ports[0]
     assert victim in home.values()
     log: list[tuple[str, float, float, int, int | None]] = []  # program, start, end, status, replica
@@ -117,6 +129,13 @@ def test_killing_a_replica_loses_only_what_was_in_flight_on_it(replicas: Replica
     assert len(after) >= 30 and all(e[3] == 200 and e[4] == replicas.ports[1] for e in after)
     moved = {prog for prog, port in home.items() if port == victim}
     assert moved and all(any(e[0] == prog for e in after) for prog in moved)  # its programs went on elsewhere
+    survivor = f"http://127.0.0.1:{replicas.ports[1]}"
+    for prog in moved:  # the same program at the survivor: the dead replica's calls counted, its in-flight lost
+        sent = calls[prog] + sum(1 for e in log if e[0] == prog)
+        answered = calls[prog] + sum(1 for e in log if e[0] == prog and e[3] == 200)
+        summary = httpx.delete(f"{survivor}/v1/programs/{prog}", timeout=30).json()
+        assert summary["status"] == "ended" and len(summary["replicas"]) == 2, summary
+        assert answered <= summary["calls"] <= sent and summary["lost_calls"] <= 1
     # the active health check has taken the dead replica out (the first reset ejected it already)
     until(lambda: stat(replicas.admin, "cluster.replicas.membership_healthy") == 1, what="the dead replica out")
 
