@@ -9,7 +9,8 @@ lapses, the estimate's evictions are ignored, and a finished call adds nothing. 
 is not (a gap the replay could not fill) its view is the estimate again: routed prompts
 stay, the estimate's evictions apply, events still apply (they are true). When it becomes
 complete again its view is rebuilt from the index. Instances without events keep the
-estimate throughout.
+estimate throughout; where the engine tells what its slots hold (`SlotsResident`, read from
+llama-server's `/slots`) those prompts top the estimate up — still an estimate.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from dataclasses import dataclass
 
 from flowserve.cache.block_index import DEFAULT_BUDGET_BYTES, BlockIndex, IndexStats
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvents, KVViewChanged
+from flowserve.types.kv import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVCacheEvents,
+    KVViewChanged,
+    SlotsResident,
+)
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
@@ -44,6 +52,7 @@ class KVViewStatus:
     blocks: int  # held by some rank
     speculative: int
     block_size_mismatches: int
+    slot_prompts: int | None = None  # estimated, topped up from the engine's slots: prompts read so far
 
 
 class _Instance:
@@ -62,6 +71,7 @@ class KVBook:
         self.settings = settings
         self.index = BlockIndex(mirror, settings.budget_bytes)
         self._inst: dict[str, _Instance] = {}
+        self._slots: dict[str, int] = {}  # instance → prompts its slots were read to hold
 
     # ------------------------------------------------------------------ instances
 
@@ -77,6 +87,7 @@ class KVBook:
             self._remirror(spec.name, 0.0)  # back up: the core dropped its view when it went down
 
     def forget(self, name: str) -> None:
+        self._slots.pop(name, None)
         if self._inst.pop(name, None) is not None:
             self.index.forget(name)
 
@@ -110,6 +121,14 @@ class KVBook:
         if ev.precise and not was:
             self._remirror(ev.instance, ev.time)
 
+    def on_slots(self, ev: SlotsResident) -> None:
+        """The engine's slots hold these prompts: cached there, whatever the estimate thought."""
+        self._slots[ev.instance] = self._slots.get(ev.instance, 0) + len(ev.prompts)
+        if self.mirror is None or self.precise(ev.instance):
+            return  # a precise view has the engine's every block already
+        for prompt in ev.prompts:
+            self.mirror.add(prompt, ev.instance, ev.time, count=False)
+
     def expire(self, now: float) -> None:
         self.index.expire(now)
 
@@ -140,7 +159,13 @@ class KVBook:
     def views(self) -> list[KVViewStatus]:
         idx = self.index
         return [KVViewStatus(name, i.precise, i.reason, idx.held_blocks(name), idx.speculative_blocks(name),
-                             i.mismatches) for name, i in self._inst.items()]
+                             i.mismatches, self._slots.get(name)) for name, i in self._inst.items()] + [
+            KVViewStatus(name, False, "the engine publishes no cache events; topped up from its slots", 0, 0, 0, n)
+            for name, n in self._slots.items() if name not in self._inst]
+
+    def publishing(self) -> bool:
+        """Whether some instance publishes cache events (the block index is in use)."""
+        return bool(self._inst)
 
     @property
     def stats(self) -> IndexStats:

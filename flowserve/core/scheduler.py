@@ -55,7 +55,7 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
-from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.kv import KVCacheEvents, KVViewChanged, SlotsResident
 from flowserve.types.peers import InstanceLoad, PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
@@ -125,6 +125,7 @@ class SchedulerCore:
             InstanceUp: self._on_instance_up,
             KVCacheEvents: self._kv.on_events,
             KVViewChanged: self._kv.on_view,
+            SlotsResident: self._kv.on_slots,
             Tick: _ignore,
             JobFinished: _ignore,  # policies see it in `observe`
             PeerLoad: peers.on_load,
@@ -265,7 +266,7 @@ class SchedulerCore:
 
     def kv_index(self) -> tuple[int, IndexStats] | None:
         """The block index's bytes and counters (None without instances that publish events)."""
-        return (self._kv.bytes, self._kv.stats) if self._kv.views() else None
+        return (self._kv.bytes, self._kv.stats) if self._kv.publishing() else None
 
     def _on_evicted(self, ev: PrefixEvicted) -> None:
         if not self._kv.keeps_estimate(ev.instance):

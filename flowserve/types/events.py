@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.kv import KVCacheEvents, KVViewChanged, SlotsResident
 from flowserve.types.peers import PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
@@ -205,4 +205,5 @@ Event = (
     | ProgramShared
     | KVCacheEvents
     | KVViewChanged
+    | SlotsResident
 )

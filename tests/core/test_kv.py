@@ -15,6 +15,7 @@ from flowserve.types.kv import (
     KVCacheEvents,
     KVEventsSpec,
     KVViewChanged,
+    SlotsResident,
 )
 
 PROMPT = tuple(range(100))  # llm("x", 100): 6 full blocks of 16 and a tail of 4
@@ -97,3 +98,17 @@ def test_routing_a_prompt_keeps_another_prompts_confirmed_blocks() -> None:
     d.feed(KVCacheEvents(0.0, "a", (BlockStored(0, tuple(range(1, 8)), None, first, 16),)))
     d.arrive(query(ScriptProgram([llm("x", 100)])))  # PROMPT: blocks 0-5 of `first`, then tokens 96..99
     assert core.prefix_hit(first, "a") == 112
+
+
+def test_slots_top_an_estimated_instance_up_and_leave_a_precise_one_alone() -> None:
+    core = make_core([kv_spec("a"), live_spec("b")], "prefix_affinity")
+    d = ScriptedDriver(core)
+    d.feed(KVViewChanged(0.0, "a", True, "ok"))
+    d.feed(SlotsResident(1.0, "b", (PROMPT[:40], PROMPT[:70])))  # another client's prompts, in b's slots
+    d.feed(SlotsResident(1.0, "a", (PROMPT,)))  # a's events say what it holds: slots add nothing
+    assert core.prefix_hit(PROMPT, "b") == 70 and core.prefix_hit(PROMPT, "a") == 0
+    views = {v.instance: v for v in core.kv_views()}
+    assert not views["b"].precise and views["b"].slot_prompts == 2 and "slots" in views["b"].reason
+    assert views["a"].precise and views["a"].slot_prompts == 1
+    d.feed(PrefixEvicted(2.0, "b", PROMPT[:70], 40))  # still an estimate: its evictions apply
+    assert core.prefix_hit(PROMPT, "b") == 40
