@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowserve.metrics.summary import min_slo_scale, slo_curve, stage_distribution, summarize
+from flowserve.sim.kv_views import CacheView
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
@@ -22,8 +23,10 @@ def evaluate(
     scales: Sequence[float] = DEFAULT_SLO_SCALES,
     standalone: Sequence[float] | None = None,
     progress: Callable[[], None] | None = None,
+    cache_view: CacheView | None = None,
 ) -> tuple[dict[str, Any], dict[float, SimResult]]:
-    """Run the policy (once per scale if it reads deadlines) and summarise.
+    """Run the policy (once per scale if it reads deadlines) and summarise; cache_view: how
+    the router learns what the engines cache (`flowserve.sim.kv_views`; None: each as configured).
 
     Latency, throughput and call figures come from the run at the largest scale.
     """
@@ -34,11 +37,11 @@ def evaluate(
     runs: dict[float, SimResult] = {}
     if aware:
         for s in scales:
-            runs[s] = simulate(cluster, workload, policy, s, standalone, jobs=JOBS)
+            runs[s] = simulate(cluster, workload, policy, s, standalone, jobs=JOBS, cache_view=cache_view)
             if progress:
                 progress()
     else:
-        result = simulate(cluster, workload, policy, None, standalone, jobs=JOBS)
+        result = simulate(cluster, workload, policy, None, standalone, jobs=JOBS, cache_view=cache_view)
         runs = dict.fromkeys(scales, result)
         if progress:
             for _ in scales:
@@ -54,5 +57,6 @@ def evaluate(
         "min_slo_scale": {"0.95": min_slo_scale(curve, 0.95), "0.99": min_slo_scale(curve, 0.99)},
         "sim_wall_s": sum(r.sim_wall_s for r in {id(r): r for r in runs.values()}.values()),
         "stage_distribution": stage_distribution(primary),
+        **({"cache_view": cache_view} if cache_view is not None else {}),
     })
     return summary, runs
