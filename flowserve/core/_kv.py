@@ -4,9 +4,11 @@ An instance with `kv_events` publishes what its prefix cache does; the driver de
 into `KVCacheEvents`, which this book applies to the block index (`flowserve.cache.
 block_index`), mirrored into the router's prefix index — the one view policies read. While
 an instance's stream is complete (`KVViewChanged(precise=True)`) its view is the index:
-a prompt routed there is speculative until the engine confirms its blocks or the TTL
-lapses, the estimate's evictions are ignored, and a finished call adds nothing. While it
-is not (a gap the replay could not fill) its view is the estimate again: routed prompts
+a prompt routed there is speculative until the engine confirms its blocks or, once its
+call left the instance, the TTL lapses (a call waiting in the engine's queue keeps it:
+under load the wait outlasts any TTL, and a router that forgot where it sent a prefix
+scatters its group); the estimate's evictions are ignored, and a finished call adds
+nothing. While it is not (a gap the replay could not fill) its view is the estimate again: routed prompts
 stay, the estimate's evictions apply, events still apply (they are true). When it becomes
 complete again its view is rebuilt from the index. Instances without events keep the
 estimate throughout; where the engine tells what its slots hold (`SlotsResident`, read from
@@ -15,6 +17,8 @@ llama-server's `/slots`) those prompts top the estimate up — still an estimate
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from flowserve.cache.block_index import DEFAULT_BUDGET_BYTES, BlockIndex, IndexStats
@@ -30,13 +34,13 @@ from flowserve.types.kv import (
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
-DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long unless the engine confirms them
+DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long after its call, unless confirmed
 
 
 @dataclass(frozen=True, slots=True)
 class KVSettings:
     """budget_bytes: the block index's memory (LRU beyond); speculative_ttl_s: how long a
-    routed prompt counts as cached on its instance before the engine confirms it."""
+    routed prompt counts as cached on its instance, unconfirmed, once its call left it."""
 
     budget_bytes: int = DEFAULT_BUDGET_BYTES
     speculative_ttl_s: float = DEFAULT_TTL_S
@@ -66,8 +70,13 @@ class _Instance:
 
 
 class KVBook:
-    def __init__(self, mirror: PrefixIndex | None, settings: KVSettings) -> None:
+    def __init__(self, mirror: PrefixIndex | None, settings: KVSettings,
+                 placed: Callable[[int], str | None] = lambda call_id: None) -> None:
+        """placed: where a live call is (None once it ended): its routed prompt stays speculative
+        there while it waits or runs."""
         self.mirror = mirror
+        self._placed = placed
+        self._renew: deque[tuple[float, int, str, Tokens]] = deque()  # (lapses at, call, instance, prompt)
         self.settings = settings
         self.index = BlockIndex(mirror, settings.budget_bytes)
         self._inst: dict[str, _Instance] = {}
@@ -130,6 +139,13 @@ class KVBook:
             self.mirror.add(prompt, ev.instance, ev.time, count=False)
 
     def expire(self, now: float) -> None:
+        ttl, q = self.settings.speculative_ttl_s, self._renew
+        while q and q[0][0] <= now:  # in order: every entry lapses one TTL after it was made
+            _, call_id, instance, prompt = q.popleft()
+            inst = self._inst.get(instance)
+            if inst is not None and inst.precise and self._placed(call_id) == instance:
+                self.index.speculate(instance, prompt, inst.block_size, None, now + ttl)  # still there: renewed
+                q.append((now + ttl, call_id, instance, prompt))
         self.index.expire(now)
 
     # ------------------------------------------------------------------ routed prompts
@@ -147,8 +163,9 @@ class KVBook:
         instance they count as cached only until the TTL, unless the engine confirms them."""
         inst = self._inst.get(instance)
         if inst is not None and inst.precise:
-            self.index.speculate(instance, call.prompt, inst.block_size, None,
-                                 now + self.settings.speculative_ttl_s)
+            until = now + self.settings.speculative_ttl_s
+            self.index.speculate(instance, call.prompt, inst.block_size, None, until)
+            self._renew.append((until, call.id, instance, call.prompt))
 
     def keeps_estimate(self, instance: str) -> bool:
         """Whether the estimate's updates (finished prompts, estimated evictions) apply."""

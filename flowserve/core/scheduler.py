@@ -94,7 +94,9 @@ class SchedulerCore:
         self._calls = CallBook(self, dispatch, queue, profile, self._predictor, prefix_index,
                                tokenizer or NoText(), max_retries, self._queries, prefill_sharing)
         self._view = self._calls.view
-        self._kv = self._calls.kv = KVBook(prefix_index, kv or KVSettings())
+        tracked = self._calls.tracked
+        self._kv = self._calls.kv = KVBook(prefix_index, kv or KVSettings(),
+                                           lambda cid: cs.instance if (cs := tracked.get(cid)) is not None else None)
         # non-LLM engines (embedding, reranker, vector DB, search) batch their ops
         self._opbook = OpBook(self, queue.cls.order_key)
         for spec in instances:

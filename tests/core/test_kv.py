@@ -57,7 +57,7 @@ def test_a_routed_prompt_is_speculative_until_confirmed() -> None:
     assert core.prefix_hit(PROMPT, "a") == 96
     d.t = 5.0
     d.finish(next(iter(d.inflight)))  # a finished call adds nothing to a precise view
-    d.feed(KVCacheEvents(6.5, "a", ()))  # any event after the TTL: the unconfirmed blocks lapse
+    d.feed(KVCacheEvents(11.5, "a", ()))  # a TTL after the call ended (at 6): the unconfirmed blocks lapse
     assert core.prefix_hit(PROMPT, "a") == 32
 
 
@@ -112,3 +112,17 @@ def test_slots_top_an_estimated_instance_up_and_leave_a_precise_one_alone() -> N
     assert views["a"].precise and views["a"].slot_prompts == 1
     d.feed(PrefixEvicted(2.0, "b", PROMPT[:70], 40))  # still an estimate: its evictions apply
     assert core.prefix_hit(PROMPT, "b") == 40
+
+
+def test_a_routed_prompt_stays_speculative_while_its_call_waits_on_the_instance() -> None:
+    """Under load a call waits longer than the TTL: the router must not forget where it sent it."""
+    core = make_core([kv_spec("a")], "prefix_affinity", kv=KVSettings(speculative_ttl_s=5.0))
+    d = ScriptedDriver(core)
+    d.feed(KVViewChanged(0.0, "a", True, "ok"))
+    d.arrive(query(ScriptProgram([llm("x", 100)])))
+    d.feed(KVCacheEvents(30.0, "a", ()))  # 30 s later, the call still queued or running: still there
+    assert core.prefix_hit(PROMPT, "a") == 96
+    d.t = 31.0
+    d.finish(next(iter(d.inflight)))  # the call left, unconfirmed: lapses within a TTL
+    d.feed(KVCacheEvents(36.1, "a", ()))
+    assert core.prefix_hit(PROMPT, "a") == 0
