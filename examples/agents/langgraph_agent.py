@@ -17,6 +17,7 @@ import argparse
 import json
 from typing import Annotated, Any, TypedDict
 
+import openai
 from langchain_core.messages import AnyMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -74,9 +75,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("question")
     ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--model", default=None, help="default: the first model the endpoint serves")
     ap.add_argument("--api-key", default=None)
     args = ap.parse_args()
+    if args.model is None:  # the first model the endpoint lists
+        models = openai.OpenAI(base_url=f"{args.url}/v1", api_key=args.api_key or "none").models.list().data
+        if not models:
+            raise SystemExit(f"{args.url} serves no model")
+        args.model = models[0].id
     print(json.dumps(run(args.url, args.model, args.question, args.api_key), indent=2, default=str))
 
 

@@ -10,6 +10,8 @@ its deadline, its stages and threads, its growing context — and schedules it a
     python examples/agents/openai_agent.py --url http://127.0.0.1:8000 --api-key sk-local-1 "Why do caches help agents?"
 
 Any OpenAI-compatible endpoint works too (`--no-program`): then each call is on its own.
+Without `--model` it runs on the first model the endpoint lists (`GET /v1/models`): the
+simulated gateway's `llama-3.1-8b`, or `smollm2` on the real-engine quick start.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ def lookup(topic: str) -> str:
 def ask(client: Any, model: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, Any]:
     r = client.chat.completions.create(model=model, messages=messages, max_tokens=max_tokens)
     return r.choices[0].message.content or "", r.usage
+
+
+def served_model(url: str, api_key: str | None) -> str:
+    """The first model the endpoint serves (`GET /v1/models`)."""
+    models = openai.OpenAI(base_url=f"{url}/v1", api_key=api_key or "none").models.list().data
+    if not models:
+        raise SystemExit(f"{url} serves no model")
+    return models[0].id
 
 
 def run_agent(client: Any, model: str, question: str, rounds: int = 2) -> dict[str, Any]:
@@ -80,11 +90,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("question")
     ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--model", default=None, help="default: the first model the endpoint serves")
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--slo-ms", type=float, default=60_000, help="the whole run's deadline")
     ap.add_argument("--no-program", action="store_true", help="plain OpenAI calls, each on its own")
     args = ap.parse_args()
+    args.model = args.model or served_model(args.url, args.api_key)
     if args.no_program:
         client = openai.OpenAI(base_url=f"{args.url}/v1", api_key=args.api_key or "none")
         print(json.dumps(run_agent(client, args.model, args.question), indent=2))

@@ -13,8 +13,10 @@ cluster's capacity (measured: the completion rate of a saturating burst). Figure
 Each scenario runs in the simulator and live — the gateway's driver (asyncio, real time)
 on simulated engines `time_scale` times faster than the modelled GPUs — with the same
 workload, side by side. Arms: `flowserve` (the defaults: tenants within their share of the
-sweet spot go first), with `reserve` (flooders also held beyond the stricter spot) and with
-the sweet-spot gate off (`gain` 0), so each mechanism's part is measured; live, the defaults.
+sweet spot go first, and beside their deadline-free calls a flooder is held to the stricter
+spot with its prefills spaced: `isolate`), without the isolation, and with neither the
+isolation nor the sweet-spot gate (`gain` 0), so each mechanism's part is measured; live,
+the defaults.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ CLUSTER = "hetero-1"
 WEIGHTS = "gold:3,free:1"
 LIGHT_RATE = 0.3  # the light tenant's normal rate (the `two-tenants` mix's)
 FLOOD = 3.0  # the heavy tenant's rate, in multiples of the cluster's capacity
-ARMS: dict[str, dict[str, Any]] = {"flowserve": {}, "flowserve, reserve": {"reserve": True},
-                                   "flowserve, no gate": {"gain": 0.0}}
+ARMS: dict[str, dict[str, Any]] = {"flowserve": {}, "flowserve, no isolation": {"isolate": False},
+                                   "flowserve, no gate": {"gain": 0.0, "isolate": False}}
 LIVE_ARMS = ("flowserve",)  # the defaults, live (each live arm replays every scenario in real time)
 GOAL_RATIO = 1.25
 GOAL_SHARE = 0.10

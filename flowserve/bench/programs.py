@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowserve.bench.programs_live import run_live
+from flowserve.bench.program_loops import MODES, loop_goals, loop_report, run_loops, run_loops_live
+from flowserve.bench.programs_live import arms_of, run_live
 from flowserve.bench.programs_setup import (
     ATTAINED,
     BASELINE,
@@ -140,7 +141,7 @@ def report(sim: dict[str, Any], live: dict[str, Any] | None) -> str:
 
 
 def run_programs_bench(out: Path, quick: bool, live: bool, seed: int, contestants: Sequence[str] | None,
-                       say: Callable[[str], None]) -> dict[str, Any]:
+                       say: Callable[[str], None], loops: bool = True) -> dict[str, Any]:
     mode = "quick" if quick else "full"
     names = list(contestants or CONTESTANTS)
     for must in (BASELINE, OURS):
@@ -150,15 +151,26 @@ def run_programs_bench(out: Path, quick: bool, live: bool, seed: int, contestant
     live_data = None
     if live:
         rate = sim["near_saturation"]
-        live_data = run_live(sim["workloads"][rate], [BASELINE, OURS], out, say)
+        live_data = run_live(sim["workloads"][rate], arms_of([BASELINE, OURS]), out, say)
         at = sim["rows"][str(rate)]
         live_data["sim_ratio"] = at[BASELINE]["mean_s"] / at[OURS]["mean_s"]
+    loop_data = loop_live = None
+    if loops:
+        loop_data = run_loops(seed, say)
+        if live:
+            loop_live = run_loops_live(loop_data, out, say)
     data = {"bench": "programs", "mode": mode, "seed": seed, "cluster": CLUSTER, "shape": SHAPE.__dict__,
             "slo_scale": SLO_SCALE, "sim": {k: v for k, v in sim.items() if k != "workloads"}, "live": live_data,
             "goals": goals(sim, live_data)}
+    if loop_data is not None:
+        data["loops"] = {mode: {k: v for k, v in loop_data[mode].items() if k != "workload"} for mode in MODES}
+        data["loops_live"] = loop_live
+        data["loop_goals"] = loop_goals(loop_data, loop_live)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "bench-programs.json", data)
     text = report(sim, live_data)
+    if loop_data is not None:
+        text += "\n".join(loop_report(loop_data, loop_live))
     (out / "bench-programs.md").write_text(text)
     say(text)
     return data

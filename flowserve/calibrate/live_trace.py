@@ -60,7 +60,10 @@ def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "
     live = live_measurements(file)
     steps = read_agent_trace(file).steps()
     wl = agent_trace(file, 1.0, None, 0, parallel=[s for s in PARALLEL_STEPS if s in steps])
-    specs = tuple(dataclasses.replace(q, arrival=live[i][0]) for i, q in enumerate(wl.queries))
+    # a gateway's record lists queries as they ended: replay them in arrival order, each
+    # keeping its line's index as its id (the live latency it is compared with)
+    specs = tuple(sorted((dataclasses.replace(q, arrival=live[i][0]) for i, q in enumerate(wl.queries)),
+                         key=lambda q: q.arrival))
     replay = dataclasses.replace(wl, queries=specs)
     result = simulate(cluster, replay, PolicySpec(dispatch, queue))
     sim_lat = {q.id: q.latency for q in result.queries if q.failed is None}

@@ -18,7 +18,9 @@ cached unless meant to be (llama-server also gets `cache_prompt: false`):
   every iteration of its prefill also decodes their tokens (llama-server and vLLM batch
   both), the shape of calls that overlap another request, which neither pure family has.
 
-Each configuration runs `repeats` times and contributes its median. The fit is
+Each configuration runs `repeats` times and contributes its median. With a time budget
+(`settings.budget_s`) a probe first measures the engine's speed and the plan is cut to fit
+(`profile_plan`); every measured point is reported through `progress` as it ends. The fit is
 `fit_coefficients` (NNLS on relative error). Engine facts — slots, context, KV capacity —
 come from llama-server's `/props` (KV capacity = per-slot context, right for
 `--kv-unified`) or vLLM/SGLang's `/v1/models` (`max_model_len`), and can be overridden.
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from flowserve.calibrate.profile_plan import EngineSpeed, ProfileSettings, fit_to_budget
 from flowserve.engines.client import EngineClient
 from flowserve.errors import FlowserveError
 from flowserve.profiles.cost_model import prefill_attended
@@ -42,34 +45,6 @@ from flowserve.profiles.fitted import FittedCostModel, Sample, fit_coefficients,
 from flowserve.profiles.slot_config import SlotConfig
 
 LLAMA_CPP_FA_TILE_Q = 64  # ggml-cpu: flash attention is tiled from this many query rows
-
-
-@dataclass(frozen=True)
-class ProfileSettings:
-    prefill_lengths: tuple[int, ...] = (16, 64, 256, 512, 1024, 2048, 3072)
-    batch_sizes: tuple[int, ...] = (1, 2, 4)
-    decode_contexts: tuple[int, ...] = (32, 1024, 2048)
-    decode_tokens: int = 64
-    cached_prefixes: tuple[int, ...] = (512, 2048)
-    cached_suffixes: tuple[int, ...] = (32, 128)  # both sides of llama.cpp's 64-row attention switch
-    narrow_prefill_tokens: int | None = None  # None: 64 for llama-server, 0 for other engines
-    repeats: int = 3
-    # whole requests (cached prefix, new tokens, output tokens): their latency beyond the
-    # fitted iterations is the profile's request_overhead_s
-    request_shapes: tuple[tuple[int, int, int], ...] = ((0, 64, 16), (512, 32, 24), (2048, 32, 24))
-    # (decoding requests, their prompt tokens, new prompt tokens) of the mixed family;
-    # decoders are capped at slots − 1
-    mixed_shapes: tuple[tuple[int, int, int], ...] = ((1, 256, 32), (1, 256, 128), (1, 1024, 512), (2, 256, 256))
-    token_budget: int = 2048  # llama-server's -b (n_batch); vLLM's max_num_batched_tokens
-    seed: int = 0
-
-    @classmethod
-    def quick(cls, **overrides: Any) -> ProfileSettings:
-        """A few seconds: enough points to fit, too few for a trustworthy profile."""
-        quick = {"prefill_lengths": (16, 128, 512), "batch_sizes": (1, 2), "decode_contexts": (16, 256),
-                 "decode_tokens": 24, "cached_prefixes": (256,), "cached_suffixes": (32,), "repeats": 1,
-                 "request_shapes": ((0, 32, 8), (256, 32, 8)), "mixed_shapes": ((1, 128, 128),)}
-        return cls(**(quick | overrides))
 
 
 @dataclass(frozen=True)
@@ -237,6 +212,17 @@ def mixed_features(decoders: int, context: int, new: int, budget: int, narrow: i
     return total
 
 
+async def probe_speed(client: EngineClient, facts: EngineFacts) -> EngineSpeed:
+    """One cold 256-token prefill and 16 decode steps (after a discarded warm-up request):
+    the speed the plan is sized with."""
+    prompts = _Prompts(facts.vocab_size, seed=12345)
+    await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
+    n = min(256, facts.max_context - 32)
+    ttft, _ = await _ttft(client, prompts.fresh(n), False)
+    step = await _decode_step(client, [prompts.fresh(16)], 16)
+    return EngineSpeed(ttft / n, step)
+
+
 def request_overhead(model: FittedCostModel, requests: Sequence[tuple[int, int, int, float]]) -> float:
     """Median of (measured − modelled) whole-request latency, never negative: what each
     request costs its caller beyond the engine's iterations."""
@@ -271,23 +257,32 @@ async def measure(client: EngineClient, facts: EngineFacts, settings: ProfileSet
     mixed = sorted({(min(d, facts.slots - 1), min(c, cap), min(n, cap)) for d, c, n in settings.mixed_shapes
                     if facts.slots > 1})
     mixed_t: dict[tuple[int, int, int], list[float]] = {m: [] for m in mixed}
-    await client.complete(prompts.fresh(8), 2, cache_prompt=False)  # warm-up, discarded
+    total = settings.repeats * (len(lengths) + len(batches) + len(prefixes) + len(mixed)
+                                + len(settings.request_shapes))
+    done = 0
+
+    def point(what: str) -> None:
+        nonlocal done
+        done += 1
+        progress(f"[{done}/{total}] {what}")
+
     for r in range(settings.repeats):
-        progress(f"round {r + 1}/{settings.repeats}: prefill")
+        rnd = f"round {r + 1}/{settings.repeats}"
         for n in lengths:
             cold[n].append((await _ttft(client, prompts.fresh(n), False))[0])
-        progress(f"round {r + 1}/{settings.repeats}: decode")
+            point(f"{rnd}: prefill {n} tokens: {cold[n][-1]:.3f} s")
         for b, c in batches:
             steps[b, c].append(await _decode_step(client, [prompts.fresh(c) for _ in range(b)], n_out))
-        progress(f"round {r + 1}/{settings.repeats}: cached prefix")
+            point(f"{rnd}: decode, batch {b} at {c} tokens: {1e3 * steps[b, c][-1]:.1f} ms per step")
         for p, suffix in prefixes:
             warm[p, suffix].append(await _cached_prefill(client, prompts, p, suffix))
-        progress(f"round {r + 1}/{settings.repeats}: mixed prefill + decode")
+            point(f"{rnd}: {suffix} tokens after {p} cached: {warm[p, suffix][-1][0]:.3f} s")
         for d, c, n in mixed:
             mixed_t[d, c, n].append(await _mixed_prefill(client, prompts, d, c, n, 4 * n_out))
-        progress(f"round {r + 1}/{settings.repeats}: whole requests")
+            point(f"{rnd}: prefill {n} tokens while {d} decode at {c}: {mixed_t[d, c, n][-1]:.3f} s")
         for p, new, out in settings.request_shapes:
             report_requests.append(await _whole_request(client, prompts, min(p, cap - new - out), new, out))
+            point(f"{rnd}: whole request ({p} cached, {new} new, {out} out): {report_requests[-1][3]:.3f} s")
 
     report = ProfileReport(facts, requests=report_requests)
     cold_t = {n: statistics.median(ts) for n, ts in cold.items()}
@@ -317,6 +312,15 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
     settings = settings or ProfileSettings()
     t0 = time.monotonic()
     facts = facts or await engine_facts(client)
+    if settings.budget_s is None:
+        await client.complete(_Prompts(facts.vocab_size, 1).fresh(8), 2, cache_prompt=False)  # warm-up, discarded
+    else:
+        speed = await probe_speed(client, facts)
+        progress(f"probe: {1 / speed.prefill_s_per_token:.0f} prompt tokens/s, {1e3 * speed.decode_step_s:.1f} ms "
+                 f"per decode step")
+        settings, cut = fit_to_budget(settings, speed)
+        if cut:
+            progress(cut)
     report = await measure(client, facts, settings, progress)
     report.wall_s = time.monotonic() - t0
     coef, quality = fit_coefficients(report.samples)

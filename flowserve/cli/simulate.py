@@ -105,6 +105,8 @@ def demo(
     rate: Annotated[float, typer.Option(help="queries per second")] = 0.5,
     every_pair: Annotated[bool, typer.Option(
         "--every-pair", help="every dispatch × queue policy pair (slow) instead of the designed pairs")] = False,
+    jobs: Annotated[int | None, typer.Option(min=1, max=64, help="policies simulated at once, one process each "
+                                                                 "(default: up to 2)")] = None,
 ) -> None:
     """Text-to-SQL on Hetero-1: every dispatch policy with FCFS and each queue policy with the
     dispatch policy it was designed with."""
@@ -114,7 +116,7 @@ def demo(
         from flowserve.bench.demo import run_demo
 
         log = None if sys.stderr.isatty() else (lambda msg: err_console.print(msg, highlight=False))
-        run_demo(out, queries, rate, console, progress_bar, log, every_pair)
+        run_demo(out, queries, rate, console, progress_bar, log, every_pair, jobs)
 
 
 @tune_app.command("alpha")

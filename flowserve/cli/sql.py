@@ -50,6 +50,8 @@ def sql_command(
         "--explain", help="show every candidate plan's estimate and the choice; runs no statement, calls no engine")
     ] = False,
     limit: Annotated[int, typer.Option(min=0, help="rows to print")] = 20,
+    chat: Annotated[bool, typer.Option("--chat", help="send each row's prompt as a user message in the model's "
+                                                      "chat template (instruct models)")] = False,
 ) -> None:
     """Run a SQL statement whose LLM(), LLM_FILTER(), LLM_NUMBER(), LLM_CHOICE(), LLM_JSON()
     calls run on a flowserve cluster through the prefix-aware planner.
@@ -70,7 +72,7 @@ def sql_command(
             cluster = "paper-l4"
         con = fsql.connect(cluster=cluster, gateway=gateway, optimize=optimize, on_error=on_error,
                            cache=cache, seed=seed, on_progress=_progress_line, api_key=api_key,
-                           query_class=query_class, external_access=True)  # type: ignore[arg-type]
+                           query_class=query_class, external_access=True, chat=chat)  # type: ignore[arg-type]
         try:
             for t in table or ():
                 con.register(*parse_table_arg(t))
@@ -155,3 +157,27 @@ def bench_llmsql(
         from flowserve.bench.llmsql import run_llmsql_bench
 
         run_llmsql_bench(names, rows, json_out or Path("out/bench-llmsql.json"), console)
+
+
+@bench_app.command("llmsql-reorder")
+def bench_llmsql_reorder(
+    url: Annotated[str, typer.Option(help="base URL of the engine (llama-server with a real model; no /v1)")],
+    profile: Annotated[Path, typer.Option(help="the engine's profile (flowserve profile)")],
+    rows: Annotated[int, typer.Option(min=1, max=1000, help="reviews of the shipped movie table")] = 40,
+    json_out: Annotated[Path | None, output_file("--json")] = Path("out/bench-llmsql-reorder.json"),
+) -> None:
+    """How often the planner's reordering of a row's fields changes a real model's answer:
+    one LLM_CHOICE statement in the statement's field order and in the planner's, greedy."""
+    with user_errors():
+        from flowserve.bench.llmsql_reorder import reorder_effect, review_rows
+        from flowserve.calibrate.validate import engine_instance
+        from flowserve.metrics.tables import write_json
+
+        data = reorder_effect([engine_instance(url, profile)], review_rows(rows))
+        console.print(f"{data['changed']} of {data['rows']} answers changed when the planner reordered the fields "
+                      f"({100 * data['changed_share']:.0f}%)", highlight=False)
+        for transition, n in data["transitions"].items():
+            console.print(f"  {transition}: {n}", highlight=False)
+        if json_out:
+            write_json(json_out, data)
+            console.print(f"json: {json_out}", highlight=False)

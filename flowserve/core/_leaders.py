@@ -18,6 +18,7 @@ follower's prompt: waiting pays only when the shared part dominates its prefill.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,17 +40,11 @@ class PrefillSharing:
 DEFAULT_SHARING = PrefillSharing()
 
 
-def shared_prefix(a: Tokens, b: Tokens) -> int:
-    """Length of the common prefix of two token tuples (binary search on slice equality:
-    the comparisons run in C)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def shares_prefix(a: Tokens, b: Tokens, n: float) -> bool:
+    """Do two token tuples share their first n tokens? One slice comparison (it runs in C),
+    where finding the common prefix's length would take log₂(len) of them."""
+    k = math.ceil(n)
+    return len(a) >= k and len(b) >= k and a[:k] == b[:k]
 
 
 class PrefillLeaders:
@@ -86,7 +81,7 @@ class PrefillLeaders:
             assert leader.call is not None
             if leader.instance == target or leader.node.model != cs.node.model:
                 continue  # the same engine shares the prefix in its batch
-            if shared_prefix(leader.call.prompt, prompt) >= need:
+            if shares_prefix(leader.call.prompt, prompt, need):
                 self._followers[leader.id].append(cs)
                 self._leader_of[cs.id] = leader
                 return leader

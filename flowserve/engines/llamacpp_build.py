@@ -4,12 +4,14 @@
 
 The `llama-cpp-python` sdist ships the llama.cpp sources. `ensure_llama_server`
 reuses `CACHE/llama_cpp_python-VERSION.tar.gz` or fetches it with `pip download
---no-binary :all: --no-deps`, extracts `vendor/llama.cpp`, builds the cmake target
-`llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
+--no-binary llama-cpp-python --no-deps` (that sdist alone: `:all:` would also build its
+build backends from source, minutes of silence), extracts `vendor/llama.cpp`, builds the
+cmake target `llama-server` statically (no OpenSSL, no curl, portable AVX2 code) and installs the binary
 as `CACHE/llama-server-VERSION/llama-server`. CACHE is `$FLOWSERVE_CACHE_DIR`, else
 `$XDG_CACHE_HOME/flowserve`, else `~/.cache/flowserve`; `$FLOWSERVE_LLAMA_SERVER` names a
 ready binary and skips all of this. A file lock per version makes concurrent callers (two
-pytest sessions) build once; the others wait and reuse the result. Missing cmake or
+pytest sessions) build once; the others say that they wait, then reuse the result. The
+build reports its progress every 10% of cmake's steps. Missing cmake or
 compilers, a failed download or a failed build raise `FlowserveError` with the cause.
 The process that runs it is `flowserve.engines.llamacpp_server.LlamaServer`.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,11 +55,17 @@ def binary_path(version: str = DEFAULT_VERSION, root: Path | None = None) -> Pat
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Exclusive advisory lock held while the block runs (released if the process dies)."""
+def file_lock(path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Exclusive advisory lock held while the block runs (released if the process dies);
+    `on_wait` hears it when another process holds the lock, before this one waits."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(f"waiting for another process that holds {path} (building or fetching the same thing)")
+            fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -76,7 +85,7 @@ def ensure_llama_server(version: str = DEFAULT_VERSION, *, cache_dir: Path | Non
     if os.access(target, os.X_OK):
         return target
     say = progress or (lambda _msg: None)
-    with file_lock(root / f"llama-server-{version}.lock"):
+    with file_lock(root / f"llama-server-{version}.lock", say):
         if os.access(target, os.X_OK):  # another process built it while we waited
             return target
         _require_tools()
@@ -86,7 +95,7 @@ def ensure_llama_server(version: str = DEFAULT_VERSION, *, cache_dir: Path | Non
             say(f"extracting llama.cpp from {sdist.name}")
             src = _extract_llama_cpp(sdist, work)
             say(f"building llama-server {version} (takes minutes; log: {work / 'build.log'})")
-            built = _cmake_build(src, work / "build", work / "build.log", jobs or os.cpu_count() or 1)
+            built = _cmake_build(src, work / "build", work / "build.log", jobs or os.cpu_count() or 1, say)
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(".tmp")
             shutil.copy2(built, tmp)
@@ -119,10 +128,11 @@ def fetch_sdist(version: str, root: Path, say: Callable[[str], None] = lambda _m
     cached = root / f"llama_cpp_python-{version}.tar.gz"
     if cached.exists():
         return cached
-    say(f"downloading llama-cpp-python=={version} sdist")
+    say(f"downloading the llama-cpp-python=={version} sdist (about 77 MB) with pip")
+    root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+            [sys.executable, "-m", "pip", "download", "--no-binary", "llama-cpp-python", "--no-deps",
              "--disable-pip-version-check", "-d", tmp, f"llama-cpp-python=={version}"],
             capture_output=True, text=True, check=False)
         found = sorted(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
@@ -144,17 +154,42 @@ def _extract_llama_cpp(sdist: Path, dest: Path) -> Path:
     return dest / members[0].name.split("/")[0] / "vendor" / "llama.cpp"
 
 
-def _cmake_build(src: Path, build: Path, log: Path, jobs: int) -> Path:
+# ninja prints `[12/150] Building ...`, make `[ 45%] Building ...`
+_STEP = re.compile(r"^\[\s*(?:(\d+)/(\d+)|(\d+)%)\]")
+
+
+def build_percent(line: str) -> int | None:
+    """How far a cmake build is, from one line of its output (ninja's or make's)."""
+    m = _STEP.match(line)
+    if m is None:
+        return None
+    if m.group(3) is not None:
+        return int(m.group(3))
+    return 100 * int(m.group(1)) // max(1, int(m.group(2)))
+
+
+def _cmake_build(src: Path, build: Path, log: Path, jobs: int,
+                 say: Callable[[str], None] = lambda _m: None) -> Path:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     steps = [
         ["cmake", "-S", str(src), "-B", str(build), *generator, *CMAKE_FLAGS],
         ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)],
     ]
+    reported = 0
     with open(log, "w") as fh:
         for cmd in steps:
             fh.write(f"$ {' '.join(cmd)}\n")
             fh.flush()
-            if subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode != 0:
+            with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  errors="replace") as proc:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    fh.write(line)
+                    pct = build_percent(line)
+                    if pct is not None and pct >= reported + 10:
+                        reported = pct - pct % 10
+                        say(f"building llama-server: {reported}%")
+            if proc.returncode != 0:
                 fh.close()
                 tail = log.read_text(errors="replace").strip().splitlines()[-15:]
                 raise FlowserveError("building llama-server failed:\n" + "\n".join(tail))

@@ -58,7 +58,7 @@ from typing import Literal
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.policies.base import DispatchPolicy
-from flowserve.policies.flowserve_queue import occupancy
+from flowserve.policies.flowserve_gate import occupancy
 from flowserve.policies.preble_costs import overloaded
 from flowserve.policies.urgency import remaining_costs
 

@@ -1,11 +1,15 @@
-"""flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`):
-interactive calls by Hexgen urgency with VTC weighted fair shares across tenants (the
-core keeps the accounts, weighted by this policy's `tenant_weights`), batch calls as
-capped FCFS filler. Interactive calls without a deadline come after those with one,
-least attained service of their query first (a program's engine seconds so far,
-Autellix's PLAS), so short programs are not held behind long ones. It also keeps the
-per-instance sums dispatch policies may read (`QueuePolicy.waiting_work_s` and the rest:
-work and prefill waiting, prefill still owed by running calls)."""
+"""flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`).
+
+Order: calls with a deadline by Hexgen urgency; a program's calls (a workflow whose
+client decides each next call) by the Gittins index of its call count learned online
+(`flowserve_programs`) while its deadline is not at risk; other deadline-free calls
+least attained service first. Across tenants, VTC weighted fair shares (the core keeps
+the accounts, weighted by this policy's `tenant_weights`), and tenants within their
+weighted share of the engine's sweet spot go before those over it. Batch calls are
+capped FCFS filler with a floor. How many calls the engine runs at once is the gate's
+(`flowserve_gate`). It also keeps the per-instance sums dispatch policies may read
+(`QueuePolicy.waiting_work_s` and the rest: work and prefill waiting, prefill still owed
+by running calls)."""
 
 from __future__ import annotations
 
@@ -16,9 +20,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from flowserve.core.state import CallState, InstanceState, replica_share
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
-from flowserve.policies.queue_books import Ahead, RunningBook, WaitingTally
+from flowserve.policies.flowserve_gate import Gate, batch_gap, engine_slots, entitled_slots, gate_limit, hurt_by
+from flowserve.policies.flowserve_programs import ProgramBook
+from flowserve.policies.queue_books import Ahead, RunningBook, ServiceMeter, WaitingTally
 from flowserve.policies.urgency import UrgencyQueue
-from flowserve.profiles.sweet_spot import DEFAULT_GAIN, SweetSpots
+from flowserve.profiles.sweet_spot import DEFAULT_GAIN
 
 NO_DEADLINE = -1e18  # the urgency key of calls without a deadline, before their attained service
 
@@ -32,71 +38,47 @@ def _group(cs: CallState) -> str | None:
     return None if is_batch(cs) else cs.query.query.tenant
 
 
-def batch_gap(prefill_s: float, share: float) -> float:
-    """Seconds before the next batch call may start beside interactive calls: a prefill
-    stalls their decode steps (chunked prefill shares the iterations), so spacing batch
-    prefills by prefill / share keeps them to at most `share` of the engine's time (1:
-    one batch prefill at a time)."""
-    return prefill_s / share
-
-
-def entitled_slots(weight: float, active_weights: float, spot: int) -> float:
-    """A tenant's weighted share of the engine's sweet spot among the tenants with calls
-    running or waiting there: spot × w / Σ w (weighted fair queueing's share, in slots)."""
-    return spot * weight / active_weights if active_weights > 0 else float(spot)
-
-
-def engine_slots(inst: InstanceState) -> int:
-    """The sequences the engine may run at once: its slots, or `max_inflight` if fewer."""
-    slots = inst.spec.engine.max_num_seqs
-    return min(slots, inst.spec.max_inflight) if inst.spec.max_inflight else slots
-
-
-def occupancy(inst: InstanceState) -> float:
-    """How full the engine is: the larger of its sequence slots and KV memory in use."""
-    slots = (len(inst.running) + inst.peer_running) / max(1, engine_slots(inst))  # peer replicas' calls too
-    kv = 0.0
-    cap = inst.kv_capacity
-    if cap and inst.spec.reports_capacity and inst.kv_free < cap:
-        kv = 1.0 - max(inst.kv_free, 0) / cap
-    return min(1.0, max(slots, kv))
-
-
 class FlowserveQueue(UrgencyQueue):
     name = "flowserve"
     uses_deadline = True
 
     def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
-                 gain: float = DEFAULT_GAIN, batch_share: float = 1.0,
-                 batch_gain: float = 0.8, tenant_memory_s: float = 30.0, reserve: bool = False) -> None:
+                 gain: float = DEFAULT_GAIN, batch_share: float = 1.0, batch_gain: float = 0.8,
+                 tenant_memory_s: float = 30.0, adapt: bool = True, batch_floor: bool = True,
+                 isolate: bool = True, flood_share: float = 0.1, programs: bool = True,
+                 rate_window_s: float = 60.0) -> None:
         super().__init__()
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")
-        self.tenant_weights = parse_weights(tenant_weights)  # the core's VTC accounts use them
-        self.fair_slack = fair_slack
-        self.gain = gain
-        if not 0.0 < batch_share <= 1.0:
-            raise ValueError(f"batch_share must be in (0, 1], got {batch_share}")
-        self.batch_share = batch_share
-        self.batch_gain = batch_gain
+        for name, share in (("batch_share", batch_share), ("flood_share", flood_share)):
+            if not 0.0 < share <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {share}")
         if tenant_memory_s < 0:
             raise ValueError(f"tenant_memory_s must be ≥ 0, got {tenant_memory_s}")
+        self.tenant_weights = parse_weights(tenant_weights)  # the core's VTC accounts use them
+        self.fair_slack = fair_slack
+        self.gain, self.batch_gain, self.batch_share, self.flood_share = gain, batch_gain, batch_share, flood_share
         self.tenant_memory_s = tenant_memory_s
-        self.reserve = reserve
+        self.adapt, self.batch_floor, self.isolate, self.programs = adapt, batch_floor, isolate, programs
+        self._gate = Gate(gain, batch_gain, rate_window_s)
+        self._programs = ProgramBook()
+        self._meter = ServiceMeter()  # engine seconds per program call: the at-risk margin
         self._seen: dict[str, float] = {}  # tenant → when its last call was released here
         self._over: set[str] = set()  # the tenants over their share at the last `select` (`_over_share`)
-        self._beside_spots = SweetSpots(batch_gain)
-        self._spots = SweetSpots(gain)  # raises on a gain outside [0, 1]
+        self._pressed = False  # the first waiting call at the last `select` was at risk (`_scan`)
         self._batch: OrderedDict[int, CallState] = OrderedDict()
         self._tally = WaitingTally()  # per tenant's interactive calls, and the batch calls (None)
         self._prefill: dict[int, float] = {}  # waiting call → prefill seconds
         self._running = RunningBook()
-        self._next_batch = -math.inf  # when batch work may start its next call beside interactive ones
-        self._batch_pick: int | None = None  # the batch call `select` named last
+        # when batch work (and a tenant over its share beside shielded calls) may start its next call
+        self._next = {"batch": -math.inf, "flood": -math.inf}
+        self._picked: tuple[str, int] | None = None  # what `select` named last, if held back by a gap
         self._view: ClusterView | None = None
 
     def bind(self, view: ClusterView) -> None:
         self._view = view
+
+    # ------------------------------------------------------------------ the calls waiting
 
     def push(self, cs: CallState) -> None:
         pf = self._prefill[cs.id] = self._prefill_s(cs)
@@ -104,31 +86,37 @@ class FlowserveQueue(UrgencyQueue):
         if is_batch(cs):
             self._batch[cs.id] = cs
             return
+        self._gate.queued(cs, pf, self._view.now if self._view is not None else 0.0)
+        if self.programs and cs.query.run.workflow.learns_remaining:
+            self._programs.saw(cs.query)
+            self._meter.saw(cs)
         super().push(cs)
-
-    def running_prefill_s(self, inst: InstanceState, now: float) -> float:
-        """Prefill seconds the running calls still owe (prefills share the token budget:
-        they go one after the other, while decodes share the batch)."""
-        self._running.sync(inst)
-        return self._running.prefill_owed_s(now)
 
     def remove(self, cs: CallState, released: bool) -> None:
         pf = self._prefill.pop(cs.id, 0.0)
         self._tally.remove(_group(cs), cs.t_comp, pf)
         view = self._view
         if released and view is not None:
-            inst = view.instances.get(cs.instance or "")
-            if inst is not None:
-                self._running.sync(inst)
-            self._running.start(cs, view.now, pf)
-            if not is_batch(cs):
-                self._seen[cs.query.query.tenant] = view.now
-            if cs.id == self._batch_pick:
-                self._next_batch = view.now + batch_gap(pf, self.batch_share)
+            self._started(cs, view, pf)
         if cs.id in self._batch:
             del self._batch[cs.id]
             return
+        self._gate.left(cs, pf)
         super().remove(cs, released)
+
+    def _started(self, cs: CallState, view: ClusterView, pf: float) -> None:
+        self._pressed = False  # it was about the call `select` named: the next scan says anew
+        inst = view.instances.get(cs.instance or "")
+        fragile = False
+        if inst is not None:
+            self._running.sync(inst)
+            fragile = self._fragile(cs, inst, view.now)
+        self._running.start(cs, view.now, pf, fragile, self._shielded(cs))
+        if not is_batch(cs):
+            self._seen[cs.query.query.tenant] = view.now
+        if self._picked is not None and self._picked[1] == cs.id:
+            kind = self._picked[0]
+            self._next[kind] = view.now + batch_gap(pf, self.batch_share if kind == "batch" else self.flood_share)
 
     def _prefill_s(self, cs: CallState) -> float:
         """Seconds the call's uncached prompt holds the engine's token budget."""
@@ -139,11 +127,26 @@ class FlowserveQueue(UrgencyQueue):
         uncached = cs.input_tokens - view.cached_tokens(cs, inst)
         return inst.cost.prefill_time(uncached, cs.input_tokens - uncached) if uncached > 0 else 0.0
 
+    def __len__(self) -> int:
+        return len(self._q) + len(self._batch)
+
+    def __iter__(self) -> Iterator[CallState]:
+        yield from self._q.values()
+        yield from self._batch.values()
+
+    # ------------------------------------------------------------------ what dispatch may read
+
     def waiting_work_s(self) -> float:
         return self._tally.total().work_s
 
     def waiting_prefill_s(self) -> float:
         return self._tally.total().prefill_s
+
+    def running_prefill_s(self, inst: InstanceState, now: float) -> float:
+        """Prefill seconds the running calls still owe (prefills share the token budget:
+        they go one after the other, while decodes share the batch)."""
+        self._running.sync(inst)
+        return self._running.prefill_owed_s(now)
 
     def batch_waiting(self) -> int:
         return len(self._batch)
@@ -163,65 +166,83 @@ class FlowserveQueue(UrgencyQueue):
         over = self._over if tenant not in self._over else ()
         return self._tally.total(lambda g: g is not None and (g == tenant or (counter(g) <= limit and g not in over)))
 
-    def __len__(self) -> int:
-        return len(self._q) + len(self._batch)
-
-    def __iter__(self) -> Iterator[CallState]:
-        yield from self._q.values()
-        yield from self._batch.values()
-
     def running_context(self, inst: InstanceState) -> float:
         self._running.sync(inst)
         return self._running.context_sum()
 
     def batch_limit(self, inst: InstanceState) -> int:
-        """The engine's sweet spot at its running batch's context (`flowserve.profiles.sweet_spot`):
-        beyond it an added call slows every running one more than it adds throughput, so the
-        rest wait here, where urgency, fair shares and the batch filler order them."""
+        """How many interactive calls the engine runs at once (`flowserve_gate`): its sweet
+        spot at the running calls' context while nobody waits or the open gate would hurt a
+        fragile call; its slots otherwise. A call sent here meets it with itself waiting."""
+        return self._limit(inst, 1)
+
+    # ------------------------------------------------------------------ the gate
+
+    def _limit(self, inst: InstanceState, joining: int) -> int:
+        """`batch_limit` with `joining` more interactive calls waiting than wait now."""
         book = self._running
         book.sync(inst)
-        return self._spots(inst.cost, book.context(), engine_slots(inst))
+        ctx = book.context()
+        spot = self._gate.spot(inst, ctx)
+        waiting = len(self._q) + joining
+        if not self.adapt or not waiting:
+            return spot
+        view = self._view
+        overloaded = view is not None and bool(book.fragile) and not self._pressed and \
+            self._gate.overloaded(inst, ctx, view.now)
+        return gate_limit(spot, engine_slots(inst), waiting, book.fragile, self._pressed, overloaded)
 
-    def _beside(self, inst: InstanceState) -> int:
-        """The batch size batch work may grow to beside interactive calls: the sweet spot at
-        `batch_gain`, where those calls' decode steps are at most 1/√batch_gain slower."""
-        return self._beside_spots(inst.cost, self._running.context(), engine_slots(inst))
+    def _fragile(self, cs: CallState, inst: InstanceState, now: float) -> bool:
+        """A call being released that opening the gate would hurt: a call with a deadline, of a
+        tenant within its share (a flooder is not protected from its own backlog), whose
+        urgency fits its budget in a batch at the spot but not in the batch of every call here."""
+        if not self.adapt or cs.query.query.deadline is None or is_batch(cs) or cs.query.query.tenant in self._over:
+            return False
+        entry = self._keys.get(cs.id)
+        if entry is None:
+            return False
+        ctx = self._running.context()
+        present = len(inst.running) + len(self._q)  # every interactive call here, this one included
+        narrow = min(self._gate.spot(inst, ctx), present)
+        wide = min(engine_slots(inst), present)
+        return wide > narrow and hurt_by(entry[1] + now, cs.t_comp, self._gate.slowdown(inst, ctx, narrow, wide))
 
-    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        limit = replica_share(self.batch_limit(inst), inst)  # peer replicas' calls fill the spot too
-        if self._q:
-            if self._running.interactive >= limit:
-                return None  # batch calls running do not hold interactive ones back: they end soon
-            top = self._fair_select(inst, view) if len(inst.waiting_tenants) > 1 else super().select(inst, view)
-            if top is None:
-                return None
-            over = self._over_share(inst, view, limit)
-            if top.query.query.tenant not in over:
-                return top
-            under = self._most_urgent(lambda c: c.query.query.tenant not in over)
-            if under is not None:
-                return under  # a tenant within its share of the spot goes first
-            if self.reserve and len(inst.running) >= self._beside(inst):
-                return None  # `reserve`: the flooder stays below the stricter spot
-            return top
-        if not self._batch or len(inst.running) >= limit:
-            return None
-        if self._running.interactive and (view.now < self._next_batch or len(inst.running) >= self._beside(inst)):
-            return None  # beside interactive calls: a smaller batch, one batch prefill at a time (`batch_gap`)
-        top = next(iter(self._batch.values()))
-        self._batch_pick = top.id
-        return top
+    def _shielded(self, cs: CallState) -> bool:
+        """A deadline-free interactive call of a tenant within its share while another tenant
+        is over its share here (`isolate`): its only contract is to be served as if alone,
+        so while it runs the tenants over their share are held like batch work."""
+        q = cs.query.query
+        return self.isolate and bool(self._over) and q.deadline is None and q.cls != "batch" \
+            and q.tenant not in self._over
+
+    def _floor(self, inst: InstanceState, view: ClusterView, spot: int) -> bool:
+        """Batch work's floor (`batch_floor`): while interactive calls wait, a batch call still
+        starts while the batch calls running hold less than their weighted share of the
+        spot, the batch work's tenant counted among the active tenants (`entitled_slots`).
+        `select` takes it from the waiting calls' slack: while the first of them is at risk,
+        only up to one batch call running (batch work still progresses, never starved)."""
+        if not (self.batch_floor and self._batch):
+            return False
+        book = self._running
+        batch_running = len(book) - book.interactive
+        weight = view.tenants.weight
+        w = weight(next(iter(self._batch.values())).query.query.tenant)
+        active = self._active(inst, view)
+        return batch_running < entitled_slots(w, w + sum(weight(t) for t in active), spot)
+
+    def _active(self, inst: InstanceState, view: ClusterView) -> set[str]:
+        """The interactive tenants with calls running or waiting here, or released here within
+        `tenant_memory_s`."""
+        horizon = view.now - self.tenant_memory_s
+        return {t for t, seen in self._seen.items() if seen >= horizon}.union(self._running.tenants,
+                                                                             inst.waiting_tenants)
 
     def _over_share(self, inst: InstanceState, view: ClusterView, spot: int) -> set[str]:
         """Tenants running at least their weighted share of the sweet spot (`entitled_slots`)
         while another tenant has calls here or had within `tenant_memory_s`: the others'
-        calls go first, and interactive waits do not count theirs. With `reserve` they also
-        wait beyond the stricter spot when nobody else waits, so a light tenant's calls find
-        a batch near the size they would find alone (a flood cannot fill the engine around
-        them) at the price of throughput; a lone tenant always gets the whole spot."""
+        calls go first, and interactive waits do not count theirs; a lone tenant is never over."""
         running = self._running.tenants
-        horizon = view.now - self.tenant_memory_s
-        active = {t for t, seen in self._seen.items() if seen >= horizon}.union(running, inst.waiting_tenants)
+        active = self._active(inst, view)
         if len(active) < 2:
             self._over = set()
             return self._over
@@ -230,16 +251,47 @@ class FlowserveQueue(UrgencyQueue):
         self._over = {t for t, n in running.items() if n >= entitled_slots(weight(t), total, spot)}
         return self._over
 
-    def _most_urgent(self, keep) -> CallState | None:
-        best, best_key = None, -math.inf
-        for cs in self._q.values():
-            if not keep(cs):
-                continue
-            entry = self._keys.get(cs.id)
-            key = entry[1] if entry is not None else -math.inf
-            if best is None or key > best_key:
-                best, best_key = cs, key
-        return best
+    def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
+        limit = replica_share(self._limit(inst, 0), inst)  # peer replicas' calls fill the spot too
+        book = self._running
+        ctx = book.context()
+        spot = self._gate.spot(inst, ctx)
+        now = view.now
+        self._picked = None
+        if self._q:
+            floor = self._floor(inst, view, spot)
+            if not floor and book.interactive >= limit:
+                return None  # batch calls running do not hold interactive ones back: they end soon
+            multi = len(inst.waiting_tenants) > 1
+            top, tenants = self._scan(inst, view, multi)
+            if floor and (not self._pressed or len(book) == book.interactive):
+                return self._pick("batch", next(iter(self._batch.values())))  # the floor (`_floor`)
+            if top is None or book.interactive >= limit:
+                return None
+            if multi:
+                top = self._fair(top, tenants, inst, view)
+            over = self._over_share(inst, view, spot)
+            if top.query.query.tenant not in over:
+                return top
+            under = max((v for t, v in tenants.items() if t not in over), default=None)
+            if under is not None:
+                return under[2]  # a tenant within its share of the spot goes first
+            if book.shielded:  # beside shielded calls the flooder is held like batch work
+                if now < self._next["flood"] or len(inst.running) >= self._gate.beside(inst, ctx):
+                    return None
+                return self._pick("flood", top)
+            return top
+        if not self._batch or len(inst.running) >= limit:
+            return None
+        if book.interactive and (now < self._next["batch"] or len(inst.running) >= self._gate.beside(inst, ctx)):
+            return None  # beside interactive calls: a smaller batch, one batch prefill at a time (`batch_gap`)
+        return self._pick("batch", next(iter(self._batch.values())))
+
+    def _pick(self, kind: str, cs: CallState) -> CallState:
+        self._picked = (kind, cs.id)
+        return cs
+
+    # ------------------------------------------------------------------ the order
 
     def _static_key(self, cs: CallState, version: int, view: ClusterView,
                     peers: Sequence[InstanceState]) -> float:
@@ -247,13 +299,56 @@ class FlowserveQueue(UrgencyQueue):
             return NO_DEADLINE - cs.query.service_s
         return super()._static_key(cs, version, view, peers)
 
-    def _fair_select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
-        """The most urgent call, unless its tenant is more than fair_slack weighted tokens
-        ahead of the least-served backlogged tenant: then that tenant's most urgent call."""
-        top = super().select(inst, view)
-        assert top is not None
+    def _fair(self, top: CallState, tenants: dict[str, tuple], inst: InstanceState, view: ClusterView) -> CallState:
+        """The first call, unless its tenant is more than fair_slack weighted tokens ahead of
+        the least-served backlogged tenant: then that tenant's first call."""
         ledger = view.tenants
         poorest = min(inst.waiting_tenants, key=ledger.counter)
         if ledger.counter(top.query.query.tenant) - ledger.counter(poorest) <= self.fair_slack:
             return top
-        return self._most_urgent(lambda c: c.query.query.tenant == poorest) or top
+        best = tenants.get(poorest)
+        return best[2] if best is not None else top
+
+    def _scan(self, inst: InstanceState, view: ClusterView,
+              by_tenant: bool) -> tuple[CallState | None, dict[str, tuple]]:
+        """One pass over the interactive calls: the first in the queue's order (`_order`), and
+        with `by_tenant` each tenant's first as (key, −position, call). Notes whether the
+        first is at risk: its urgency within its own service of its budget."""
+        best, best_key, best_u = None, None, 0.0
+        tenants: dict[str, tuple] = {}
+        keys = self._keys
+        peers: list[InstanceState] | None = None
+        now = view.now
+        for pos, cs in enumerate(self._q.values()):
+            version = len(cs.query.run.results)
+            entry = keys.get(cs.id)
+            if entry is None or entry[0] != version:
+                if peers is None:
+                    peers = view.up_instances(inst.spec.model)
+                entry = (version, self._static_key(cs, version, view, peers))
+                keys[cs.id] = entry
+            key = self._order(cs, entry[1], now)
+            if best_key is None or key > best_key:
+                best, best_key, best_u = cs, key, entry[1]
+            if by_tenant:
+                tenant = cs.query.query.tenant
+                mine = tenants.get(tenant)
+                if mine is None or key > mine[0]:
+                    tenants[tenant] = (key, -pos, cs)
+        self._pressed = best is not None and best.query.query.deadline is not None and best_u + now > -best.t_comp
+        return best, tenants
+
+    def _order(self, cs: CallState, static: float, now: float) -> tuple[int, float]:
+        """A call's place, highest first: (2) calls with a deadline by Hexgen urgency — a
+        program's only while its deadline is at risk and can still be met (its urgency
+        within one call's observed service below its budget: it fits now, not after
+        waiting one more call); (1) a program's other calls by the Gittins index of its
+        next call per second of the call's predicted service (`flowserve_programs`); (0)
+        other calls without a deadline, least attained service first."""
+        qs = cs.query
+        deadline = qs.query.deadline is not None
+        if not (self.programs and qs.run.workflow.learns_remaining):
+            return (2, static) if deadline else (0, static)
+        if deadline and -self._meter.mean_s(cs.t_comp) < static + now <= 0.0:
+            return (2, static)
+        return (1, self._programs.index(qs, now) / max(cs.t_comp, 1e-9))

@@ -14,7 +14,10 @@ behind long ones, with no knowledge of how long a program will run:
 As in Autellix, priorities are discretised into `levels` queues (level i holds service
 in [q·g^(i−1), q·g^i), `quantum_s` q and `growth` g; FCFS inside a level), and a call
 whose wait exceeds `starvation` × its program's service (at least one quantum) is
-promoted to the first level. Autellix also preempts running calls at quantum ends; the
+promoted to the first level. The quantum defaults to the engine seconds one call takes,
+as observed on the programs served (`ServiceMeter`; the first call's predicted service
+before any finished): a fixed second would put every short program of a fast engine in
+the first level, where the order is FCFS. Autellix also preempts running calls at quantum ends; the
 core releases calls to engines and never preempts them, so only the queue order applies.
 The core keeps the accounts (`QueryState.service_s`, `QueryState.path_service`).
 """
@@ -27,6 +30,7 @@ from collections.abc import Iterator
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.policies.base import QueuePolicy
+from flowserve.policies.queue_books import ServiceMeter
 
 
 def priority_level(service_s: float, quantum_s: float, growth: float, levels: int) -> int:
@@ -48,13 +52,21 @@ class PLASQueue(QueuePolicy):
     name = "plas"
     path = False  # ATLAS: attained service along the critical path
 
-    def __init__(self, quantum_s: float = 1.0, growth: float = 2.0, levels: int = 8,
+    def __init__(self, quantum_s: float | None = None, growth: float = 2.0, levels: int = 8,
                  starvation: float = 8.0) -> None:
-        if quantum_s <= 0 or growth <= 1 or levels < 1 or starvation <= 0:
-            raise ValueError(f"need quantum_s > 0, growth > 1, levels ≥ 1 and starvation > 0; got {quantum_s}, "
-                             f"{growth}, {levels}, {starvation}")
+        if (quantum_s is not None and quantum_s <= 0) or growth <= 1 or levels < 1 or starvation <= 0:
+            raise ValueError(f"need quantum_s > 0 (or none: observed), growth > 1, levels ≥ 1 and starvation > 0; "
+                             f"got {quantum_s}, {growth}, {levels}, {starvation}")
         self.quantum_s, self.growth, self.levels, self.starvation = quantum_s, growth, levels, starvation
         self._q: dict[int, CallState] = {}
+        self._meter = ServiceMeter()
+        self._first: float | None = None  # the first call's predicted service (before any finished)
+
+    def quantum(self) -> float:
+        """`quantum_s`, or the observed engine seconds per call."""
+        if self.quantum_s is not None:
+            return self.quantum_s
+        return self._meter.mean_s(self._first or 1.0)
 
     def service(self, cs: CallState) -> float:
         qs = cs.query
@@ -62,6 +74,9 @@ class PLASQueue(QueuePolicy):
 
     def push(self, cs: CallState) -> None:
         self._q[cs.id] = cs
+        self._meter.saw(cs)
+        if self._first is None and cs.t_comp > 0:
+            self._first = cs.t_comp
 
     def remove(self, cs: CallState, released: bool) -> None:
         del self._q[cs.id]
@@ -75,10 +90,11 @@ class PLASQueue(QueuePolicy):
     def select(self, inst: InstanceState, view: ClusterView) -> CallState | None:
         best, best_key = None, (math.inf, math.inf)
         now = view.now
+        quantum = self.quantum()
         for cs in self._q.values():
             service = self.service(cs)
-            level = 0 if starved(now - cs.enqueued, service, self.quantum_s, self.starvation) else \
-                priority_level(service, self.quantum_s, self.growth, self.levels)
+            level = 0 if starved(now - cs.enqueued, service, quantum, self.starvation) else \
+                priority_level(service, quantum, self.growth, self.levels)
             key = (level, cs.enqueued)
             if key < best_key:
                 best, best_key = cs, key

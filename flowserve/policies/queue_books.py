@@ -10,6 +10,7 @@ many of them are interactive.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from flowserve.core.state import CallState, InstanceState
@@ -23,38 +24,55 @@ class Started:
     start: float  # release time
     prefill_s: float  # seconds its uncached prompt holds the token budget
     context: float  # prompt + half the predicted output
+    fragile: bool = False  # a deadline a bigger batch would make it miss (`flowserve_gate`)
+    shielded: bool = False  # to be served as if alone beside a tenant over its share (`flowserve_gate`)
 
 
 class RunningBook:
-    __slots__ = ("_calls", "_context", "interactive", "tenants")
+    __slots__ = ("_calls", "_context", "_latest", "_owing", "fragile", "interactive", "shielded", "tenants")
 
     def __init__(self) -> None:
         self._calls: dict[int, Started] = {}
+        # the calls that may still owe prefill at `_latest` (the latest time asked), in release
+        # order: one found done is dropped for good, so `prefill_owed_s` scans only the few
+        # still prefilling (the core's time only moves on; an earlier time scans them all)
+        self._owing: dict[int, Started] = {}
+        self._latest = -math.inf
         self._context = 0.0
         self.interactive = 0  # interactive calls running
+        self.fragile = 0  # running calls started fragile
+        self.shielded = 0  # running calls started shielded
         self.tenants: dict[str, int] = {}  # interactive calls running per tenant
 
     def __len__(self) -> int:
         return len(self._calls)
 
-    def start(self, cs: CallState, now: float, prefill_s: float) -> None:
+    def start(self, cs: CallState, now: float, prefill_s: float, fragile: bool = False,
+              shielded: bool = False) -> None:
         """The call was released (call `sync` first: the core adds it to `inst.running` after)."""
         q = cs.query.query
         interactive = q.cls != "batch"
         s = Started(interactive, q.tenant if interactive else None, now, prefill_s,
-                    cs.input_tokens + cs.predicted_output / 2)
+                    cs.input_tokens + cs.predicted_output / 2, fragile, shielded)
         old = self._calls.pop(cs.id, None)
         if old is not None:
             self._drop(old)
+            self._owing.pop(cs.id, None)
         self._calls[cs.id] = s
+        if prefill_s > 0:
+            self._owing[cs.id] = s
         self._context += s.context
         self.interactive += s.interactive
+        self.fragile += s.fragile
+        self.shielded += s.shielded
         if s.tenant is not None:
             self.tenants[s.tenant] = self.tenants.get(s.tenant, 0) + 1
 
     def _drop(self, s: Started) -> None:
         self._context -= s.context
         self.interactive -= s.interactive
+        self.fragile -= s.fragile
+        self.shielded -= s.shielded
         if s.tenant is not None:
             left = self.tenants[s.tenant] - 1
             if left:
@@ -70,12 +88,29 @@ class RunningBook:
         running = inst.running
         for cid in [c for c in self._calls if c not in running]:
             self._drop(self._calls.pop(cid))
+            self._owing.pop(cid, None)
         if not self._calls:  # no float drift across idle periods
             self._context = 0.0
 
     def prefill_owed_s(self, now: float) -> float:
         """Prefill seconds the running calls still owe, each counted from its release."""
-        return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
+        if now < self._latest:
+            return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
+        self._latest = now
+        owed = 0.0
+        done = None
+        for cid, s in self._owing.items():
+            left = s.prefill_s - (now - s.start)
+            if left > 0.0:
+                owed += left
+            elif done is None:
+                done = [cid]
+            else:
+                done.append(cid)
+        if done is not None:
+            for cid in done:
+                del self._owing[cid]
+        return owed
 
     def context_sum(self) -> float:
         return self._context
@@ -130,3 +165,33 @@ class WaitingTally:
                 work += w
                 prefill += p
         return Ahead(n, work, prefill)
+
+
+class ServiceMeter:
+    """Engine seconds per finished call, observed on the queries whose calls a queue saw:
+    each query's attained service (`QueryState.service_s`) over its finished calls, summed
+    over the queries and updated whenever one pushes a call. Quanta and thresholds scale
+    with it instead of fixed seconds; `fallback` answers before any call finished."""
+
+    __slots__ = ("_calls", "_last", "_seconds")
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[float, int]] = {}  # query id → (service s, finished calls) counted
+        self._seconds = 0.0
+        self._calls = 0
+
+    def saw(self, cs: CallState) -> None:
+        qs = cs.query
+        done = sum(qs.run.calls_by_stage.values()) - len(qs.inflight)
+        if done <= 0:
+            return
+        seconds, calls = self._last.get(qs.id, (0.0, 0))
+        self._seconds += qs.service_s - seconds
+        self._calls += done - calls
+        self._last[qs.id] = (qs.service_s, done)
+        if len(self._last) > 4096:  # ended queries: keep the totals, forget the oldest entries
+            for qid in list(self._last)[:2048]:
+                del self._last[qid]
+
+    def mean_s(self, fallback: float) -> float:
+        return self._seconds / self._calls if self._calls > 0 and self._seconds > 0 else fallback

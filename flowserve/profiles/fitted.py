@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import nnls
 
 from flowserve.profiles.cost_model import IterationCostModel, prefill_attended
 from flowserve.profiles.slot_config import DEFAULT_SIMILARITY, SlotConfig
@@ -94,6 +93,8 @@ def fit_coefficients(samples: Sequence[Sample]) -> tuple[tuple[float, ...], FitQ
     a = x / y[:, None]
     scale = np.abs(a).max(axis=0)
     scale[scale == 0] = 1.0  # an unused feature keeps coefficient 0
+    from scipy.optimize import nnls  # here: only profiling fits; serving and simulating load no scipy.optimize
+
     coef, _ = nnls(a / scale, np.ones(len(y)), maxiter=50 * a.shape[1])
     coef = coef / scale
     return tuple(float(c) for c in coef), fit_quality(samples, coef)

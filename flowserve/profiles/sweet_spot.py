@@ -11,6 +11,8 @@ sequence's when step(b) = √2 · step(1): at the default `gain` = 0.5 every run
 decodes at most ~1.41× slower than alone. An engine with no batching gain (a CPU
 llama-server, whose step doubles with the batch) has a sweet spot of one sequence.
 
+The `flowserve` queue's gate decides where the spot holds (`flowserve.policies.flowserve_gate`).
+
 Pure functions of a cost model (`flowserve.profiles.cost_model.CostModel`); the
 `SweetSpots` memo rounds the context to a power of two, so a policy asks the cost model
 once per (profile, context bucket).

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,11 +33,15 @@ MAX_COUNT = 20
 
 class BM25Search:
     def __init__(self, docs: Sequence[Doc]) -> None:
+        import bm25s  # here: the gateway imports this module's constants, not bm25s's scipy and tqdm
+
         self.docs = list(docs)
         self._bm25 = bm25s.BM25()
         self._bm25.index(bm25s.tokenize([d.text for d in self.docs], show_progress=False), show_progress=False)
 
     def search(self, query: str, count: int) -> list[Doc]:
+        import bm25s
+
         tokens = bm25s.tokenize([query], show_progress=False)
         if not tokens.vocab:  # nothing searchable (only stopwords / punctuation)
             return []

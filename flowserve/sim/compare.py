@@ -146,7 +146,9 @@ def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairv
         "tenant_latency_s": tenant_latency(loose, tenants),
         "failed": sum(1 for q in whole.queries if q.failed is not None),
         "wall_s": time.perf_counter() - t0,
+        "sims": len(full),  # a deadline-aware policy runs one per scale searched, a blind one one in all
     })
+    summary["wall_per_sim_s"] = summary["wall_s"] / max(len(full), 1)
     return summary
 
 
@@ -159,6 +161,13 @@ def better(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
+def decision_cost(ours_s: float, others_s: Sequence[float]) -> float:
+    """flowserve's wall seconds per simulation ÷ the median other contestant's: the cost of
+    its decisions, side by side on the same workload (per simulation, since a deadline-aware
+    policy runs one per scale its minimum-SLO search tries)."""
+    return ours_s / max(float(np.median(others_s)), 1e-9)
+
+
 def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, PolicySpec], oracle: bool,
              console: Printer) -> dict[str, Any]:
     specs = load_cluster(case.cluster)
@@ -167,13 +176,17 @@ def run_case(case: Case, queries: int, seed: int, contestants: Mapping[str, Poli
     results: dict[str, dict[str, Any]] = {}
     for label, spec in contestants.items():
         results[label] = run_contestant(case, specs, wl, standalone, spec)
-        console.print(f"  {case.name}: {label} ({results[label]['wall_s']:.0f} s)", highlight=False)
+        r = results[label]
+        console.print(f"  {case.name}: {label} ({r['wall_s']:.0f} s, {r['sims']} simulations)", highlight=False)
     if oracle:
         results[ORACLE] = run_contestant(case, specs, wl, standalone, CONTESTANTS[OURS], clairvoyant=True,
                                          hint=results.get(OURS, {}).get("min_slo_scale"))
     others = [k for k in results if k not in (OURS, ORACLE)]
     out: dict[str, Any] = {"workload": case.name, "cluster": case.cluster, "mixed": case.mixed,
                            "queries": len(wl.queries), "results": results}
+    if OURS in results and others:
+        out["decision_cost"] = decision_cost(results[OURS]["wall_per_sim_s"],
+                                             [results[k]["wall_per_sim_s"] for k in others])
     if OURS in results and others and (case.batch_only or case.by_latency):
         # batch work alone, or programs: the mean latency decides (lower is better)
         key = "batch_latency_mean_s" if case.batch_only else "latency_mean_s"
@@ -304,6 +317,9 @@ def run_compare_bench(out: Path, quick: bool, console: Printer, workloads: Seque
             console.print(f"flowserve vs best other ({case['best_other_0.95']}): ×{_f(case['gain_0.95'])} @95, "
                           f"×{_f(case.get('gain_0.99'))} @99; vs oracle ×{_f(case.get('oracle_gap_0.95'))}",
                           highlight=False)
+        if "decision_cost" in case:
+            console.print(f"decision cost: flowserve's wall time per simulation ×{case['decision_cost']:.2f} "
+                          "the median other contestant's", highlight=False)
     classes = None
     if "mixed" in names and classes_check_on:
         classes = classes_check(MIXED["mixed"], n, seed)

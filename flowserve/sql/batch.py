@@ -23,7 +23,7 @@ class LLMBatch(Workflow):
 
     def __init__(self, prompts: Sequence[str], max_tokens: Sequence[int], stage: str = "llm_sql",
                  model: str | None = None, params: Mapping[str, Any] | None = None,
-                 after: Sequence[int | None] | None = None) -> None:
+                 after: Sequence[int | None] | None = None, chat: bool = False) -> None:
         assert len(prompts) == len(max_tokens)
         self.prompts = list(prompts)
         self.max_tokens = list(max_tokens)
@@ -31,11 +31,13 @@ class LLMBatch(Workflow):
         self.model = model
         self.params = dict(params or {"temperature": 0.0})
         self.after = list(after or [None] * len(self.prompts))  # a warm-up step each step waits for
+        self.chat = chat  # each prompt as one user message in the model's chat template (instruct models)
 
     def start(self, g: Graph) -> None:
         for i, (p, m) in enumerate(zip(self.prompts, self.max_tokens, strict=True)):
             j = self.after[i]
-            g.llm(step_key(i), [p], max_tokens=m, stage=self.stage, model=self.model, params=self.params,
+            prompt = {"messages": [{"role": "user", "content": p}]} if self.chat else {"prompt": [p]}
+            g.llm(step_key(i), **prompt, max_tokens=m, stage=self.stage, model=self.model, params=self.params,
                   after=() if j is None else (step_key(j),))
 
     def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def cluster_specs(cluster: str | Sequence[InstanceSpec]) -> tuple[InstanceSpec, 
 def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | None = None,
                  seed: int = 0, model: str | None = None, prefix_caching: bool = True,
                  settings: GatewaySettings | None = None, api_key: str | None = None,
-                 query_class: QueryClass = "batch") -> Backend:
+                 query_class: QueryClass = "batch", chat: bool = False) -> Backend:
     cluster, gateway = check_cluster(cluster), check_gateway(gateway)
     if (cluster is None) == (gateway is None):
         raise SQLInputError("connect(): give exactly one of cluster=... or gateway=URL")
@@ -64,7 +64,7 @@ def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: s
         raise SQLInputError(f"query_class must be one of {list(QUERY_CLASSES)}, got {query_class!r}")
     if gateway is not None:
         from flowserve.sql.gateway_backend import GatewayBackend
-        return GatewayBackend(gateway, model, api_key=api_key, query_class=query_class)
+        return GatewayBackend(gateway, model, api_key=api_key, query_class=query_class, chat=chat)
     try:
         specs = cluster_specs(cluster)  # type: ignore[arg-type]
     except ConfigError as e:
@@ -75,7 +75,7 @@ def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: s
         from flowserve.sql.sim_backend import SimClusterBackend
         return SimClusterBackend(specs, seed=seed, prefix_caching=prefix_caching, query_class=query_class)
     from flowserve.sql.live_backend import LiveClusterBackend
-    return LiveClusterBackend(specs, settings, prefix_caching=prefix_caching, query_class=query_class)
+    return LiveClusterBackend(specs, settings, prefix_caching=prefix_caching, query_class=query_class, chat=chat)
 
 
 @dataclass
@@ -226,17 +226,22 @@ def connect(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | 
             prefix_caching: bool = True, on_progress: Callable[[Stats], None] | None = None,
             tables: dict[str, str | Path | pa.Table] | None = None, settings: GatewaySettings | None = None,
             api_key: str | None = None, query_class: QueryClass = "batch",
-            external_access: bool = False) -> Connection:
+            external_access: bool = False, chat: bool = False) -> Connection:
     """`settings`: the in-process live driver's gateway settings (dispatch, tokenizers).
     `api_key`: the gateway's key (sent as `Authorization: Bearer`). `query_class`: LLM-in-SQL
     is `batch` work (no SLO; it fills idle capacity) unless `interactive` is asked for.
-    `external_access=True` lets statements read and write files (the user's own local run)."""
+    `external_access=True` lets statements read and write files (the user's own local run).
+    `chat=True` sends each row's prompt as one user message, rendered with the model's chat
+    template (instruct models answer plain completion prompts poorly); the simulator models
+    lengths either way."""
     check_options(seed, max_tokens, on_progress, cache)
     tables = check_tables(tables)
     optimize = parse_optimize(optimize)
     if on_error not in ("null", "fail"):
         raise SQLInputError(f"on_error must be 'null' or 'fail', got {on_error!r}")
-    backend = make_backend(cluster, gateway, seed, model, prefix_caching, settings, api_key, query_class)
+    if not isinstance(chat, bool):
+        raise SQLInputError(f"chat must be true or false, got {type(chat).__name__}")
+    backend = make_backend(cluster, gateway, seed, model, prefix_caching, settings, api_key, query_class, chat)
     con = Connection(backend, optimize, on_error, cache, seed, max_tokens, on_progress=on_progress,
                      external_access=external_access)
     try:

@@ -22,8 +22,9 @@ from flowserve.types.work import QueryClass
 class GatewayBackend:
     def __init__(self, url: str, model: str | None = None, concurrency: int = 32, timeout_s: float = 300.0,
                  params: dict[str, Any] | None = None, api_key: str | None = None,
-                 query_class: QueryClass = "batch") -> None:
+                 query_class: QueryClass = "batch", chat: bool = False) -> None:
         self.url = url.rstrip("/")
+        self.chat = chat  # /v1/chat/completions with the prompt as one user message
         self.cluster = None  # the engines behind the gateway are unknown here: the planner models the paper's
         # LLM-in-SQL is batch work unless asked otherwise: no SLO, it fills idle capacity
         self.headers = {"x-flowserve-class": query_class} | ({"authorization": f"Bearer {api_key}"} if api_key else {})
@@ -76,9 +77,10 @@ class GatewayBackend:
             return list(await asyncio.gather(*[one(k, r) for k, r in enumerate(requests)]))
 
     async def _call(self, client: httpx.AsyncClient, req: Request) -> Answer:
-        body = {"model": self.model, "prompt": req.prompt, "max_tokens": req.max_tokens, **self.params}
+        prompt = {"messages": [{"role": "user", "content": req.prompt}]} if self.chat else {"prompt": req.prompt}
+        body = {"model": self.model, **prompt, "max_tokens": req.max_tokens, **self.params}
         try:
-            r = await client.post(f"{self.url}/v1/completions", json=body)
+            r = await client.post(f"{self.url}/v1/{'chat/completions' if self.chat else 'completions'}", json=body)
         except httpx.HTTPError as e:
             return Answer(None, f"gateway unreachable: {type(e).__name__}: {e}")
         if r.status_code != 200:
@@ -89,7 +91,8 @@ class GatewayBackend:
             return Answer(None, f"HTTP {r.status_code}: {str(msg)[:200]}")
         try:
             data = r.json()
-            text = data["choices"][0]["text"]
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or "" if self.chat else choice["text"]
             use = data.get("usage") or {}
             cached = (use.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
             return Answer(text, None, int(use.get("prompt_tokens") or 0), int(cached))

@@ -24,8 +24,9 @@ from flowserve.types.work import QueryClass
 
 class LiveClusterBackend:
     def __init__(self, cluster: Sequence[InstanceSpec], settings: GatewaySettings | None = None,
-                 prefix_caching: bool = True, query_class: QueryClass = "batch") -> None:
+                 prefix_caching: bool = True, query_class: QueryClass = "batch", chat: bool = False) -> None:
         self.model = cluster[0].model if cluster else None
+        self.chat = chat
         self.cluster = tuple(cluster)
         self.query_class = query_class
         # off: every call asks the engine not to reuse cached KV (llama-server's `cache_prompt`)
@@ -64,7 +65,7 @@ class LiveClusterBackend:
     async def _batch(self, requests: list[Request], stage: str) -> list[Answer | None]:
         after = [r.after for r in requests] if len(requests) > 1 else None
         wf = LLMBatch([r.prompt for r in requests], [r.max_tokens for r in requests], stage, self.model,
-                      params=self.params, after=after)
+                      params=self.params, after=after, chat=self.chat)
         res = await self.driver.run("llm_sql", wf, model=self.model, cls=self.query_class)
         if res.status != "completed":
             if len(requests) == 1:

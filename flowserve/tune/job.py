@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy import stats
-
 from flowserve.policies.hexgen import DEFAULT_BETA
 from flowserve.profiles.cost_model import CostModel
 from flowserve.types.specs import InstanceSpec
@@ -49,6 +47,8 @@ def latency_regressed(new: Sequence[float], ref: Sequence[float], p_value: float
     Fewer than two samples on a side, or no variance at all, is no evidence (p = 1)."""
     if len(new) < 2 or len(ref) < 2 or (min(new) == max(new) and min(ref) == max(ref)):
         return False, 1.0
+    from scipy import stats  # here: scipy.stats costs every gateway's start-up a second or more
+
     p = float(stats.ttest_ind(new, ref, equal_var=False, alternative="greater").pvalue)
     if math.isnan(p):
         return False, 1.0

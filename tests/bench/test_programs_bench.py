@@ -69,3 +69,14 @@ def test_the_live_client_plays_each_program_through_the_gateway(gateway: str, tm
         assert p["errors"] == [] and p["summary"]["calls"] == len(q.calls)
         assert p["summary"]["output_tokens"] == sum(c.output_length for c in q.calls)  # exact lengths
         assert p["latency_s"] >= sum(c.gap_s for c in q.calls if c.thread == "main")  # tool time is waited
+
+
+def test_the_live_client_without_headers_sends_plain_completions(gateway: str, tmp_path: Path):
+    shape = ProgramShape(system_tokens=200, user_tokens=50, tool_result_tokens=50, output_tokens=8, tool_s=0.5)
+    traced = program_traces(2, 2.0, 2, shape)
+    path = tmp_path / "programs.jsonl"
+    path.write_text("".join(json.dumps(query_json(q)) + "\n" for q in traced))
+    out = asyncio.run(program_client.main(gateway, str(path), 200.0, headers=False))
+    for p, q in zip(out["programs"], traced, strict=True):
+        assert p["errors"] == [] and p["summary"] == {}  # no program to end: the gateway saw single calls
+        assert p["latency_s"] >= sum(c.gap_s for c in q.calls if c.thread == "main")

@@ -38,12 +38,23 @@ def test_profiles_llama_server_with_its_reported_facts(llama_server, tiny_model)
 
 
 @pytest.mark.real_engine
+def test_a_short_budget_cuts_the_plan_and_says_so(llama_server, tiny_model, tmp_path):
+    res = CliRunner().invoke(app, ["profile", "--url", llama_server.base_url, "--model", tiny_model.name,
+                                   "--out", str(tmp_path / "p.yaml"), "--budget-minutes", "0.02"])
+    assert res.exit_code == 0, res.output
+    assert "rounds need" in res.output or "one round of the full plan needs" in res.output
+    assert load_profile(tmp_path / "p.yaml").slots == 2
+
+
+@pytest.mark.real_engine
 def test_cli_writes_a_profile_the_simulator_accepts(llama_server, tiny_model, tmp_path):
     out, js = tmp_path / "tiny.yaml", tmp_path / "m.json"
     res = CliRunner().invoke(app, ["profile", "--url", llama_server.base_url, "--model", tiny_model.name,
                                    "--out", str(out), "--quick", "--json", str(js)])
     assert res.exit_code == 0, res.output
     assert "fit error" in res.output and "cached-prefix speed-up" in res.output
+    # progress: the probe, then a line per measured point, as each ends
+    assert "probe: " in res.output and "[1/11] round 1/1: prefill 16 tokens" in res.output and "[11/11]" in res.output
     fitted = load_profile(out)
     assert fitted.model == "tiny-llama" and fitted.slots == 2
     assert len(json.loads(js.read_text())["samples"]) == 9

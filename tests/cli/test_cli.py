@@ -95,7 +95,11 @@ def test_demo_runs_small(tmp_path):
     n = len(data["results"])
     progress = [line for line in r.output.splitlines() if line.startswith("[") and f"/{n}] " in line]
     assert [line.split("]")[0] for line in progress] == [f"[{i}/{n}" for i in range(1, n + 1)]
-    assert "round_robin+fcfs: 1 simulation in" in progress[0]
+    # two processes simulate the policies, the deadline-aware ones first; those run a
+    # bisection of the 16 SLO scales, not all 16 (tests/sim/test_evaluate.py: same minima)
+    assert any("round_robin+fcfs: 1 simulation in" in line for line in progress)
+    [aware] = [line for line in progress if "flowserve+flowserve: " in line]
+    assert 2 <= int(aware.split("flowserve+flowserve: ")[1].split()[0]) <= 9
     # the table explains itself: a titled report, best first, the winner marked, a legend
     md = (tmp_path / "demo.md").read_text()
     assert md.startswith("# Text-to-SQL")

@@ -20,6 +20,18 @@ def test_bench_compare_small(tmp_path):
         assert res["min_slo_scale"]["0.95"] is not None and res["failed"] == 0
     assert case["best_other_0.95"] == "round_robin" and case["gain_0.95"] > 0
     assert "flowserve vs best other" in r.output
+    # the decision cost: per simulation, since the deadline-aware search runs several
+    rr, ours = case["results"]["round_robin"], case["results"]["flowserve"]
+    assert rr["sims"] == 1 and ours["sims"] > 1
+    assert case["decision_cost"] == ours["wall_per_sim_s"] / rr["wall_per_sim_s"]
+    assert "decision cost" in r.output
+
+
+def test_decision_cost_is_per_simulation_against_the_median_other():
+    from flowserve.sim.compare import decision_cost
+
+    assert decision_cost(6.0, [1.0, 2.0, 100.0]) == 3.0
+    assert decision_cost(3.0, [1.0, 2.0]) == 2.0  # the median of an even count: the mean of the middle two
 
 
 def test_bench_compare_rejects_unknown_names(tmp_path):

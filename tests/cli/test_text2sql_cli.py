@@ -105,3 +105,24 @@ def test_simulate_runs_the_agent_workflow_with_modelled_answers(tmp_path) -> Non
                                     "generate_unit_test": 1.0, "select_schema": 1.0}
     r = runner.invoke(app, [*args[:-2], "--lengths-from", str(tmp_path / "none.json")])
     assert r.exit_code == 2 and "cannot read trace file" in r.output
+
+
+def test_calibrate_replays_a_gateways_recorded_lines_in_arrival_order(tmp_path) -> None:
+    """`flowserve serve --record` writes a query when it ends: here the second line arrived
+    first. The replay runs them in arrival order and compares each with its own line."""
+    calls = [{"step": "plan", "input_length": 300, "output_length": 20},
+             {"step": "answer", "input_length": 400, "output_length": 30, "after": [0]}]
+    lines = [{"id": 7, "arrival": 9.5, "latency_s": 40.0, "calls": calls},
+             {"id": 3, "arrival": 1.0, "latency_s": 2.0, "calls": calls[:1]}]
+    trace = tmp_path / "trace-x.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "cmp.json"
+    r = runner.invoke(app, ["calibrate", "--trace", str(trace), "--cluster", "hetero-1", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    cmp = json.loads(out.read_text())
+    assert cmp["replayed"] == 2 and cmp["live_latency_s"]["mean"] == 21.0
+    assert cmp["calls"] == {"plan": {"live": 2, "replay": 2}, "answer": {"live": 1, "replay": 1}}
+    del lines[1]["latency_s"]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    r = runner.invoke(app, ["calibrate", "--trace", str(trace), "--cluster", "hetero-1"])
+    assert r.exit_code == 2 and "no live measurements" in r.output

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowserve.core import CallStatus, SchedulerCore
-from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing, shared_prefix
+from flowserve.core._leaders import DEFAULT_SHARING, PrefillSharing, shares_prefix
 from flowserve.graph.nodes import LLMNode
 from flowserve.graph.prompt import Toks
 from flowserve.policies import make_dispatch, queue_factory
@@ -38,19 +38,22 @@ def shared(key: str, tail: int, n_tail: int = 100) -> LLMNode:
     return LLMNode(key, "s", (Toks(ids),), 10)
 
 
-def test_shared_prefix_by_hand() -> None:
-    assert shared_prefix((1, 2, 3, 4), (1, 2, 9)) == 2
-    assert shared_prefix((1, 2), (1, 2, 3)) == 2
-    assert shared_prefix((), (1,)) == 0
-    assert shared_prefix((5,), (6,)) == 0
+def test_shares_prefix_by_hand() -> None:
+    assert shares_prefix((1, 2, 3, 4), (1, 2, 9), 2)
+    assert not shares_prefix((1, 2, 3, 4), (1, 2, 9), 3)
+    assert shares_prefix((1, 2), (1, 2, 3), 2)
+    assert not shares_prefix((1, 2), (1, 2, 3), 2.5)  # a fractional need rounds up
+    assert shares_prefix((), (1,), 0)
+    assert not shares_prefix((5,), (6,), 1)
 
 
-@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40))
-def test_shared_prefix_matches_a_plain_scan(a: list[int], b: list[int]) -> None:
+@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40),
+       st.floats(0, 45, allow_nan=False))
+def test_shares_prefix_matches_a_plain_scan(a: list[int], b: list[int], need: float) -> None:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
-    assert shared_prefix(tuple(a), tuple(b)) == n
+    assert shares_prefix(tuple(a), tuple(b), need) == (n >= need)
 
 
 def test_a_follower_waits_for_the_leader_then_goes_where_the_prefix_is_cached() -> None:

@@ -227,3 +227,38 @@ def test_a_researchers_own_policy(tmp_path: Path) -> None:
     table = shell.run(compare)
     rows = [r.split("|")[1].strip() for r in table.splitlines() if r.startswith("| ") and "min SLO" not in r]
     assert rows == ["earliest_finish+fcfs", "llmd", "flowserve"]
+
+
+def port_clashes(commands: list[str]) -> list[str]:
+    """Runs the lines as a shell would, keeping only who holds which port: a server
+    (`flowserve serve`, llama-server) started with `--port N` holds N, in the background
+    (`&`) until `kill %J` ends job J; one started on a held port, or a line that calls a
+    port nobody holds, is reported."""
+    held: dict[int, int] = {}  # port → job number
+    jobs = 0
+    problems = []
+    for line in commands:
+        if m := re.fullmatch(r"kill %(\d+)(\s+#.*)?", line):
+            held = {port: job for port, job in held.items() if job != int(m.group(1))}
+            continue
+        port = re.search(r"--port (\d+)", line)
+        if port and ("flowserve serve" in line or "LLAMA_SERVER" in line):
+            if int(port.group(1)) in held:
+                problems.append(f"port {port.group(1)} is still held: {line}")
+            if line.split("#")[0].rstrip().endswith("&"):
+                jobs += 1
+                held[int(port.group(1))] = jobs
+            continue
+        problems += [f"nothing listens on {p}: {line}" for p in re.findall(r"127\.0\.0\.1:(\d+)", line)
+                     if int(p) not in held]
+    return problems
+
+
+def test_the_quick_starts_in_order_never_start_a_server_on_a_held_port() -> None:
+    readme = "\n".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S))
+    shown = [line.strip() for line in readme.replace("\\\n", " ").splitlines() if line.strip()]
+    assert port_clashes(shown) == []
+    page = [line for section in SECTIONS for line in lines(section)]
+    assert port_clashes(page) == []
+    # the check sees a clash: the real-engine gateway while the simulated one still holds 8000
+    assert port_clashes([line for line in shown if not line.startswith("kill %1")])

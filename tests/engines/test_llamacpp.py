@@ -1,5 +1,7 @@
 import stat
+import subprocess
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -71,22 +73,20 @@ def test_missing_build_tools_are_named(monkeypatch, tmp_path):
 
 
 def test_concurrent_callers_build_once(monkeypatch, tmp_path):
-    """The second caller enters while the first is building; it must wait and reuse."""
+    """The second caller enters while the first is building; it says that it waits, then reuses."""
     monkeypatch.delenv("FLOWSERVE_LLAMA_SERVER", raising=False)
     builds: list[str] = []
+    heard: list[str] = []
     second_waiting = threading.Event()
-    entered = []
-    real_lock = llamacpp_build.file_lock
 
-    def spy_lock(path):
-        entered.append(path)
-        if len(entered) == 2:
+    def say(msg):
+        heard.append(msg)
+        if msg.startswith("waiting for another process"):
             second_waiting.set()
-        return real_lock(path)
 
-    def fake_build(src, build, log, jobs):
+    def fake_build(src, build, log, jobs, say):
         builds.append(threading.current_thread().name)
-        assert second_waiting.wait(10), "second caller never reached the lock"
+        assert second_waiting.wait(10), "second caller never said it waits"
         out = build / "bin" / "llama-server"
         out.parent.mkdir(parents=True)
         out.write_text("#!/bin/sh\n")
@@ -94,22 +94,50 @@ def test_concurrent_callers_build_once(monkeypatch, tmp_path):
         log.write_text("ok\n")
         return out
 
-    monkeypatch.setattr(llamacpp_build, "file_lock", spy_lock)
     monkeypatch.setattr(llamacpp_build, "_require_tools", lambda: None)
     monkeypatch.setattr(llamacpp_build, "fetch_sdist", lambda version, root, say: root / "sdist.tar.gz")
     monkeypatch.setattr(llamacpp_build, "_extract_llama_cpp", lambda sdist, work: work)
     monkeypatch.setattr(llamacpp_build, "_cmake_build", fake_build)
     results: list = []
-    threads = [threading.Thread(target=lambda: results.append(ensure_llama_server("9.9.9", cache_dir=tmp_path)))
-               for _ in range(2)]
+    threads = [threading.Thread(target=lambda: results.append(
+        ensure_llama_server("9.9.9", cache_dir=tmp_path, progress=say))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert len(builds) == 1
     assert results == [tmp_path / "llama-server-9.9.9" / "llama-server"] * 2
+    assert sum(m.startswith("waiting for another process") for m in heard) == 1
     assert (tmp_path / "llama-server-9.9.9" / "build.log").read_text() == "ok\n"
     assert not list(tmp_path.glob("llama-build-*"))  # the work folder is removed
+
+
+@pytest.mark.parametrize(("line", "pct"), [
+    ("[12/150] Building CXX object common/CMakeFiles/common.dir/arg.cpp.o", 8),
+    ("[150/150] Linking CXX executable bin/llama-server", 100),
+    ("[ 45%] Building C object ggml/src/CMakeFiles/ggml-base.dir/ggml.c.o", 45),
+    ("-- Configuring done", None),
+])
+def test_build_progress_is_read_from_ninja_or_make_lines(line, pct):
+    assert llamacpp_build.build_percent(line) == pct
+
+
+def test_the_sdist_is_fetched_alone_from_source(monkeypatch, tmp_path):
+    """`--no-binary llama-cpp-python`, not `:all:` (which builds the build backends from source too)."""
+    seen: list[list[str]] = []
+
+    def fake_run(cmd, **_kw):
+        seen.append(cmd)
+        dest = Path(cmd[cmd.index("-d") + 1])
+        (dest / "llama_cpp_python-9.9.9.tar.gz").write_bytes(b"sdist")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(llamacpp_build.subprocess, "run", fake_run)
+    heard: list[str] = []
+    path = llamacpp_build.fetch_sdist("9.9.9", tmp_path, heard.append)
+    assert path.read_bytes() == b"sdist" and heard and "downloading" in heard[0]
+    [cmd] = seen
+    assert cmd[cmd.index("--no-binary") + 1] == "llama-cpp-python" and ":all:" not in cmd
 
 
 @pytest.mark.real_engine

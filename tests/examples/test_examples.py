@@ -1,6 +1,6 @@
 """Every file in examples/ does what its header says: the command written there runs from
 the repository root (simulations and SQL shrunk to a few queries), the serving configs
-serve (simulated engines and llama-server with the tiny model) or validate (vLLM and
+serve (simulated engines and llama-server with SmolLM2-135M-Instruct) or validate (vLLM and
 SGLang by URL, which this machine cannot run)."""
 
 from __future__ import annotations
@@ -99,17 +99,22 @@ def test_serve_sim_answers_completions_and_chat() -> None:
 
 
 @pytest.mark.real_engine
-def test_serve_llama_serves_the_tiny_model(llama_server: LlamaServer, tmp_path: Path) -> None:
-    """The file as written, with its engine URL pointed at the test's llama-server."""
+def test_serve_llama_serves_the_real_model(smollm2_server: LlamaServer, tmp_path: Path) -> None:
+    """The file as written, with its engine URL pointed at the test's llama-server running
+    SmolLM2-135M-Instruct, as its header starts it."""
     data = yaml.safe_load((EXAMPLES / "serve-llama.yaml").read_text())
     assert data["instances"][0]["url"] == "http://127.0.0.1:8081"
-    data["instances"][0]["url"] = llama_server.base_url
+    assert "--alias smollm2" in (EXAMPLES / "serve-llama.yaml").read_text()
+    data["instances"][0]["url"] = smollm2_server.base_url
     data["instances"][0]["profile"] = str(EXAMPLES / data["instances"][0]["profile"])
     path = tmp_path / "serve-llama.yaml"
     path.write_text(yaml.safe_dump(data))
     with BackgroundServer(create_app(load_serve_config(path))) as srv, \
-            httpx.Client(base_url=srv.url, headers=KEY, timeout=120) as http:
-        assert [m["id"] for m in http.get("/v1/models").json()["data"]] == ["tiny-llama"]
-        r = http.post("/v1/completions", json={"model": "tiny-llama", "prompt": "Once upon a time", "max_tokens": 4})
+            httpx.Client(base_url=srv.url, headers=KEY, timeout=300) as http:
+        assert [m["id"] for m in http.get("/v1/models").json()["data"]] == ["smollm2"]
+        chat = [{"role": "user", "content": "Name three primary colors."}]
+        r = http.post("/v1/chat/completions", json={"model": "smollm2", "max_tokens": 8, "temperature": 0,
+                                                    "messages": chat})
         assert r.status_code == 200, r.text
         assert r.headers["x-flowserve-instance"] == "llama"
+        assert "red" in r.json()["choices"][0]["message"]["content"].lower()

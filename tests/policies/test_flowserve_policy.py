@@ -175,7 +175,7 @@ def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
 
 
 def test_queue_serves_interactive_first_then_batch_fills_the_engine() -> None:
-    view, (a,) = view_with(["a"], FlowserveQueue)
+    view, (a,) = view_with(["a"], lambda: FlowserveQueue(batch_floor=False))
     q = a.queue
     batch = [call(cls="batch") for _ in range(3)]
     for cs in batch:

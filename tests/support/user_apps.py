@@ -31,6 +31,24 @@ class Summarize(Workflow):
     tools: ClassVar[dict[str, Any]] = {"lookup": lambda args: f"{len(str(args['query']).split())} words looked up"}
 
 
+class Quiz(Workflow):
+    """Two chat turns on a real model: a question, then a follow-up that carries the first
+    answer (a step handle inside a message), as a chat agent written as a workflow would."""
+
+    name = "quiz"
+
+    def __init__(self, question: str, follow_up: str, words: int = 12) -> None:
+        self.question, self.follow_up, self.words = question, follow_up, words
+
+    def start(self, g: Graph) -> None:
+        first = g.llm("first", messages=[{"role": "user", "content": self.question}], max_tokens=self.words)
+        g.llm("second", messages=[{"role": "user", "content": self.question}, {"role": "assistant", "content": first},
+                                  {"role": "user", "content": self.follow_up}], max_tokens=self.words)
+
+    def output(self, results: Mapping[str, NodeResult]) -> dict[str, Any]:
+        return {"first": results["first"].text, "second": results["second"].text}
+
+
 class NotAWorkflow:
     pass
 

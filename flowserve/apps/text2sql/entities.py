@@ -16,8 +16,6 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 
-from datasketch import MinHash, MinHashLSH
-
 from flowserve.apps.text2sql.catalog import Catalog
 
 NUM_PERM = 64
@@ -59,6 +57,8 @@ def parse_keywords(answer: str | None) -> list[str]:
 
 class EntityIndex:
     def __init__(self, catalog: Catalog) -> None:
+        from datasketch import MinHash, MinHashLSH  # here: its scipy import costs the gateway's start a second
+
         self.lsh = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM)
         self.values: list[tuple[str, str, str]] = []  # (table, column, value)
         items = [(t, c, v) for (t, c), vals in catalog.values.items() for v in vals]
@@ -72,6 +72,8 @@ class EntityIndex:
 
     def lookup(self, keywords: Iterable[str], per_keyword: int = 5) -> list[tuple[str, str, str, float]]:
         """(table, column, value, similarity) matches, best first per keyword, deduplicated."""
+        from datasketch import MinHash
+
         out: dict[tuple[str, str, str], float] = {}
         for kw in keywords:
             h = MinHash(num_perm=NUM_PERM, seed=SEED)
