@@ -8,9 +8,9 @@ a prompt routed there is speculative until the engine confirms its blocks or, on
 call left the instance, the TTL lapses (a call waiting in the engine's queue keeps it:
 under load the wait outlasts any TTL, and a router that forgot where it sent a prefix
 scatters its group); the estimate's evictions are ignored, and a finished call adds
-nothing. While it is not (a gap the replay could not fill) its view is the estimate again: routed prompts
-stay, the estimate's evictions apply, events still apply (they are true). When it becomes
-complete again its view is rebuilt from the index. Instances without events keep the
+nothing. While it is not (a gap the replay could not fill) its view is the estimate
+again: routed prompts stay, the estimate's evictions apply, events still apply (they are
+true). When it becomes complete again its view is rebuilt from the index. Instances without events keep the
 estimate throughout; where the engine tells what its slots hold (`SlotsResident`, read from
 llama-server's `/slots`) those prompts top the estimate up — still an estimate.
 """
