@@ -123,4 +123,6 @@ def test_health_answers_while_a_long_chat_is_laid_out_and_tokenized() -> None:
         t.join()
     assert out["resp"].status_code == 400 and "maximum context length" in out["resp"].text  # it was processed
     assert len(waits) >= 3, waits  # /health was answered while the chat was processed
-    assert max(waits) < out["took"] / 3, (max(waits), out["took"])  # on the loop: one wait was most of it
+    # on the loop, one wait would be nearly all of it; off the loop, the longest is what a loaded
+    # machine's scheduling gives (a third of it seen at load 5: hence not a tighter bound)
+    assert max(waits) < 0.6 * out["took"], (max(waits), out["took"])
