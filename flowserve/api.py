@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 ClusterRef = str | Mapping[str, Any] | Sequence[InstanceSpec]
 DEFAULT_SLO_SCALES = (1, 2, 4, 8, 16)
+CACHE_VIEWS = ("precise", "estimated", "configured", "engine")  # `flowserve.sim.kv_views.CacheView`
 
 
 def cluster_specs(cluster: ClusterRef, engine: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
@@ -160,6 +161,7 @@ def simulate(
     progress: Callable[[], None] | None = None,
     replicas: int = 1,
     sync_ms: float = 20.0,
+    cache_view: str | None = None,
     **params: Any,
 ) -> SimulationResult:
     """Simulate one policy pair on a cluster and workload at each SLO scale.
@@ -168,8 +170,11 @@ def simulate(
     workload: a built-in name, a workload YAML or JSONL trace, a mapping (`{"kind": ...}`),
     or a `Workload`; dispatch/queue: a name, an import path `package.module:Class`, a
     class or a ready object; replicas: that many schedulers taking queries in turn and
-    syncing every `sync_ms` (`flowserve.sim.replicas`). `**params` go to the policy whose
-    constructor takes them."""
+    syncing every `sync_ms` (`flowserve.sim.replicas`); cache_view: how the router learns what
+    the engines cache — `precise` (KV-cache events), `estimated` (the gateway's estimate),
+    `configured` (precise where an instance has `kv_events`, estimated elsewhere) or `engine`
+    (every eviction reported; None: this, except for instances with `kv_events`). `**params`
+    go to the policy whose constructor takes them."""
     from flowserve.graph.passes import make_passes
     from flowserve.profiles.instance import max_context
     from flowserve.sim.evaluate import evaluate
@@ -210,11 +215,13 @@ def simulate(
     if replicas > 1 and not isinstance(dispatch, str | type):
         raise ConfigError("replicas: each replica makes its own dispatch policy: give it by name, import path or "
                           "class, not as a ready object")
+    if cache_view is not None and cache_view not in CACHE_VIEWS:
+        raise ConfigError(f"cache_view: expected one of {', '.join(CACHE_VIEWS)}, got {cache_view!r}")
     policy = PolicySpec(dispatch, queue, {**(dispatch_params or {}), **routed_d},
                         {**(queue_params or {}), **routed_q}, passes, replicas, float(sync_ms))
     if not scales or any(not s > 0 for s in scales):
         raise ConfigError("slo_scales: expected positive numbers")
-    summary, runs = evaluate(specs, wl, policy, scales, progress=progress)
+    summary, runs = evaluate(specs, wl, policy, scales, progress=progress, cache_view=cache_view)  # type: ignore[arg-type]
     summary["cluster"] = str(cluster) if isinstance(cluster, str | Path) else "custom"
     summary["notes"] = list(wl.notes)
     return SimulationResult(summary, runs, wl)

@@ -1,8 +1,11 @@
 """`flowserve bench kv-events`: the engines' own cache as the router's view.
 
 * Simulated, under cache pressure (shaped like llm-d's capacity benchmark, scaled to 4
-  instances: 64 shared-prefix groups of 6,000 tokens, a 600-token question each, 100
-  output tokens; the groups' prefixes are ~2× the cluster's KV cache): each dispatch policy
+  instances: 40 shared-prefix groups of 6,000 tokens, a 600-token question each, 100
+  output tokens, 2 queries/s; the groups' prefixes are 1.3× the cluster's KV cache, and a
+  quarter of them — one instance's share — is more than an engine holds but less than the
+  estimate believes it holds, so the estimate takes evicted prefixes for cached, as
+  llm-d's estimate did; the cluster keeps up with the arrivals): each dispatch policy
   with the precise view (the engines publish KV events, read through the gateway's
   decoder) and with the gateway's estimate (`CacheEstimate`, which believes the catalog's
   KV capacity while the engines, like vLLM, keep part of the memory for activations:
@@ -38,6 +41,7 @@ from flowserve.workloads.shared_prefix import shared_prefix_workload
 
 POLICIES = ("flowserve", "prefix_affinity", "llmd", "dynamo_kv", "sglang_cache_aware", "preble_e2", "round_robin")
 VIEWS = ("precise", "estimated")
+GROUPS, RATE = 40, 2.0  # 40 × 6,000 tokens: 1.3× the 4 engines' KV, 60k per instance (46.8k held, 66.5k believed)
 
 
 def pressure_cluster(util: float) -> list:
@@ -49,8 +53,8 @@ def simulated(quick: bool, console: Console, policies: tuple[str, ...] = POLICIE
     engines, believed = pressure_cluster(0.8), pressure_cluster(0.9)
     believed_kv = {s.name: kv_capacity(s) for s in believed}
     n = 300 if quick else 900
-    wl = shared_prefix_workload(n, 2.0, prefixes=64, prefix_tokens=6000, suffix_tokens=600, output_tokens=100,
-                                seed=1)
+    wl = shared_prefix_workload(n, RATE, prefixes=GROUPS, prefix_tokens=6000, suffix_tokens=600,
+                                output_tokens=100, seed=1)
     rows: list[dict[str, Any]] = []
     for pol in policies:
         for view in VIEWS:
@@ -70,7 +74,8 @@ def simulated(quick: bool, console: Console, policies: tuple[str, ...] = POLICIE
     return {
         "cluster": "4 × mistral-7b on L4 (gpu_memory_utilization 0.8; the estimate assumes 0.9)",
         "kv_tokens_per_instance": kv_capacity(engines[0]), "estimate_believes": believed_kv["l4-0"],
-        "workload": f"{n} queries at 2/s, 64 groups × 6,000-token prefix + 600-token question, 100 output tokens",
+        "workload": f"{n} queries at {RATE:g}/s, {GROUPS} groups × 6,000-token prefix + 600-token question, 100 "
+                    "output tokens",
         "rows": rows,
         "precise_vs_estimated_ttft_p90": ours_e["ttft_p90_s"] / ours_p["ttft_p90_s"],
         "best_peer": None if best_peer is None else f"{best_peer['policy']} ({best_peer['view']})",

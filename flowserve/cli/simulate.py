@@ -47,6 +47,10 @@ def simulate(
                                                "deciding from its own view (docs/replicas.md)")] = 1,
     sync_ms: Annotated[float, typer.Option(help="with --replicas: how often each replica syncs with the others "
                                                 "(gateway.state.sync_ms)")] = 20.0,
+    cache_view: Annotated[str | None, typer.Option(
+        help="how the router learns what the engines cache: precise (their KV-cache events), estimated (the "
+             "gateway's estimate) or engine (every eviction reported, an ideal); default: precise where an "
+             "instance has kv_events, estimated elsewhere (docs/kv-events.md)")] = None,
 ) -> None:
     """Simulate one policy pair on a cluster and workload."""
     with user_errors():
@@ -57,6 +61,9 @@ def simulate(
         from flowserve.schema import read_yaml
         from flowserve.workloads.trace import write_trace
 
+        if cache_view is not None and cache_view not in ("precise", "estimated", "engine"):
+            raise ConfigError(f"--cache-view: expected precise, estimated or engine, got {cache_view!r}")
+        view = cache_view or "configured"
         sets = parse_sets(set_)
         scales = parse_scales(slo_scales)
         if Path(cluster).is_file() and "gateway" in read_yaml(cluster):
@@ -67,7 +74,8 @@ def simulate(
             result = run_simulation(cluster, workload, dispatch, queue, slo_scales=scales, seed=seed, passes=passes,
                                     dispatch_params=sets.get("dispatch"), queue_params=sets.get("queue"),
                                     workload_params=sets.get("workload"), engine_params=sets.get("engine"),
-                                    progress=lambda: bar.advance(task), replicas=replicas, sync_ms=sync_ms)
+                                    progress=lambda: bar.advance(task), replicas=replicas, sync_ms=sync_ms,
+                                    cache_view=view)
         summary = result.summary
         for note in summary["notes"]:
             console.print(note, highlight=False)
@@ -75,7 +83,9 @@ def simulate(
         if replicas > 1:
             label += f" ×{replicas} replicas, sync {sync_ms:g} ms"
         console.print(policy_table({label: summary}), highlight=False)
-        console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s")
+        console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s; cache view {view}: "
+                      f"TTFT p90 {summary['call_ttft_s'].get('p90', 0.0):.3f} s, token hit rate "
+                      f"{summary.get('token_hit_rate', 0.0):.3f}", highlight=False)
         if json_out:
             write_json(json_out, summary)
             console.print(f"summary: {json_out}")

@@ -4,31 +4,43 @@ An instance with `kv_events` publishes what its prefix cache does; the driver de
 into `KVCacheEvents`, which this book applies to the block index (`flowserve.cache.
 block_index`), mirrored into the router's prefix index — the one view policies read. While
 an instance's stream is complete (`KVViewChanged(precise=True)`) its view is the index:
-a prompt routed there is speculative until the engine confirms its blocks or the TTL
-lapses, the estimate's evictions are ignored, and a finished call adds nothing. While it
-is not (a gap the replay could not fill) its view is the estimate again: routed prompts
-stay, the estimate's evictions apply, events still apply (they are true). When it becomes
-complete again its view is rebuilt from the index. Instances without events keep the
-estimate throughout.
+a prompt routed there is speculative until the engine confirms its blocks or, once its
+call left the instance, the TTL lapses (a call waiting in the engine's queue keeps it:
+under load the wait outlasts any TTL, and a router that forgot where it sent a prefix
+scatters its group); the estimate's evictions are ignored, and a finished call adds
+nothing. While it is not (a gap the replay could not fill) its view is the estimate
+again: routed prompts stay, the estimate's evictions apply, events still apply (they are
+true). When it becomes complete again its view is rebuilt from the index. Instances without events keep the
+estimate throughout; where the engine tells what its slots hold (`SlotsResident`, read from
+llama-server's `/slots`) those prompts top the estimate up — still an estimate.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from flowserve.cache.block_index import DEFAULT_BUDGET_BYTES, BlockIndex, IndexStats
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvents, KVViewChanged
+from flowserve.types.kv import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVCacheEvents,
+    KVViewChanged,
+    SlotsResident,
+)
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, Tokens
 
-DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long unless the engine confirms them
+DEFAULT_TTL_S = 10.0  # a routed prompt's blocks count as cached this long after its call, unless confirmed
 
 
 @dataclass(frozen=True, slots=True)
 class KVSettings:
     """budget_bytes: the block index's memory (LRU beyond); speculative_ttl_s: how long a
-    routed prompt counts as cached on its instance before the engine confirms it."""
+    routed prompt counts as cached on its instance, unconfirmed, once its call left it."""
 
     budget_bytes: int = DEFAULT_BUDGET_BYTES
     speculative_ttl_s: float = DEFAULT_TTL_S
@@ -44,6 +56,7 @@ class KVViewStatus:
     blocks: int  # held by some rank
     speculative: int
     block_size_mismatches: int
+    slot_prompts: int | None = None  # estimated, topped up from the engine's slots: prompts read so far
 
 
 class _Instance:
@@ -57,11 +70,17 @@ class _Instance:
 
 
 class KVBook:
-    def __init__(self, mirror: PrefixIndex | None, settings: KVSettings) -> None:
+    def __init__(self, mirror: PrefixIndex | None, settings: KVSettings,
+                 placed: Callable[[int], str | None] = lambda call_id: None) -> None:
+        """placed: where a live call is (None once it ended): its routed prompt stays speculative
+        there while it waits or runs."""
         self.mirror = mirror
+        self._placed = placed
+        self._renew: deque[tuple[float, int, str, Tokens]] = deque()  # (lapses at, call, instance, prompt)
         self.settings = settings
         self.index = BlockIndex(mirror, settings.budget_bytes)
         self._inst: dict[str, _Instance] = {}
+        self._slots: dict[str, int] = {}  # instance → prompts its slots were read to hold
 
     # ------------------------------------------------------------------ instances
 
@@ -77,6 +96,7 @@ class KVBook:
             self._remirror(spec.name, 0.0)  # back up: the core dropped its view when it went down
 
     def forget(self, name: str) -> None:
+        self._slots.pop(name, None)
         if self._inst.pop(name, None) is not None:
             self.index.forget(name)
 
@@ -110,7 +130,22 @@ class KVBook:
         if ev.precise and not was:
             self._remirror(ev.instance, ev.time)
 
+    def on_slots(self, ev: SlotsResident) -> None:
+        """The engine's slots hold these prompts: cached there, whatever the estimate thought."""
+        self._slots[ev.instance] = self._slots.get(ev.instance, 0) + len(ev.prompts)
+        if self.mirror is None or self.precise(ev.instance):
+            return  # a precise view has the engine's every block already
+        for prompt in ev.prompts:
+            self.mirror.add(prompt, ev.instance, ev.time, count=False)
+
     def expire(self, now: float) -> None:
+        ttl, q = self.settings.speculative_ttl_s, self._renew
+        while q and q[0][0] <= now:  # in order: every entry lapses one TTL after it was made
+            _, call_id, instance, prompt = q.popleft()
+            inst = self._inst.get(instance)
+            if inst is not None and inst.precise and self._placed(call_id) == instance:
+                self.index.speculate(instance, prompt, inst.block_size, None, now + ttl)  # still there: renewed
+                q.append((now + ttl, call_id, instance, prompt))
         self.index.expire(now)
 
     # ------------------------------------------------------------------ routed prompts
@@ -128,8 +163,9 @@ class KVBook:
         instance they count as cached only until the TTL, unless the engine confirms them."""
         inst = self._inst.get(instance)
         if inst is not None and inst.precise:
-            self.index.speculate(instance, call.prompt, inst.block_size, None,
-                                 now + self.settings.speculative_ttl_s)
+            until = now + self.settings.speculative_ttl_s
+            self.index.speculate(instance, call.prompt, inst.block_size, None, until)
+            self._renew.append((until, call.id, instance, call.prompt))
 
     def keeps_estimate(self, instance: str) -> bool:
         """Whether the estimate's updates (finished prompts, estimated evictions) apply."""
@@ -140,7 +176,13 @@ class KVBook:
     def views(self) -> list[KVViewStatus]:
         idx = self.index
         return [KVViewStatus(name, i.precise, i.reason, idx.held_blocks(name), idx.speculative_blocks(name),
-                             i.mismatches) for name, i in self._inst.items()]
+                             i.mismatches, self._slots.get(name)) for name, i in self._inst.items()] + [
+            KVViewStatus(name, False, "the engine publishes no cache events; topped up from its slots", 0, 0, 0, n)
+            for name, n in self._slots.items() if name not in self._inst]
+
+    def publishing(self) -> bool:
+        """Whether some instance publishes cache events (the block index is in use)."""
+        return bool(self._inst)
 
     @property
     def stats(self) -> IndexStats:

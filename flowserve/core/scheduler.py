@@ -57,7 +57,7 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
-from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.kv import KVCacheEvents, KVViewChanged, SlotsResident
 from flowserve.types.peers import InstanceLoad, PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
@@ -101,7 +101,7 @@ class SchedulerCore:
             window = dispatch.prefix_window_s
             prefix_index = PrefixIndex(DEFAULT_WINDOW_S if window is None else window)
         predictor = self._predictor
-        self._kv = kv_book = KVBook(prefix_index, kv or KVSettings())
+        self._kv = kv_book = KVBook(prefix_index, kv or KVSettings(), self._instance_of_call)
 
         def call_book(ends: CallEnds) -> CallBook:
             return CallBook(ends, dispatch, queue, profile, predictor, prefix_index, tokenizer or NoText(),
@@ -139,6 +139,7 @@ class SchedulerCore:
             InstanceUp: self._on_instance_up,
             KVCacheEvents: self._on_kv_events,
             KVViewChanged: self._on_kv_view,
+            SlotsResident: self._on_kv_slots,
             Tick: _ignore,
             JobFinished: _ignore,  # policies see it in `observe`
             PeerLoad: peers.on_load,
@@ -269,7 +270,7 @@ class SchedulerCore:
 
     def kv_index(self) -> tuple[int, IndexStats] | None:
         """The block index's bytes and counters (None without instances that publish events)."""
-        return (self._kv.bytes, self._kv.stats) if self._kv.views() else None
+        return (self._kv.bytes, self._kv.stats) if self._kv.publishing() else None
 
     def _on_kv_events(self, ev: KVCacheEvents) -> list[Command]:
         self._kv.on_events(ev)
@@ -278,6 +279,15 @@ class SchedulerCore:
     def _on_kv_view(self, ev: KVViewChanged) -> list[Command]:
         self._kv.on_view(ev)
         return []
+
+    def _on_kv_slots(self, ev: SlotsResident) -> list[Command]:
+        self._kv.on_slots(ev)
+        return []
+
+    def _instance_of_call(self, call_id: int) -> str | None:
+        """Where a live call is queued or runs (None: nowhere, or ended)."""
+        cs = self._calls.tracked.get(call_id)
+        return None if cs is None else cs.instance
 
     def _on_evicted(self, ev: PrefixEvicted) -> list[Command]:
         if not self._kv.keeps_estimate(ev.instance):

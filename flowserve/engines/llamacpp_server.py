@@ -11,6 +11,7 @@ SIGTERM, then SIGKILL. A finalizer kills a server that was never stopped.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -46,7 +47,10 @@ class LlamaServer:
     def __init__(self, model: Path, *, ctx_size: int = 4096, parallel: int = 1, threads: int = 1,
                  kv_unified: bool = True, cache_ram: int | None = None, metrics: bool = True,
                  alias: str | None = None, extra_args: Sequence[str] = (), binary: Path | None = None,
-                 port: int | None = None, log_path: Path | None = None, cpus: str | None = None) -> None:
+                 port: int | None = None, log_path: Path | None = None, cpus: str | None = None,
+                 slots_prompts: bool = False) -> None:
+        """slots_prompts: `/slots` names each slot's prompt (`LLAMA_SERVER_SLOTS_DEBUG=1`), which a
+        gateway tops its cache estimate up with (`flowserve.gateway.slots_feed`)."""
         self.model = Path(model)
         self.host = "127.0.0.1"
         self.port = port
@@ -55,6 +59,7 @@ class LlamaServer:
         self.cache_ram = cache_ram
         self._binary = binary
         self.cpus = cpus  # `taskset -c CPUS`: pinned threads measure steadier on a shared machine
+        self.env = {**os.environ, "LLAMA_SERVER_SLOTS_DEBUG": "1"} if slots_prompts else None
         self._opts = [
             "-m", str(self.model), "-c", str(ctx_size), "-np", str(parallel), "-t", str(threads),
             "--alias", self.alias, "--no-webui",
@@ -111,7 +116,7 @@ class LlamaServer:
                 self.port = free_port()
             with open(self.log_path, "wb") as log:
                 self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL)
+                                              stdin=subprocess.DEVNULL, env=self.env)
             self._finalizer = weakref.finalize(self, _kill, self._proc)
             if self._wait_healthy(timeout):
                 return self

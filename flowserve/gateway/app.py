@@ -334,6 +334,7 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         up = sum(1 for i in rows if i["up"])
         status = "draining" if d.draining else "ok" if up else "unavailable"
         views = {kind: [i["name"] for i in rows if i["prefix_view"] == kind] for kind in ("precise", "estimated")}
+        views["topped_up_from_slots"] = [i["name"] for i in rows if "prefix_view_slots" in i]
         body = {"status": status, "instances_up": up, "open_queries": d.open_queries, "prefix_views": views}
         if gw.replica is not None:  # degraded without Redis still serves: the detail says so
             body["state"] = gw.replica.health()

@@ -85,7 +85,7 @@ class CallRunner:
             seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
             self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
         if self.kv is not None:
-            self.kv.open(spec, self.backends[spec.name])
+            self.kv.open(spec, self.backends[spec.name], self.caches.get(spec.name))
 
     def add(self, spec: InstanceSpec) -> InstanceSpec:
         """Open (or replace) an instance's backend; its circuit starts closed."""

@@ -114,7 +114,7 @@ class LiveDriver:
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
         self.runner.kv = KVFeeds(self._put, clock, lambda: self.until(lambda: self._inbox.qsize() <= 1, 3600.0),
-                                 self.metrics, self.core, self.tokens)  # the engines' cache events, into the inbox
+                                 self.metrics, self.core, self.tokens, s.slots_poll_s)  # the engines' cache events
         self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
         self.retrieval = RetrievalTools(s.retrieval)
         self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, self.retrieval.executors(), s.sql_workers,

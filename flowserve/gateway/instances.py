@@ -80,8 +80,13 @@ class LiveInstances:
 
 
 def _view(v: KVViewStatus | None) -> dict[str, Any]:
-    """Where an instance's prefix view comes from: its engine's cache events, or the estimate."""
+    """Where an instance's prefix view comes from: its engine's cache events, or the estimate
+    (`prefix_view_slots`: the prompts its /slots said it holds, topping the estimate up)."""
     if v is None:
         return {"prefix_view": "estimated", "prefix_view_reason": "the engine publishes no cache events"}
-    return {"prefix_view": "precise" if v.precise else "estimated", "prefix_view_reason": v.reason,
-            "cached_blocks": v.blocks}
+    row: dict[str, Any] = {"prefix_view": "precise" if v.precise else "estimated", "prefix_view_reason": v.reason}
+    if v.slot_prompts is not None:
+        row["prefix_view_slots"] = v.slot_prompts
+    if v.blocks or v.slot_prompts is None:
+        row["cached_blocks"] = v.blocks
+    return row

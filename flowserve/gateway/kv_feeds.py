@@ -2,7 +2,8 @@
 instance whose engine publishes them (`kv_events:` with an endpoint), opened and closed
 with the instance. Each subscriber feeds the driver's inbox, so the events reach the core
 like any other; each gateway replica subscribes on its own (no broker, as llm-d's precise
-scorer does). Simulated instances publish their events themselves (`SimBackend`)."""
+scorer does). Simulated instances publish their events themselves (`SimBackend`). An
+engine without events is read on `/slots` instead, where it serves it (`slots_feed`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import Backend
+from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.routing_tokens import GatewayTokens
+from flowserve.gateway.slots_feed import SlotsReader
 from flowserve.gateway.token_check import check_tokenization
 from flowserve.kvevents.subscriber import EngineSubscriber
 from flowserve.types.specs import InstanceSpec
@@ -26,21 +29,34 @@ from flowserve.types.specs import InstanceSpec
 
 class KVFeeds:
     def __init__(self, put: Callable[[Any], None], clock: Callable[[], float], room: Callable[[], Awaitable[None]],
-                 metrics: GatewayMetrics, core: SchedulerCore, tokens: GatewayTokens) -> None:
+                 metrics: GatewayMetrics, core: SchedulerCore, tokens: GatewayTokens,
+                 slots_poll_s: float = 0.0) -> None:
         """room: returns once the driver took what it was given (subscribers read on then);
-        tokens: the gateway's tokenizers, checked against each engine's (`token_check`)."""
+        tokens: the gateway's tokenizers, checked against each engine's (`token_check`);
+        slots_poll_s: how often an engine without events is read on `/slots` (0: never)."""
         self._put = put
         self._clock = clock
         self._room = room
         self._bad = metrics.kv_bad
         self._tokens = tokens
+        self._core = core
+        self._slots_poll_s = slots_poll_s
         metrics.attach(KVCollector(core))
         self.subscribers: dict[str, EngineSubscriber] = {}
+        self.slots: dict[str, SlotsReader] = {}
         self.token_checks: dict[str, str] = {}  # instance → the start-up check's verdict
         self._checks: dict[str, asyncio.Task[None]] = {}
 
-    def open(self, spec: InstanceSpec, backend: Backend) -> None:
+    def open(self, spec: InstanceSpec, backend: Backend, estimate: CacheEstimate | None = None) -> None:
+        """estimate: the driver's estimate of the engine's cache, topped up from `/slots`."""
         kv = spec.kv_events
+        if kv is None and isinstance(backend, OpenAIBackend) and self._slots_poll_s > 0 \
+                and self._core.keeps_prefix_index:
+            model = spec.model
+            reader = SlotsReader(spec.name, backend, lambda text: self._tokens.text(text, model), self._put,
+                                 self._clock, self._slots_poll_s, estimate)
+            self.slots[spec.name] = reader
+            reader.start()
         if kv is None or not kv.endpoint or spec.backend == "sim":
             return
         sub = EngineSubscriber(spec.name, kv, self._put, self._clock, self._room,
@@ -60,12 +76,15 @@ class KVFeeds:
             check.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await check
+        reader = self.slots.pop(name, None)
+        if reader is not None:
+            await reader.aclose()
         sub = self.subscribers.pop(name, None)
         if sub is not None:
             await sub.aclose()
 
     async def aclose(self) -> None:
-        for name in list(self.subscribers):
+        for name in {*self.subscribers, *self.slots}:
             await self.close(name)
 
 
@@ -83,10 +102,14 @@ class KVCollector:
                                     "cache events, 0 if it fell back to the estimate", labels=["instance"])
         blocks = GaugeMetricFamily("flowserve_kv_index_blocks", "Blocks the engine's events say it holds",
                                    labels=["instance"])
+        slots = CounterMetricFamily("flowserve_kv_slot_prompts", "Prompts an engine's /slots said it holds, "
+                                    "topping up the estimate", labels=["instance"])
         for v in views:
             precise.add_metric([v.instance], 1.0 if v.precise else 0.0)
             blocks.add_metric([v.instance], v.blocks)
-        yield from (precise, blocks)
+            if v.slot_prompts is not None:
+                slots.add_metric([v.instance], v.slot_prompts)
+        yield from (precise, blocks, slots)
         index = self._core.kv_index()
         if index is not None:
             size, stats = index

@@ -113,6 +113,8 @@ class GatewaySettings(Strict):
     default_max_tokens: int = Field(256, ge=1, description="max_tokens of a request that gives none")
     cache_tokens: dict[str, int] = Field(default_factory=dict, description="per instance: tokens of the driver's "
                                          "cache estimate (default: the KV capacity)")
+    slots_poll_s: float = Field(2.0, ge=0, description="how often the gateway reads an engine's /slots (llama-server) "
+                                "to top its cache estimate up with the slots' prompts; 0: never")
     cache_sequences: dict[str, int] = Field(default_factory=dict, description="per instance: slot caches of the "
                                             "estimate (default: the profile's slots)")
     engine_kinds: dict[str, Literal["llamacpp", "vllm", "sglang", "openai"]] = Field(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowserve.metrics.summary import EPS, attainment, min_slo_scale, slo_curve, stage_distribution, summarize
+from flowserve.sim.kv_views import CacheView
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
@@ -32,8 +33,10 @@ def evaluate(
     standalone: Sequence[float] | None = None,
     progress: Callable[[], None] | None = None,
     search: bool = True,
+    cache_view: CacheView | None = None,
 ) -> tuple[dict[str, Any], dict[float, SimResult]]:
-    """Run the policy (at the scales it needs if it reads deadlines) and summarise.
+    """Run the policy (at the scales it needs if it reads deadlines) and summarise; cache_view:
+    how the router learns what the engines cache (`flowserve.sim.kv_views`; None: each as configured).
 
     Latency, throughput and call figures come from the run at the largest scale.
     """
@@ -45,7 +48,7 @@ def evaluate(
     if aware:
         def run(s: float) -> float:
             if s not in runs:
-                runs[s] = simulate(cluster, workload, policy, s, standalone, jobs=JOBS)
+                runs[s] = simulate(cluster, workload, policy, s, standalone, jobs=JOBS, cache_view=cache_view)
                 if progress:
                     progress()
             return attainment(runs[s], s, True)
@@ -60,7 +63,7 @@ def evaluate(
             for s in scales:
                 run(s)
     else:
-        result = simulate(cluster, workload, policy, None, standalone, jobs=JOBS)
+        result = simulate(cluster, workload, policy, None, standalone, jobs=JOBS, cache_view=cache_view)
         runs = dict.fromkeys(scales, result)
         if progress:
             for _ in scales:
@@ -77,6 +80,7 @@ def evaluate(
         "min_slo_scale": {str(t): min_slo_scale(curve, t) for t in TARGETS},
         "sim_wall_s": sum(r.sim_wall_s for r in {id(r): r for r in runs.values()}.values()),
         "stage_distribution": stage_distribution(primary),
+        **({"cache_view": cache_view} if cache_view is not None else {}),
     })
     return summary, runs
 

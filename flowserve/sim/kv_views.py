@@ -6,11 +6,13 @@
   back through the gateway's decoder (`flowserve.kvevents.engine_blocks`);
 * `estimated` (`EstimatingEngine`): the engine reports nothing and the driver keeps the
   gateway's estimate of its cache (`CacheEstimate`, pinned while calls run, LRU within the
-  KV capacity), as it does for engines without events.
+  KV capacity), as it does for engines without events;
+* `configured`: each instance as a live gateway sees it — precise where its config has
+  `kv_events:`, estimated elsewhere (`flowserve simulate`'s default).
 
-By default an instance publishes when its config has `kv_events:` and reports its
-evictions otherwise; `flowserve.sim.run.simulate(cache_view=...)` puts every instance in
-one view (`bench kv-events` compares them).
+Without a view (`flowserve.sim.run.simulate`'s default) an instance publishes when its
+config has `kv_events:` and reports its evictions otherwise; `cache_view=` puts every
+instance in one view (`flowserve simulate --cache-view`, `bench kv-events` compare them).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from flowserve.types.kv import KVEventsSpec
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
-CacheView = Literal["engine", "precise", "estimated"]
+CacheView = Literal["engine", "precise", "estimated", "configured"]
 
 
 class PublishingEngine(SimEngine):
@@ -103,6 +105,6 @@ def viewed_engine(spec: InstanceSpec, cost: CostModel, kv_capacity: int, report_
     says; `believed`: the KV tokens an estimate takes the engine to cache (default: its own)."""
     if spec.kv_events is not None and spec.engine.prefix_caching:
         return PublishingEngine(spec, cost, kv_capacity)
-    if view == "estimated" and report_evictions and spec.engine.prefix_caching:
+    if view in ("estimated", "configured") and report_evictions and spec.engine.prefix_caching:
         return EstimatingEngine(spec, cost, kv_capacity, believed)
     return make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)

@@ -60,7 +60,7 @@ from flowserve.types.events import (
     Tick,
     Tokenized,
 )
-from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.kv import KVCacheEvents, KVViewChanged, SlotsResident
 
 
 class ReplicaCores:
@@ -241,8 +241,8 @@ class ReplicaCores:
         JobFinished: _by_job,
         QueryArrived: _arrived,
         **dict.fromkeys((QueryCancelled, QueryInput, QueryClosed, CallCancelled), _by_query),
-        **dict.fromkeys((InstanceCapacity, PrefixEvicted, InstanceUp, InstanceDown, KVCacheEvents, KVViewChanged),
-                        _engines),
+        **dict.fromkeys((InstanceCapacity, PrefixEvicted, InstanceUp, InstanceDown, KVCacheEvents, KVViewChanged,
+                         SlotsResident), _engines),
         Tick: _tick,
     }
     # Every command: those that carry a replica's own call, op or job ids get the cluster's;

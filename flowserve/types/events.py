@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowserve.errors import FailureKind
-from flowserve.types.kv import KVCacheEvents, KVViewChanged
+from flowserve.types.kv import KVCacheEvents, KVViewChanged, SlotsResident
 from flowserve.types.peers import PeerLoad, PeerRouted, PeerService, ProgramShared
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Query, Tokens
@@ -209,4 +209,5 @@ Event = (
     | ProgramShared
     | KVCacheEvents
     | KVViewChanged
+    | SlotsResident
 )

@@ -78,3 +78,15 @@ class KVViewChanged:
     instance: str
     precise: bool
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsResident:
+    """What an engine without cache events holds, read from its slots (llama-server's
+    `/slots`): the prompts resident in slots that changed since the last read, as token ids.
+    They top up the estimate (an engine's own word that they are cached); the view stays
+    estimated, since a read says nothing of what went before it or comes after."""
+
+    time: float
+    instance: str
+    prompts: tuple[Tokens, ...]

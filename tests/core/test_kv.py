@@ -15,6 +15,7 @@ from flowserve.types.kv import (
     KVCacheEvents,
     KVEventsSpec,
     KVViewChanged,
+    SlotsResident,
 )
 
 PROMPT = tuple(range(100))  # llm("x", 100): 6 full blocks of 16 and a tail of 4
@@ -56,7 +57,7 @@ def test_a_routed_prompt_is_speculative_until_confirmed() -> None:
     assert core.prefix_hit(PROMPT, "a") == 96
     d.t = 5.0
     d.finish(next(iter(d.inflight)))  # a finished call adds nothing to a precise view
-    d.feed(KVCacheEvents(6.5, "a", ()))  # any event after the TTL: the unconfirmed blocks lapse
+    d.feed(KVCacheEvents(11.5, "a", ()))  # a TTL after the call ended (at 6): the unconfirmed blocks lapse
     assert core.prefix_hit(PROMPT, "a") == 32
 
 
@@ -97,3 +98,31 @@ def test_routing_a_prompt_keeps_another_prompts_confirmed_blocks() -> None:
     d.feed(KVCacheEvents(0.0, "a", (BlockStored(0, tuple(range(1, 8)), None, first, 16),)))
     d.arrive(query(ScriptProgram([llm("x", 100)])))  # PROMPT: blocks 0-5 of `first`, then tokens 96..99
     assert core.prefix_hit(first, "a") == 112
+
+
+def test_slots_top_an_estimated_instance_up_and_leave_a_precise_one_alone() -> None:
+    core = make_core([kv_spec("a"), live_spec("b")], "prefix_affinity")
+    d = ScriptedDriver(core)
+    d.feed(KVViewChanged(0.0, "a", True, "ok"))
+    d.feed(SlotsResident(1.0, "b", (PROMPT[:40], PROMPT[:70])))  # another client's prompts, in b's slots
+    d.feed(SlotsResident(1.0, "a", (PROMPT,)))  # a's events say what it holds: slots add nothing
+    assert core.prefix_hit(PROMPT, "b") == 70 and core.prefix_hit(PROMPT, "a") == 0
+    views = {v.instance: v for v in core.kv_views()}
+    assert not views["b"].precise and views["b"].slot_prompts == 2 and "slots" in views["b"].reason
+    assert views["a"].precise and views["a"].slot_prompts == 1
+    d.feed(PrefixEvicted(2.0, "b", PROMPT[:70], 40))  # still an estimate: its evictions apply
+    assert core.prefix_hit(PROMPT, "b") == 40
+
+
+def test_a_routed_prompt_stays_speculative_while_its_call_waits_on_the_instance() -> None:
+    """Under load a call waits longer than the TTL: the router must not forget where it sent it."""
+    core = make_core([kv_spec("a")], "prefix_affinity", kv=KVSettings(speculative_ttl_s=5.0))
+    d = ScriptedDriver(core)
+    d.feed(KVViewChanged(0.0, "a", True, "ok"))
+    d.arrive(query(ScriptProgram([llm("x", 100)])))
+    d.feed(KVCacheEvents(30.0, "a", ()))  # 30 s later, the call still queued or running: still there
+    assert core.prefix_hit(PROMPT, "a") == 96
+    d.t = 31.0
+    d.finish(next(iter(d.inflight)))  # the call left, unconfirmed: lapses within a TTL
+    d.feed(KVCacheEvents(36.1, "a", ()))
+    assert core.prefix_hit(PROMPT, "a") == 0

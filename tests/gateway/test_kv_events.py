@@ -50,7 +50,7 @@ def test_health_status_and_metrics_say_which_views_are_precise() -> None:
             h = httpx.Client(base_url=srv.url, headers={"authorization": f"Bearer {KEY}"})
             body = poll_until(lambda: (b := h.get("/health").json())["prefix_views"]["precise"] and b,
                               10.0, "the vllm instance's view to become precise")
-            assert body["prefix_views"] == {"precise": ["vllm"], "estimated": ["sim"]}
+            assert body["prefix_views"] == {"precise": ["vllm"], "estimated": ["sim"], "topped_up_from_slots": []}
             rows = {r["name"]: r for r in h.get("/status.json").json()["instances"]}
             assert rows["vllm"]["prefix_view"] == "precise" and rows["vllm"]["cached_blocks"] == 1
             assert rows["sim"]["prefix_view_reason"] == "the engine publishes no cache events"
@@ -132,7 +132,8 @@ def test_a_simulated_instance_publishes_its_events_in_the_gateway() -> None:
                         "api_keys": [KEY], "gateway": {"dispatch": "prefix_affinity", "time_scale": 200.0}}, "test")
     with BackgroundServer(create_app(cfg)) as srv:
         h = httpx.Client(base_url=srv.url, headers={"authorization": f"Bearer {KEY}"}, timeout=30)
-        assert h.get("/health").json()["prefix_views"] == {"precise": ["s"], "estimated": []}
+        views = h.get("/health").json()["prefix_views"]
+        assert views == {"precise": ["s"], "estimated": [], "topped_up_from_slots": []}
         prompt = list(range(100, 200))
         r = h.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
         assert r.status_code == 200, r.text
