@@ -161,7 +161,7 @@ def simulate(
     progress: Callable[[], None] | None = None,
     replicas: int = 1,
     sync_ms: float = 20.0,
-    cache_view: str | None = None,
+    cache_view: str = "configured",
     **params: Any,
 ) -> SimulationResult:
     """Simulate one policy pair on a cluster and workload at each SLO scale.
@@ -172,8 +172,8 @@ def simulate(
     class or a ready object; replicas: that many schedulers taking queries in turn and
     syncing every `sync_ms` (`flowserve.sim.replicas`); cache_view: how the router learns what
     the engines cache — `precise` (KV-cache events), `estimated` (the gateway's estimate),
-    `configured` (precise where an instance has `kv_events`, estimated elsewhere) or `engine`
-    (every eviction reported; None: this, except for instances with `kv_events`). `**params`
+    `configured` (the default, as `flowserve simulate`: precise where an instance has
+    `kv_events`, estimated elsewhere) or `engine` (every eviction reported). `**params`
     go to the policy whose constructor takes them."""
     from flowserve.graph.passes import make_passes
     from flowserve.profiles.instance import max_context
@@ -215,7 +215,7 @@ def simulate(
     if replicas > 1 and not isinstance(dispatch, str | type):
         raise ConfigError("replicas: each replica makes its own dispatch policy: give it by name, import path or "
                           "class, not as a ready object")
-    if cache_view is not None and cache_view not in CACHE_VIEWS:
+    if cache_view not in CACHE_VIEWS:
         raise ConfigError(f"cache_view: expected one of {', '.join(CACHE_VIEWS)}, got {cache_view!r}")
     policy = PolicySpec(dispatch, queue, {**(dispatch_params or {}), **routed_d},
                         {**(queue_params or {}), **routed_q}, passes, replicas, float(sync_ms))

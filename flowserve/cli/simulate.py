@@ -84,8 +84,8 @@ def simulate(
             label += f" ×{replicas} replicas, sync {sync_ms:g} ms"
         console.print(policy_table({label: summary}), highlight=False)
         console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s; cache view {view}: "
-                      f"TTFT p90 {summary['call_ttft_s'].get('p90', 0.0):.3f} s, token hit rate "
-                      f"{summary.get('token_hit_rate', 0.0):.3f}", highlight=False)
+                      f"TTFT p90 {seconds(summary['call_ttft_s'].get('p90'))}, token hit rate "
+                      f"{summary.get('token_hit_rate') or 0.0:.3f}", highlight=False)
         if json_out:
             write_json(json_out, summary)
             console.print(f"summary: {json_out}")
@@ -182,3 +182,8 @@ def calibrate(
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(report, indent=2))
             console.print(f"json: {json_out}")
+
+
+def seconds(value: float | None) -> str:
+    """A duration for the summary line (none when no call ran: every query failed)."""
+    return "—" if value is None else f"{value:.3f} s"
