@@ -30,7 +30,7 @@ class KVPublisher:
     def __init__(self, endpoint: str, replay: str | None = None, topic: str = "", buffer_steps: int = BUFFER_STEPS,
                  layout: Layout = "array", rank: int | None = None, replay_topic: bool = True) -> None:
         """endpoint/replay: where to bind (tcp://127.0.0.1:PORT); rank: written into each batch."""
-        self._ctx = zmq.asyncio.Context()
+        self._ctx = zmq.asyncio.Context.instance()  # the process's own: see Subscriber
         self.pub = self._ctx.socket(zmq.XPUB)  # a PUB that also sees subscriptions (`subscribed`)
         self.pub.setsockopt(zmq.SNDHWM, 1_000_000)
         self.pub.setsockopt(zmq.LINGER, 0)
@@ -59,7 +59,9 @@ class KVPublisher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._ctx.destroy(linger=0)
+        self.pub.close(linger=0)
+        if self.router is not None:
+            self.router.close(linger=0)
 
     # ------------------------------------------------------------------ publishing
 

@@ -68,7 +68,10 @@ class EngineSubscriber:
         self.batches = 0  # batches read (live and replayed)
         self.precise: bool | None = None  # what the driver was told (None: nothing yet)
         self._complete: dict[int, bool] = dict.fromkeys(range(spec.data_parallel_size), False)
-        self._ctx = zmq.asyncio.Context()
+        # the process's one context, never a context of our own: a context collected while a
+        # socket of a task that never finished is still open blocks the collecting thread in
+        # zmq_term forever (seen: a whole test session hung in Context.__del__)
+        self._ctx = zmq.asyncio.Context.instance()
         self._tasks: list[asyncio.Task[None]] = []
         self._dealers: dict[int, zmq.asyncio.Socket] = {}
 
@@ -86,7 +89,6 @@ class EngineSubscriber:
         for s in self._dealers.values():
             s.close(linger=0)
         self._dealers.clear()
-        self._ctx.destroy(linger=0)
 
     # ------------------------------------------------------------------ one rank
 

@@ -34,7 +34,10 @@ def test_a_statement_gets_the_models_answers_and_the_reordering_effect_is_counte
     assert sorted(answers) == sorted(rows.column("id").to_pylist())
     assert set(answers.values()) <= {"Positive", "Negative", None}
     assert sum(a is not None for a in answers.values()) >= 2, answers  # the model answers with a label
-    assert res.report["calls_sent"] == 3 and res.report["rows_failed"] == 0
+    # a row the model answers off the label set fails explicitly, reported and counted (a 135M model
+    # does so now and then, depending on the field order the planner picks)
+    failed = sum(a is None for a in answers.values())
+    assert res.report["calls_sent"] == 3 and res.report["rows_failed"] == failed, res.report["errors"]
 
     effect = reorder_effect(cluster, rows)
     assert effect["rows"] == 3 and 0 <= effect["changed"] <= 3
