@@ -97,7 +97,9 @@ def main(args: Sequence[str]) -> int:
     import pytest
 
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # an environment with only the core has no other plugins
-    return int(pytest.main(["-p", HYPOTHESIS_PLUGIN, *args]))
+    # the project's addopts without xdist's options: xdist is a test-tool plugin, not a core dependency
+    addopts = "-q --import-mode=importlib --strict-markers"
+    return int(pytest.main(["-p", HYPOTHESIS_PLUGIN, "-o", f"addopts={addopts}", *args]))
 
 
 if __name__ == "__main__":
