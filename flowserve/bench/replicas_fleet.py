@@ -50,7 +50,7 @@ def serve_yaml(folder: Path, engines: Engines, gateway: Mapping[str, Any], gpus:
     path.write_text(yaml.safe_dump({
         "instances": [{"name": n, "gpu": g, "model": LLM, "tp": TP, "backend": "openai", "url": u}
                       for (n, u), g in zip(engines.urls.items(), gpus, strict=True)],
-        "api_keys": [KEY],
+        "api_keys": {KEY: {"tenant": "gold", "acts_for": ["*"]}},  # the client acts for both tenants (x-tenant)
         "gateway": {"engine_kinds": dict.fromkeys(engines.urls, "vllm"), **gateway}}))
     return path
 
