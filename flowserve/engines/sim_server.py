@@ -25,6 +25,7 @@ import orjson
 import uvicorn
 
 from flowserve.engines.backend import EngineError, EngineRequest
+from flowserve.engines.raw_asgi import read_body, serve_lifespan
 from flowserve.engines.simbackend import SimBackend
 from flowserve.profiles.instance import kv_capacity, roofline_for
 from flowserve.tokenize.words import word_ids
@@ -54,17 +55,8 @@ class SimEngineApp:
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] == "lifespan":
-            while (msg := await receive())["type"] != "lifespan.shutdown":
-                if msg["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+            return await serve_lifespan(receive, send)
+        raw = await read_body(receive)
         path = scope["path"]
         try:
             if path == "/v1/completions":

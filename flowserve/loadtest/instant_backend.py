@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from flowserve.engines.raw_asgi import read_body, serve_lifespan
+
 STREAM_TOKENS = 64
 _USAGE = {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9, "prompt_tokens_details": {"cached_tokens": 0}}
 _JSON = [(b"content-type", b"application/json")]
@@ -47,16 +49,8 @@ _MODELS = orjson.dumps({"object": "list", "data": [{"id": "instant", "object": "
 async def app(scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
               send: Callable[[Any], Awaitable[None]]) -> None:
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    raw = b""
-    while True:
-        msg = await receive()
-        raw += msg.get("body", b"")
-        if not msg.get("more_body"):
-            break
+        return await serve_lifespan(receive, send)
+    raw = await read_body(receive)
     path = scope["path"]
     if path in ("/v1/completions", "/v1/chat/completions", "/generate"):
         stream = b'"stream":true' in raw or b'"stream": true' in raw

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from flowserve.engines.raw_asgi import read_body, serve_lifespan
 from flowserve.gateway.server import BackgroundServer
 
 Scope = MutableMapping[str, Any]
@@ -77,16 +78,8 @@ class HttpEngine:
     async def _app(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
                    send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+            return await serve_lifespan(receive, send)
+        raw = await read_body(receive)
         path = scope["path"]
         if path in ("/health", "/v1/models"):
             return await self._json(send, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
