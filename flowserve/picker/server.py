@@ -76,16 +76,16 @@ class PickerServer:
         core = PickerCore(self.config)
         await core.start()
         health = Health(core)
-        server = grpc_server(core, health)
-        bound = 0
-        for _attempt in range(1 if self.port else 3):  # an ephemeral port can be taken while gRPC binds it
+        server, bound = None, 0
+        for _attempt in range(1 if self.port else 5):  # an ephemeral port can be taken while gRPC binds it
+            server = grpc_server(core, health)  # a server whose bind failed is not reused
             try:
                 bound = server.add_insecure_port(f"{self.host}:{self.port}")
             except RuntimeError:
                 bound = 0
             if bound:
                 break
-        if bound == 0:
+        if server is None or bound == 0:
             await core.stop()
             raise ConfigError(f"--host {self.host} --port {self.port}: cannot listen there")
         self.port = bound
@@ -114,7 +114,8 @@ class PickerServer:
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+            with contextlib.suppress(RuntimeError):  # the loop already ended (a failed start): nothing to stop
+                self._loop.call_soon_threadsafe(self._stop.set)
 
     def run(self) -> None:
         """Serve in the foreground until SIGINT/SIGTERM (the process's logging set up here)."""
