@@ -49,6 +49,12 @@ def live_measurements(file: str) -> list[tuple[float, float]]:
     return out
 
 
+def failed_live(file: str) -> int:
+    """Recorded queries that failed live (`"failed"`: an agent that gave up): replayed with
+    the calls they ran, their live latency the time to their failure."""
+    return sum(1 for _, item in trace_records(read_text(file, "trace file")) if item.get("failed"))
+
+
 def _stats(xs: Sequence[float]) -> dict[str, float]:
     a = np.asarray(xs, dtype=float)
     return {"mean": float(a.mean()), "p50": float(np.median(a)), "p90": float(np.percentile(a, 90)),
@@ -75,7 +81,7 @@ def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "
     calls_live = Counter(s for q in read_agent_trace(file).queries for s, _, _ in q)
     calls_sim = Counter(c.stage for c in result.calls)
     report = {
-        "trace": file, "queries": len(live), "replayed": len(pairs),
+        "trace": file, "queries": len(live), "replayed": len(pairs), "failed_live": failed_live(file),
         "live_latency_s": _stats(live_l), "replay_latency_s": _stats(sim_l),
         "latency_ratio_replay_over_live": float(np.mean(sim_l) / np.mean(live_l)) if np.mean(live_l) > 0 else None,
         "per_query_rel_error": _stats(err) if err else None,
@@ -86,6 +92,7 @@ def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "
             ["latency p50 s", report["live_latency_s"]["p50"], report["replay_latency_s"]["p50"]],
             ["latency p90 s", report["live_latency_s"]["p90"], report["replay_latency_s"]["p90"]]]
     rows += [[f"calls {s}", v["live"], v["replay"]] for s, v in report["calls"].items()]
+    rows.append(["queries (failed live)", f"{len(live)} ({report['failed_live']})", len(pairs)])
     table = markdown_table(["quantity", "live", "replay"], rows)
     if err:
         e = report["per_query_rel_error"]

@@ -195,7 +195,7 @@ class RunBook:
             del self._ops[op_id]
         self.opbook.drop_query(qs)
         self.queries.pop(qs.id, None)
-        self._out.append(QueryFailed(qs.id, self._view.now, reason, kind))
+        self._out.append(QueryFailed(qs.id, self._view.now, reason, kind, qs.run.results))
         return self._take()
 
     def end_call(self, cs: CallState, reason: str, kind: FailureKind) -> list[Command]:

@@ -348,7 +348,8 @@ class LiveDriver:
 
     def _query_failed(self, cmd: QueryFailed, now: float) -> None:
         if (h := self.book.open.get(cmd.query_id)) is not None:
-            self._fail(h, cmd.kind, cmd.reason, now)
+            self._resolve(h, now, False if h.slo_s is not None else None, failure=(cmd.kind, cmd.reason),
+                          failed=cmd)
 
     def _policy_changed(self, cmd: PolicyChanged, now: float) -> None:
         self.policy_log.append(cmd)
@@ -371,8 +372,8 @@ class LiveDriver:
         self._resolve(h, now, False if h.slo_s is not None else None, failure=(kind, reason))
 
     def _resolve(self, h: QueryHandle, now: float, met: bool | None, done: QueryDone | None = None,
-                 failure: tuple[FailureKind, str] | None = None) -> None:
-        self.book.resolve(h, now, met, done, failure)
+                 failure: tuple[FailureKind, str] | None = None, failed: QueryFailed | None = None) -> None:
+        self.book.resolve(h, now, met, done, failure, failed)
         if self._draining and not self.book.open and self._drained is not None:
             self._drained.set()
 

@@ -11,7 +11,7 @@ from flowserve.errors import FailureKind
 from flowserve.gateway.metrics import GatewayMetrics
 from flowserve.gateway.query import QueryHandle, QueryResult, QueryStatus, call_reports
 from flowserve.gateway.record import QueryRecorder
-from flowserve.types.commands import QueryDone, StepDone
+from flowserve.types.commands import QueryDone, QueryFailed, StepDone
 from flowserve.types.events import CallFailed, CallFinished, OpFinished, Tokenized
 from flowserve.types.work import LLMCall
 
@@ -67,9 +67,10 @@ class QueryBook:
         return None
 
     def resolve(self, h: QueryHandle, now: float, met: bool | None, done: QueryDone | None = None,
-                failure: tuple[FailureKind, str] | None = None) -> None:
-        """End a query — completed (`done`) or failed (`failure`: its kind and reason) —
-        with its client's result and its metrics; it moves to the finished."""
+                failure: tuple[FailureKind, str] | None = None, failed: QueryFailed | None = None) -> None:
+        """End a query — completed (`done`) or failed (`failure`: its kind and reason; `failed`:
+        the core's command, when the core failed it) — with its client's result and its
+        metrics; it moves to the finished."""
         assert (done is None) != (failure is None)
         status = QueryStatus.COMPLETED if failure is None else QueryStatus.FAILED
         kind, reason = failure if failure is not None else (None, None)
@@ -97,7 +98,7 @@ class QueryBook:
                                                None, {}, (), kind or FailureKind.CANCELLED))
         h.steps.clear()
         if self.recorder is not None and self.recorder.records(h):  # after the answer: never in its way
-            self.recorder.ended(h, done)
+            self.recorder.ended(h, done, failed)
         if self.on_resolved is not None:
             self.on_resolved(h)
         self.finished[h.id] = h

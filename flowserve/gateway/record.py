@@ -6,7 +6,8 @@ policies in the simulator, serve the winner.
 Each call keeps its stage, token counts, thread, the calls it followed and the client's
 tool gap before it, and its prompt as prefix-chained block hashes (no token ids, no
 text: the file shows how prompts share prefixes, not what they say). One-call OpenAI
-requests outside a program are not recorded; nor are failed queries.
+requests outside a program are not recorded. A query the core failed (an agent that
+gave up, a workflow error) is recorded with the calls it ran and `"failed"`: its kind.
 
 Recording is a side feature: a write that fails (a full disk) is logged once, counted in
 `flowserve_record_errors_total` and taken back (`LineFile`: the file stays whole JSON
@@ -29,7 +30,7 @@ from flowserve.errors import ConfigError
 from flowserve.gateway.query import QueryHandle
 from flowserve.graph.plan import Segment
 from flowserve.tune.segments import BlockIds
-from flowserve.types.commands import QueryDone
+from flowserve.types.commands import QueryDone, QueryFailed
 from flowserve.types.work import LLMCall
 from flowserve.workloads.program_trace import FinishedCall, TracedQuery, query_json, traced_calls
 
@@ -94,27 +95,34 @@ class QueryRecorder:
         """A call went to an engine: keep its prompt's shape (the last send, if retried)."""
         self._prompts[(call.query_id, call.node)] = self._blocks.chain(call.prompt)
 
-    def ended(self, h: QueryHandle, done: QueryDone | None) -> None:
-        """A query ended; a completed one is written."""
+    def ended(self, h: QueryHandle, done: QueryDone | None, failed: QueryFailed | None = None) -> None:
+        """A query ended: a completed one is written, and one the core failed with the calls
+        it ran (`"failed"`: its kind) — they loaded the engines as any other query's did,
+        and a replay without them runs on an emptier cluster than the live run had."""
         prompts = {node: self._prompts.pop((qid, node)) for qid, node in list(self._prompts) if qid == h.id}
-        if done is None or h.arrival is None:
+        end = done or failed
+        if end is None or h.arrival is None:
             return
-        steps = done.output.get("steps", {}) if isinstance(done.output, dict) else {}
+        output = done.output if done is not None and isinstance(done.output, dict) else {}
+        steps = output.get("steps", {})
         calls = []
-        for key, r in done.results.items():
-            if r.instance is None or r.error is not None:
+        for key, r in end.results.items():
+            if r.instance is None or r.error is not None or r.finished is None:
                 continue  # a tool step, or a call that failed or was cancelled
             prompt = prompts.get(key)
             n_in = sum(s.length for s in prompt) if prompt else r.prompt_tokens
             calls.append(FinishedCall(r.stage, steps.get(key, {}).get("thread"), self._t(r.ready or h.arrival),
-                                      self._t(r.finished or 0.0), n_in, r.output_tokens, prompt))
+                                      self._t(r.finished), n_in, r.output_tokens, prompt))
         if not calls:
             return
         traced = TracedQuery(traced_calls(calls, self._t(h.arrival)), round(self._t(h.arrival), 6), h.workflow,
                              None if h.slo_s is None else h.slo_s * self.scale)
-        extra = {"id": h.id, "tenant": h.tenant, "latency_s": round(done.latency * self.scale, 6)}
+        latency = done.latency if done is not None else end.time - h.arrival
+        extra: dict[str, object] = {"id": h.id, "tenant": h.tenant, "latency_s": round(latency * self.scale, 6)}
         if steps:
-            extra["program"] = done.output.get("program")
+            extra["program"] = output.get("program")
+        if failed is not None:
+            extra["failed"] = failed.kind.value
         self._write(json.dumps(query_json(traced, extra)) + "\n")
 
     def _write(self, line: str) -> None:

@@ -79,6 +79,7 @@ class QueryFailed:
     time: float
     reason: str  # for people
     kind: FailureKind  # for programs (the gateway's HTTP status)
+    results: Mapping[str, NodeResult] = field(default_factory=dict)  # the nodes that ended before it failed
 
 
 @dataclass(frozen=True, slots=True)
