@@ -18,6 +18,15 @@ KEY = "sk-calibrate"
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 
+def calibrate(trace: Path, tmp_path: Path) -> dict:
+    """`flowserve calibrate --trace` of a recording on Preble's A6000, its JSON report."""
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(app, ["calibrate", "--trace", str(trace), "--cluster", "preble-a6000",
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text())
+
+
 def test_calibrate_compares_a_gateway_recording_with_its_replay(tmp_path: Path) -> None:
     cfg = serve_config({"instances": [{"name": "sim", "gpu": "A6000", "model": "mistral-7b"}], "api_keys": [KEY],
                         "gateway": {"time_scale": 50.0, "record": str(tmp_path / "rec")}}, "test")
@@ -31,11 +40,7 @@ def test_calibrate_compares_a_gateway_recording_with_its_replay(tmp_path: Path) 
             summary = httpx.delete(f"{srv.url}/v1/programs/{program}", headers=AUTH).json()
             assert summary["calls"] == 2
     [trace] = (tmp_path / "rec").glob("trace-*.jsonl")
-    out = tmp_path / "report.json"
-    res = CliRunner().invoke(app, ["calibrate", "--trace", str(trace), "--cluster", "preble-a6000",
-                                   "--json", str(out)])
-    assert res.exit_code == 0, res.output
-    report = json.loads(out.read_text())
+    report = calibrate(trace, tmp_path)
     assert report["queries"] == report["replayed"] == 2
     assert report["calls"] == {"plan": {"live": 2, "replay": 2}, "act": {"live": 2, "replay": 2}}
     assert report["live_latency_s"]["mean"] > 0 and report["replay_latency_s"]["mean"] > 0
@@ -57,10 +62,6 @@ def test_a_failed_query_is_recorded_with_the_calls_it_ran_and_replayed(tmp_path:
     assert [line.get("failed") for line in lines] == ["app_error", None]
     assert [[c["step"] for c in line["calls"]] for line in lines] == [["only"], ["only"]]
     assert all(line["latency_s"] > 0 for line in lines)
-    out = tmp_path / "report.json"
-    res = CliRunner().invoke(app, ["calibrate", "--trace", str(trace), "--cluster", "preble-a6000",
-                                   "--json", str(out)])
-    assert res.exit_code == 0, res.output
-    report = json.loads(out.read_text())
+    report = calibrate(trace, tmp_path)
     assert report["queries"] == report["replayed"] == 2
     assert report["calls"] == {"only": {"live": 2, "replay": 2}} and report["failed_live"] == 1
