@@ -25,6 +25,7 @@ from flowserve.core._kv import KVBook
 from flowserve.core._leaders import PrefillLeaders, PrefillSharing
 from flowserve.core._pool import ReadyPool
 from flowserve.core.lifecycle import CallStatus
+from flowserve.core.outbox import Outbox
 from flowserve.core.state import CallState, InstanceState, QueryState, join_queue, leave_queue
 from flowserve.core.tenants import TenantLedger
 from flowserve.errors import FailureKind
@@ -80,18 +81,7 @@ class Binder:
         self.decisions = 0
         # instances whose queue or capacity changed (a dict: release order is deterministic)
         self._dirty: dict[InstanceState, None] = {}
-        self._out: list[Command] = []
-
-    def _take(self) -> list[Command]:
-        """The commands made since the last take (each public method answers with these).
-        The outbox stays one list: a caller still extending it while a nested call took
-        from it appends in order."""
-        out = self._out
-        if not out:
-            return []
-        taken = out[:]
-        out.clear()
-        return taken
+        self._out = Outbox()
 
     # ------------------------------------------------------------------ ready calls
 
@@ -106,7 +96,7 @@ class Binder:
             self.pool.push(cs)  # tokenized when bound: pooled calls hold no token lists
         elif self._tokenize(cs):
             self._dispatch(cs)
-        return self._take()
+        return self._out.take()
 
     def _tokenize(self, cs: CallState) -> bool:
         """True once the call has its token ids; False while the driver tokenizes it
@@ -146,7 +136,7 @@ class Binder:
             cs.move(S.READY)
             if self._make_call(cs, ev.tokens):
                 self._bind_or_pool(cs)
-        return self._take()
+        return self._out.take()
 
     def _fail_call(self, cs: CallState, reason: str, kind: FailureKind) -> None:
         """The call cannot run: it fails, and so does its query (a program's, alone)."""
@@ -229,10 +219,10 @@ class Binder:
                 del self._dirty[inst]
                 self._release(inst)
             if not (self.late and len(self.pool)):
-                return self._take()
+                return self._out.take()
             self._bind_pooled()
             if not self._dirty:
-                return self._take()
+                return self._out.take()
 
     def _release(self, inst: InstanceState) -> None:
         """Start queued calls while the instance can take them; the queue policy picks."""

@@ -25,7 +25,7 @@ class CallBook(Binder):
             if cs.status is S.RELEASED:
                 cs.move(S.RUNNING)
             self._release_followers(cs)
-        return self._take()
+        return self._out.take()
 
     # ------------------------------------------------------------------ in-flight calls
 
@@ -75,7 +75,7 @@ class CallBook(Binder):
             call.id, call.workflow, call.stage, call.input_tokens, ev.output_tokens,
             ev.cached_tokens, cs.enqueued, released, ev.time, ev.first_token, cs.t_comp))
         del self.tracked[cs.id]
-        return cs, inst, self._take()
+        return cs, inst, self._out.take()
 
     def on_failed(self, ev: CallFailed) -> list[Command]:
         taken = self._take_running(ev.call_id, ev.instance)
@@ -89,7 +89,7 @@ class CallBook(Binder):
         else:
             self._fail_call(cs, f"call {cs.stage!r} failed on {inst.name} after "
                                 f"{cs.attempts} attempt(s): {ev.reason}", ev.kind)
-        return self._take()
+        return self._out.take()
 
     def _redispatch(self, cs: CallState) -> None:
         cs.move(S.READY)
@@ -100,7 +100,7 @@ class CallBook(Binder):
     def drop(self, cs: CallState) -> list[Command]:
         """Forget a call of an ended query wherever it is (an in-flight one is cancelled)."""
         self._drop(cs)
-        return self._take()
+        return self._out.take()
 
     # ------------------------------------------------------------------ instances
 
@@ -120,13 +120,13 @@ class CallBook(Binder):
         if old is not None and old.spec != ev.spec:
             self._evacuate(old)  # its calls move before the replacement exists
         self._dirty[self.fleet.bring_up(ev.spec)] = None
-        return self._take()
+        return self._out.take()
 
     def on_instance_down(self, ev: InstanceDown) -> list[Command]:
         inst = self.instances.get(ev.instance)
         if inst is not None and inst.up:
             self._evacuate(inst)
-        return self._take()
+        return self._out.take()
 
     def _evacuate(self, inst: InstanceState) -> None:
         """Move every call of a lost instance elsewhere (in-flight ones are cancelled)."""

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from flowserve.core.outbox import Outbox
 from flowserve.core.state import OpState, QueryState
 from flowserve.errors import FailureKind
 from flowserve.graph.nodes import OpNode
@@ -62,17 +63,9 @@ class OpBook:
         self._seq = itertools.count()
         self._batches = itertools.count(1)
         self._dirty: dict[str, None] = {}
-        self._out: list[Command] = []
+        self._out = Outbox()
         for spec in instances:
             self.add_instance(spec)
-
-    def _take(self) -> list[Command]:
-        out = self._out
-        if not out:
-            return []
-        taken = out[:]  # one outbox list: see `flowserve.core._binding.Binder._take`
-        out.clear()
-        return taken
 
     # ------------------------------------------------------------------ instances
 
@@ -100,7 +93,7 @@ class OpBook:
 
     def ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> list[Command]:
         self._ready(qs, node, op)
-        return self._take()
+        return self._out.take()
 
     def _ready(self, qs: QueryState, node: OpNode, op: ToolOp) -> None:
         kind = OP_KINDS[node.op]
@@ -168,7 +161,7 @@ class OpBook:
             del self.ops[st.id]
             if not st.query.failed:
                 self._ready(st.query, st.node, st.op)
-        return self._take()
+        return self._out.take()
 
     def instance_up(self, spec: InstanceSpec) -> list[Command]:
         inst = self.instances.get(spec.name)
@@ -186,7 +179,7 @@ class OpBook:
             name = next(iter(self._dirty))
             del self._dirty[name]
             self._release(self.instances[name])
-        return self._take()
+        return self._out.take()
 
     def _release(self, inst: OpInstance) -> None:
         while inst.up and inst.queue and len(inst.batches) < inst.profile.concurrency:

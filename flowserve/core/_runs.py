@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from flowserve.core.outbox import Outbox
 from flowserve.core.state import CallRecord, CallState, QueryState
 from flowserve.errors import FailureKind, FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
@@ -61,18 +62,7 @@ class RunBook:
         self._ops: dict[int, tuple[QueryState, str]] = {}  # tool ops the driver runs
         self._ids = itertools.count(1)
         self.call_log: list[CallRecord] | None = [] if record_calls else None
-        self._out: list[Command] = []
-
-    def _take(self) -> list[Command]:
-        """The commands made since the last take (each public method answers with these).
-        The outbox stays one list: a caller still extending it while a nested call took
-        from it appends in order."""
-        out = self._out
-        if not out:
-            return []
-        taken = out[:]
-        out.clear()
-        return taken
+        self._out = Outbox()
 
     # ------------------------------------------------------------------ arrival and input
 
@@ -90,19 +80,19 @@ class RunBook:
         qs = QueryState(q, QueryRun(workflow, q.id, self._passes, self._batch_sizes), self.priors)
         self.queries[qs.id] = qs
         self._advance(qs, qs.run.start)
-        return self._take()
+        return self._out.take()
 
     def input(self, ev: QueryInput) -> list[Command]:
         qs = self.queries.get(ev.query_id)
         if qs is not None:  # else it ended meanwhile: the driver answers its client
             self._advance(qs, lambda: qs.run.input(ev.data))
-        return self._take()
+        return self._out.take()
 
     def close(self, ev: QueryClosed) -> list[Command]:
         qs = self.queries.get(ev.query_id)
         if qs is not None:
             self._advance(qs, qs.run.close)
-        return self._take()
+        return self._out.take()
 
     def cancel_query(self, ev: QueryCancelled) -> list[Command]:
         """The client left: the query ends, its queued calls dropped, its running ones cancelled."""
@@ -186,7 +176,7 @@ class RunBook:
         """Fail the whole query: cancel its calls everywhere and say why (the one path by
         which a query fails)."""
         if qs.ended:
-            return self._take()
+            return self._out.take()
         qs.ended = qs.failed = True
         for cs in list(qs.inflight.values()):
             self._out.extend(self.calls.drop(cs))
@@ -196,7 +186,7 @@ class RunBook:
         self.opbook.drop_query(qs)
         self.queries.pop(qs.id, None)
         self._out.append(QueryFailed(qs.id, self._view.now, reason, kind, qs.run.results))
-        return self._take()
+        return self._out.take()
 
     def end_call(self, cs: CallState, reason: str, kind: FailureKind) -> list[Command]:
         """A call that failed or was cancelled (and was dropped from the books): an
@@ -208,7 +198,7 @@ class RunBook:
         qs.inflight.pop(cs.id, None)
         self._complete(qs, cs.node.key, NodeResult(error=reason, stage=cs.stage, ready=cs.ready,
                                                    finished=self._view.now, error_kind=kind))
-        return self._take()
+        return self._out.take()
 
     # ------------------------------------------------------------------ completions
 
@@ -235,7 +225,7 @@ class RunBook:
             prompt_tokens=ev.prompt_tokens or call.input_tokens, cached_tokens=ev.cached_tokens,
             first_token=ev.first_token, finished=ev.time, ready=cs.ready, extra=ev.extra),
             service_s=max(ev.time - started, 0.0))
-        return self._take()
+        return self._out.take()
 
     def progress(self, ev: CallProgress) -> list[Command]:
         cs = self.calls.running_on(ev.call_id, ev.instance)
@@ -248,7 +238,7 @@ class RunBook:
         result = NodeResult(output_tokens=ev.output_tokens, text=ev.text, stage=cs.stage, instance=ev.instance,
                             finished=ev.time)
         self._complete(qs, key, result, lambda: qs.run.progress(key, ev.index, result))
-        return self._take()
+        return self._out.take()
 
     def op_finished(self, ev: OpFinished) -> list[Command]:
         batched = self.opbook.finished(ev)
@@ -258,4 +248,4 @@ class RunBook:
         qs, key = entry
         self._complete(qs, key, NodeResult(output_tokens=ev.output_tokens, error=ev.error, value=ev.result,
                                            finished=ev.time, error_kind=None if ev.error is None else ev.kind))
-        return self._take()
+        return self._out.take()
