@@ -24,16 +24,26 @@ from flowserve.metrics.tables import markdown_table
 from flowserve.schema import read_text
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
-from flowserve.workloads.agent_trace import agent_trace, read_agent_trace, trace_records
+from flowserve.workloads.agent_trace import AgentTrace, agent_trace, read_agent_trace, trace_records
 
 RECORD = "record a live run with `flowserve serve --record DIR` or `flowserve text2sql eval --trace`"
 
 
-def live_measurements(file: str) -> list[tuple[float, float]]:
-    """(arrival, latency) in seconds per query, in file order — `arrival_s` as `text2sql
-    eval --trace` writes it (a JSON list), or `arrival` as the gateway records it (JSON
-    Lines, `serve --record`); ConfigError when absent."""
-    trace = read_agent_trace(file)  # the format's own checks first (and built-in names)
+@dataclasses.dataclass(frozen=True, slots=True)
+class LiveQuery:
+    """What a recorded query measured live: when it arrived, how long it took, and why it
+    failed (`"failed"`: the kind; its live latency is then the time to its failure)."""
+
+    arrival: float
+    latency: float
+    failed: str | None = None
+
+
+def live_measurements(file: str, trace: AgentTrace | None = None) -> list[LiveQuery]:
+    """Each query's live measurements, in file order — `arrival_s` as `text2sql eval
+    --trace` writes it (a JSON list), or `arrival` as the gateway records it (JSON Lines,
+    `serve --record`); ConfigError when absent. `trace`: the file already read."""
+    trace = trace or read_agent_trace(file)  # the format's own checks first (and built-in names)
     if not Path(file).is_file():  # a built-in trace: published lengths, no live measurements
         raise ConfigError(f"trace {file!r} has no live measurements (arrival_s, latency_s); " + RECORD)
     out = []
@@ -44,15 +54,10 @@ def live_measurements(file: str) -> list[tuple[float, float]]:
         if not ok:
             raise ConfigError(f"trace {file!r}: {where} has no live measurements (arrival or arrival_s, and "
                               f"latency_s ≥ 0); " + RECORD)
-        out.append((float(a), float(lat)))
+        failed = item.get("failed")
+        out.append(LiveQuery(float(a), float(lat), None if failed is None else str(failed)))
     assert len(out) == len(trace.queries)
     return out
-
-
-def failed_live(file: str) -> int:
-    """Recorded queries that failed live (`"failed"`: an agent that gave up): replayed with
-    the calls they ran, their live latency the time to their failure."""
-    return sum(1 for _, item in trace_records(read_text(file, "trace file")) if item.get("failed"))
 
 
 def _stats(xs: Sequence[float]) -> dict[str, float]:
@@ -63,25 +68,27 @@ def _stats(xs: Sequence[float]) -> dict[str, float]:
 
 def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "round_robin",
                    queue: str = "fcfs") -> tuple[dict[str, Any], str]:
-    live = live_measurements(file)
-    steps = read_agent_trace(file).steps()
+    trace = read_agent_trace(file)
+    live = live_measurements(file, trace)
+    steps = trace.steps()
     wl = agent_trace(file, 1.0, None, 0, parallel=[s for s in PARALLEL_STEPS if s in steps])
     # a gateway's record lists queries as they ended: replay them in arrival order, each
     # keeping its line's index as its id (the live latency it is compared with)
-    specs = tuple(sorted((dataclasses.replace(q, arrival=live[i][0]) for i, q in enumerate(wl.queries)),
+    specs = tuple(sorted((dataclasses.replace(q, arrival=live[i].arrival) for i, q in enumerate(wl.queries)),
                          key=lambda q: q.arrival))
     replay = dataclasses.replace(wl, queries=specs)
     result = simulate(cluster, replay, PolicySpec(dispatch, queue))
     sim_lat = {q.id: q.latency for q in result.queries if q.failed is None}
-    pairs = [(live[i][1], sim_lat[i]) for i in range(len(live)) if i in sim_lat]
+    pairs = [(live[i].latency, sim_lat[i]) for i in range(len(live)) if i in sim_lat]
     if not pairs:
         raise ConfigError(f"no query of {file!r} completed in the replay (see the cluster's context and models)")
     live_l, sim_l = [p[0] for p in pairs], [p[1] for p in pairs]
     err = [abs(s - v) / v for v, s in pairs if v > 0]
-    calls_live = Counter(s for q in read_agent_trace(file).queries for s, _, _ in q)
+    calls_live = Counter(s for q in trace.queries for s, _, _ in q)
     calls_sim = Counter(c.stage for c in result.calls)
     report = {
-        "trace": file, "queries": len(live), "replayed": len(pairs), "failed_live": failed_live(file),
+        "trace": file, "queries": len(live), "replayed": len(pairs),
+        "failed_live": [{"query": i, "reason": q.failed} for i, q in enumerate(live) if q.failed],
         "live_latency_s": _stats(live_l), "replay_latency_s": _stats(sim_l),
         "latency_ratio_replay_over_live": float(np.mean(sim_l) / np.mean(live_l)) if np.mean(live_l) > 0 else None,
         "per_query_rel_error": _stats(err) if err else None,
@@ -92,7 +99,7 @@ def compare_replay(file: str, cluster: Sequence[InstanceSpec], dispatch: str = "
             ["latency p50 s", report["live_latency_s"]["p50"], report["replay_latency_s"]["p50"]],
             ["latency p90 s", report["live_latency_s"]["p90"], report["replay_latency_s"]["p90"]]]
     rows += [[f"calls {s}", v["live"], v["replay"]] for s, v in report["calls"].items()]
-    rows.append(["queries (failed live)", f"{len(live)} ({report['failed_live']})", len(pairs)])
+    rows.append(["queries (failed live)", f"{len(live)} ({len(report['failed_live'])})", len(pairs)])
     table = markdown_table(["quantity", "live", "replay"], rows)
     if err:
         e = report["per_query_rel_error"]

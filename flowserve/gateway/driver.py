@@ -348,8 +348,7 @@ class LiveDriver:
 
     def _query_failed(self, cmd: QueryFailed, now: float) -> None:
         if (h := self.book.open.get(cmd.query_id)) is not None:
-            self._resolve(h, now, False if h.slo_s is not None else None, failure=(cmd.kind, cmd.reason),
-                          failed=cmd)
+            self._fail(h, cmd.kind, cmd.reason, now, cmd)
 
     def _policy_changed(self, cmd: PolicyChanged, now: float) -> None:
         self.policy_log.append(cmd)
@@ -368,8 +367,10 @@ class LiveDriver:
 
     # ------------------------------------------------------------------ queries
 
-    def _fail(self, h: QueryHandle, kind: FailureKind, reason: str, now: float) -> None:
-        self._resolve(h, now, False if h.slo_s is not None else None, failure=(kind, reason))
+    def _fail(self, h: QueryHandle, kind: FailureKind, reason: str, now: float,
+              failed: QueryFailed | None = None) -> None:
+        """`failed`: the core's command, when the core failed the query (its calls are recorded)."""
+        self._resolve(h, now, False if h.slo_s is not None else None, failure=(kind, reason), failed=failed)
 
     def _resolve(self, h: QueryHandle, now: float, met: bool | None, done: QueryDone | None = None,
                  failure: tuple[FailureKind, str] | None = None, failed: QueryFailed | None = None) -> None:

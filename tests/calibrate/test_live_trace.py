@@ -64,4 +64,5 @@ def test_a_failed_query_is_recorded_with_the_calls_it_ran_and_replayed(tmp_path:
     assert all(line["latency_s"] > 0 for line in lines)
     report = calibrate(trace, tmp_path)
     assert report["queries"] == report["replayed"] == 2
-    assert report["calls"] == {"only": {"live": 2, "replay": 2}} and report["failed_live"] == 1
+    assert report["calls"] == {"only": {"live": 2, "replay": 2}}
+    assert report["failed_live"] == [{"query": 0, "reason": "app_error"}]
