@@ -85,7 +85,7 @@ class QueryRecorder:
         self.failing = False  # since the last write failed (logged once, until a write succeeds)
         self.written = 0
         self._blocks = BlockIds()
-        self._prompts: dict[tuple[int, str], tuple[Segment, ...]] = {}
+        self._prompts: dict[int, dict[str, tuple[Segment, ...]]] = {}  # query → node → prompt shape
 
     @staticmethod
     def records(h: QueryHandle) -> bool:
@@ -93,13 +93,13 @@ class QueryRecorder:
 
     def sent(self, call: LLMCall) -> None:
         """A call went to an engine: keep its prompt's shape (the last send, if retried)."""
-        self._prompts[(call.query_id, call.node)] = self._blocks.chain(call.prompt)
+        self._prompts.setdefault(call.query_id, {})[call.node] = self._blocks.chain(call.prompt)
 
     def ended(self, h: QueryHandle, done: QueryDone | None, failed: QueryFailed | None = None) -> None:
         """A query ended: a completed one is written, and one the core failed with the calls
         it ran (`"failed"`: its kind) — they loaded the engines as any other query's did,
         and a replay without them runs on an emptier cluster than the live run had."""
-        prompts = {node: self._prompts.pop((qid, node)) for qid, node in list(self._prompts) if qid == h.id}
+        prompts = self._prompts.pop(h.id, {})
         end = done or failed
         if end is None or h.arrival is None:
             return
