@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -52,16 +53,10 @@ def pair(llama_server_binary: Path, tiny_model: TinyModel, tmp_path_factory: pyt
          ) -> Iterator[list[LlamaServer]]:
     """Two engines with one slot cache each (`-np 1 --cache-ram 0`): a second prefix evicts the first."""
     logs = tmp_path_factory.mktemp("llama-pair")
-    servers = [LlamaServer(tiny_model.gguf, ctx_size=4096, parallel=1, threads=1, cache_ram=0,
-                           alias=tiny_model.name, binary=llama_server_binary, log_path=logs / f"{i}.log")
-               for i in range(2)]
-    try:
-        for s in servers:
-            s.start()
-        yield servers
-    finally:
-        for s in servers:
-            s.stop()
+    with contextlib.ExitStack() as stack:  # every one started is stopped, also when a later one fails
+        yield [stack.enter_context(LlamaServer(
+            tiny_model.gguf, ctx_size=4096, parallel=1, threads=1, cache_ram=0, alias=tiny_model.name,
+            binary=llama_server_binary, log_path=logs / f"{i}.log")) for i in range(2)]
 
 
 def test_openai_client_through_the_gateway_to_llama_server(llama_server: LlamaServer, tiny_model: TinyModel,

@@ -3,6 +3,7 @@ against real llama-servers: a prompt another client left in a slot becomes routa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,16 +39,10 @@ def telling(llama_server_binary: Path, tiny_model: TinyModel, tmp_path_factory: 
             ) -> Iterator[list[LlamaServer]]:
     """Two engines whose /slots name their slots' prompts (LLAMA_SERVER_SLOTS_DEBUG=1)."""
     logs = tmp_path_factory.mktemp("llama-slots")
-    servers = [LlamaServer(tiny_model.gguf, ctx_size=4096, parallel=2, threads=1, alias=tiny_model.name,
-                           binary=llama_server_binary, log_path=logs / f"{i}.log", slots_prompts=True)
-               for i in range(2)]
-    try:
-        for s in servers:
-            s.start()
-        yield servers
-    finally:
-        for s in servers:
-            s.stop()
+    with contextlib.ExitStack() as stack:  # every one started is stopped, also when a later one fails
+        yield [stack.enter_context(LlamaServer(
+            tiny_model.gguf, ctx_size=4096, parallel=2, threads=1, alias=tiny_model.name, binary=llama_server_binary,
+            log_path=logs / f"{i}.log", slots_prompts=True)) for i in range(2)]
 
 
 def test_a_prompt_another_client_left_in_a_slot_is_routed_there(telling: list[LlamaServer], tiny_model: TinyModel,
