@@ -26,6 +26,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,25 @@ def engine_hits(urls: Sequence[str]) -> dict[str, float]:
                 computed += float(line.split()[1])
     total = cached + computed
     return {"cached_tokens": cached, "computed_tokens": computed, "hit_rate": cached / total if total else 0.0}
+
+
+def contention_probe(urls: Sequence[str], texts: Sequence[str], n: int = 4) -> tuple[list[float], list[float]]:
+    """Seconds of whole requests (no prompt cache) on the first engine alone, then with the
+    second one serving the same kind of request at the same time (`peer_twin.engine_contention`)."""
+    def one(url: str, text: str) -> float:
+        start = time.perf_counter()
+        r = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": text, "max_tokens": OUTPUT,
+                                                      "temperature": 0, "cache_prompt": False}, timeout=300)
+        r.raise_for_status()
+        return time.perf_counter() - start
+
+    one(urls[0], texts[-1])  # the first request pays one-off allocations
+    one(urls[1], texts[-1])
+    alone = [one(urls[0], t) for t in texts[:n]]
+    with ThreadPoolExecutor(2) as pool:
+        pairs = [pool.map(one, urls[:2], (t, t)) for t in texts[n:2 * n]]
+        together = [t for pair in pairs for t in pair]
+    return alone, together
 
 
 async def replay(url: str, texts: Sequence[str], times: Sequence[float]) -> dict[str, Any]:
@@ -134,9 +154,11 @@ def router(name: str, urls: Sequence[str], profile: Path, slots: int, out: Path)
 
 
 def peer_bench(model: TinyModel, binary: Path, profile: Path, out: Path, queries: int, rate: float, reps: int,
-               slot_settings: Sequence[int], say: Callable[[str], None], seed: int = 0) -> dict[str, Any]:
+               slot_settings: Sequence[int], say: Callable[[str], None], seed: int = 0,
+               contention: float = 1.0) -> dict[str, Any]:
     """Each repetition k draws its requests and arrivals from seed + k; each live run is
-    followed by its simulated twin (`flowserve.bench.peer_twin`)."""
+    followed by its simulated twin (`flowserve.bench.peer_twin`), its engines `contention`
+    times slower than profiled."""
     out.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     for slots in slot_settings:
@@ -151,7 +173,7 @@ def peer_bench(model: TinyModel, binary: Path, profile: Path, out: Path, queries
                     with router(name, urls, profile, slots, out) as url:
                         res = asyncio.run(replay(url, texts, times))
                     res.update(engine_hits(urls))
-                res.update(simulate_twin(name, twin, profile, slots))
+                res.update(simulate_twin(name, twin, profile, slots, contention))
                 runs.append({"router": name, "slots": slots, "rep": rep, "seed": seed + rep, **res})
     return {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "output_tokens": OUTPUT,
                          "seeds": [seed + rep for rep in range(reps)]},

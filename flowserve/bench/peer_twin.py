@@ -9,6 +9,11 @@ router as the simulator knows it.
   radix tree), every request sent at once (the router holds nothing back: llama-server
   queues what its slots cannot take).
 
+The bench profiles one engine alone, while in the bench two engines, the router and the
+client share the host's cores: the twin's engines run as much slower as one measured
+request with both engines busy takes over alone (`engine_contention`), and the twin's
+router believes the profile, as the live router does.
+
 The prompts are tokenized with the tiny model's own tokenizer and cut into what they share
 (the document, up to where its requests diverge) and what is theirs, so the simulated
 slot caches see the same reuse the live ones do.
@@ -25,6 +30,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from flowserve.calibrate.validate import engine_instance
+from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.graph.plan import CallStep, QueryPlan, Segment
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
@@ -37,6 +43,13 @@ TWINS: Mapping[str, tuple[PolicySpec, bool]] = {
     "flowserve": (PolicySpec("flowserve", "flowserve"), True),
     "sglang-router": (PolicySpec("sglang_cache_aware", "fcfs"), False),
 }
+
+
+def engine_contention(alone_s: Sequence[float], together_s: Sequence[float]) -> float:
+    """How much slower an engine serves while its sibling on the same host works too: the
+    mean time of the same kind of request with both engines busy over alone (≥ 1: sharing
+    cores, caches and memory bandwidth never speeds a CPU engine up)."""
+    return max(1.0, float(np.mean(together_s)) / float(np.mean(alone_s)))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -85,13 +98,17 @@ def twin_cluster(profile: Path, slots: int, gated: bool, n: int = 2) -> list[Ins
     return out
 
 
-def simulate_twin(router: str, workload: Workload, profile: Path, slots: int,
+def simulate_twin(router: str, workload: Workload, profile: Path, slots: int, contention: float = 1.0,
                   queue_params: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Mean and p99 latency and the engines' token hit rate the simulator predicts."""
+    """Mean and p99 latency and the engines' token hit rate the simulator predicts. The
+    engines run `contention` times slower than their profile (they share the host's cores:
+    `engine_contention`), while the router believes the profile, as the live one does."""
     policy, gated = TWINS[router]
     if queue_params:
         policy = dataclasses.replace(policy, queue_params=dict(queue_params))
-    res = simulate(twin_cluster(profile, slots, gated), workload, policy, cache_view="estimated")
+    cluster = twin_cluster(profile, slots, gated)
+    engines = {s.name: ScaledCost(s.profile, contention) for s in cluster if s.profile is not None}
+    res = simulate(cluster, workload, policy, cache_view="estimated", engine_costs=engines)
     lat = np.asarray([q.latency for q in res.queries if q.failed is None] or [np.nan])
     prompt = sum(c.input_tokens for c in res.calls)
     cached = sum(c.cached_tokens for c in res.calls)

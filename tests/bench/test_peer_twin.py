@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowserve.bench.peer_twin import common_prefix_len, simulate_twin, twin_cluster, twin_workload
+from flowserve.bench.peer_twin import common_prefix_len, engine_contention, simulate_twin, twin_cluster, twin_workload
 from flowserve.policies import flowserve_queue
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.slot_config import SlotConfig
@@ -62,3 +62,16 @@ def test_flowserve_keeps_the_slot_caches_where_the_open_gate_lost_them(profile, 
     monkeypatch.setattr(flowserve_queue, "slot_caches", lambda inst: False)
     opened = simulate_twin("flowserve", wl, profile, 4)
     assert opened["sim_hit_rate"] < 0.45 and opened["sim_mean_s"] > 2 * ours["sim_mean_s"]
+
+
+def test_engine_contention_by_hand() -> None:
+    assert engine_contention([1.0, 1.0], [1.2, 1.4]) == pytest.approx(1.3)
+    assert engine_contention([2.0], [1.0, 1.0]) == 1.0  # never faster together
+
+
+def test_contended_engines_serve_slower_than_the_router_believes(profile) -> None:
+    ids, times, docs = trace(30, 1.0, seed=5)  # light load: each request nearly alone
+    wl = twin_workload(ids, times, docs, 16)
+    alone = simulate_twin("flowserve", wl, profile, 4)
+    slow = simulate_twin("flowserve", wl, profile, 4, contention=2.0)
+    assert 1.7 < slow["sim_mean_s"] / alone["sim_mean_s"] <= 2.2
