@@ -13,7 +13,7 @@ from live_support import MODEL
 from flowserve.client import FlowserveError, aprogram, arun_workflow, program, run_workflow, stage
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-client"
 

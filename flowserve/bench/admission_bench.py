@@ -18,9 +18,9 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.apps.single import SingleCall
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import Rejected
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.query import Rejected
+from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef

@@ -123,7 +123,7 @@ def flood_health(rate: int = 50_000, seconds: float = 3.0) -> dict[str, Any]:
     from flowserve.engines.llamacpp_server import free_port
     from flowserve.gateway.app import create_app
     from flowserve.gateway.server import BackgroundServer
-    from flowserve.gateway.settings import serve_config
+    from flowserve.host.settings import serve_config
 
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     cfg = serve_config({"instances": [

@@ -40,8 +40,8 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_build import ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import write_tiny_llama
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.loadtest.procs import llama_servers, served
 from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec, simulate

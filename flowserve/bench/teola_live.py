@@ -34,8 +34,8 @@ from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.errors import ConfigError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.ops import op_profile

@@ -23,7 +23,7 @@ from flowserve.apps.text2sql.app import resolve_database
 from flowserve.apps.text2sql.evaluate import Outcome, Question, execution_match
 from flowserve.apps.text2sql.record import trace_entry
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.settings import ServeConfig
 from flowserve.sqlexec import WorkerPool
 
 DB_NAME = "eval"

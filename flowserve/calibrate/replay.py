@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import QueryResult, Rejected
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
+from flowserve.host.driver import LiveDriver
+from flowserve.host.query import QueryResult, Rejected
 from flowserve.types.work import WorkflowRef
 from flowserve.workloads.base import Workload
 

@@ -23,9 +23,9 @@ from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.config import InstanceConfig
 from flowserve.engines.client import EngineClient
 from flowserve.errors import ConfigError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.plan import Segment
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, simulate

@@ -35,24 +35,24 @@ from flowserve.apps.user import user_workflow
 from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FailureKind, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
-from flowserve.gateway.backends import BackendFactory
 from flowserve.gateway.disconnect import ClientWatch
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
-from flowserve.gateway.openai_api import (
+from flowserve.gateway.status import StatusBoard, status_page
+from flowserve.graph.program import PROGRAM_WORKFLOW
+from flowserve.graph.workflow import Workflow
+from flowserve.host.backends import BackendFactory
+from flowserve.host.driver import LiveDriver
+from flowserve.host.intake.offload import LARGE_BODY_BYTES, off_loop
+from flowserve.host.intake.openai_api import (
     APIError,
     decode_json,
     failure_error,
 )
-from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import QueryHandle, QueryResult, QueryStatus, Rejected, query_body
-from flowserve.gateway.replica import Replica
-from flowserve.gateway.settings import ServeConfig
-from flowserve.gateway.status import StatusBoard, status_page
-from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
-from flowserve.graph.program import PROGRAM_WORKFLOW
-from flowserve.graph.workflow import Workflow
+from flowserve.host.intake.tenancy import authenticate, read_headers, request_tenant
+from flowserve.host.programs.book import ProgramBook
+from flowserve.host.query import QueryHandle, QueryResult, QueryStatus, Rejected, query_body
+from flowserve.host.replica import Replica
+from flowserve.host.settings import ServeConfig
 from flowserve.schema import validate
 from flowserve.tenants import api_keys
 from flowserve.types.work import WorkflowRef

@@ -15,7 +15,7 @@ from typing import Any
 
 from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.llm import LLMHost, LLMRoutes, Reply, error_reply
-from flowserve.gateway.openai_api import APIError
+from flowserve.host.intake.openai_api import APIError
 
 log = logging.getLogger("flowserve.gateway")
 Scope = MutableMapping[str, Any]

@@ -19,10 +19,11 @@ import orjson
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import EngineFields, TokenSink
 from flowserve.errors import FlowserveError
-from flowserve.gateway import tenancy
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
-from flowserve.gateway.openai_api import (
+from flowserve.graph.prompt import Chat, Toks
+from flowserve.host.driver import LiveDriver
+from flowserve.host.intake import tenancy
+from flowserve.host.intake.offload import LARGE_BODY_BYTES, off_loop
+from flowserve.host.intake.openai_api import (
     SSE_DONE,
     APIError,
     ChunkEncoder,
@@ -33,13 +34,12 @@ from flowserve.gateway.openai_api import (
     sse,
     usage,
 )
-from flowserve.gateway.openai_requests import ChatRequest, CompletionRequest, parse
-from flowserve.gateway.program_headers import ProgramHeaders, read_program_headers
-from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import CallHandle, QueryHandle
-from flowserve.gateway.settings import ServeConfig
-from flowserve.gateway.tenancy import read_headers
-from flowserve.graph.prompt import Chat, Toks
+from flowserve.host.intake.openai_requests import ChatRequest, CompletionRequest, parse
+from flowserve.host.intake.program_headers import ProgramHeaders, read_program_headers
+from flowserve.host.intake.tenancy import read_headers
+from flowserve.host.programs.book import ProgramBook
+from flowserve.host.query import CallHandle, QueryHandle
+from flowserve.host.settings import ServeConfig
 from flowserve.types.work import Tokens, WorkflowRef
 
 

@@ -29,8 +29,8 @@ from flowserve.gateway.app import create_app
 from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.http_protocol import BoundedHttpProtocol, HeadLimits
 from flowserve.gateway.llm import LLMHost
-from flowserve.gateway.replica import check_state, replicated
-from flowserve.gateway.settings import GatewaySettings, ServeConfig
+from flowserve.host.replica import check_state, replicated
+from flowserve.host.settings import GatewaySettings, ServeConfig
 
 DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
 

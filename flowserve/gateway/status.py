@@ -20,8 +20,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.programs import ProgramBook
+from flowserve.host.driver import LiveDriver
+from flowserve.host.programs.book import ProgramBook
 from flowserve.policies.registry import policy_class
 from flowserve.types.commands import PolicyChanged
 

@@ -33,10 +33,10 @@ from flowserve.engines.answer import EngineError
 from flowserve.errors import FailureKind
 from flowserve.gateway.app import Gateway
 from flowserve.gateway.asgi import ROUTES, SINGLE, too_large
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.openai_api import APIError, failure_error
-from flowserve.gateway.tenancy import authenticate, request_tenant
+from flowserve.host.driver import LiveDriver
+from flowserve.host.intake.openai_api import APIError, failure_error
+from flowserve.host.intake.tenancy import authenticate, request_tenant
 from flowserve.picker import wire
 from flowserve.picker.pick import Pick
 from flowserve.picker.tally import ResponseTally

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from flowserve.engines.backend import CallOutcome, EngineError, EngineRequest, TokenSink
 from flowserve.engines.openai_backend import EngineTokens, OpenAIBackend
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.server import DRAIN_MARGIN_S, bind
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.settings import ServeConfig
 from flowserve.picker.service import Health, PickerCore, grpc_server
 
 log = logging.getLogger("flowserve.picker")

@@ -25,10 +25,10 @@ from prometheus_client import Counter, Histogram
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import Gateway
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.metrics import LATENCY_BUCKETS
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.driver import LiveDriver
+from flowserve.host.metrics import LATENCY_BUCKETS
+from flowserve.host.settings import ServeConfig
 from flowserve.picker import wire
 from flowserve.picker.exchange import Exchange
 from flowserve.picker.pick import PickerBackend

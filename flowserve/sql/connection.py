@@ -39,7 +39,7 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import QUERY_CLASSES, QueryClass
 
 if TYPE_CHECKING:
-    from flowserve.gateway.settings import GatewaySettings
+    from flowserve.host.settings import GatewaySettings
 
 PREFETCH_ROWS = 100_000  # rows an operator plans at once
 

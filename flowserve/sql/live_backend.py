@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.sql.backend import Answer, Progress, usage_report
 from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec

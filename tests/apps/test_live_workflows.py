@@ -9,8 +9,8 @@ import pytest
 from live_support import MODEL, run, sim_spec, single
 
 from flowserve.core.view import ClusterView
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.round_robin import RoundRobin
 from flowserve.types.commands import Command, PolicyChanged, RunJob

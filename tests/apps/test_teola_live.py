@@ -13,8 +13,8 @@ from fixtures_retrieval import SEARCH_KEY, TOPICS
 from live_support import ScriptedBackend, ext_spec, run
 
 from flowserve.apps.teola_served import ADVANCED_RAG, NAIVE_RAG, SEARCH_GEN
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.embedding import Embedder
 from flowserve.retrieval.process import SearchServiceProcess, free_port

@@ -17,9 +17,9 @@ from flowserve.apps.text2sql import TEXT2SQL
 from flowserve.apps.text2sql.agent import AgentConfig
 from flowserve.apps.text2sql.modelled import ModelledRun, agent_workload, simulate_agent
 from flowserve.errors import ConfigError, RequestError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import QueryResult
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.query import QueryResult
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef
 

@@ -19,10 +19,10 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import GatewaySettings, load_serve_config
 from flowserve.graph.workflow import Graph, Workflow
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings, load_serve_config
 from flowserve.profiles.fitted import load_profile
 from flowserve.tokenize.template import ChatTemplate
 from flowserve.tokenize.text import LocalTokenizer

@@ -11,8 +11,8 @@ from typing import Any
 from tool_engine import ARGUMENTS, ToolEngine
 from weather_agent import ANSWER, TOOLS, WeatherAgent
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef
 

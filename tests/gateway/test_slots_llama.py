@@ -1,4 +1,4 @@
-"""The estimate topped up from llama-server's `/slots` (`flowserve.gateway.slots_feed`),
+"""The estimate topped up from llama-server's `/slots` (`flowserve.host.slots_feed`),
 against real llama-servers: a prompt another client left in a slot becomes routable."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 
 pytestmark = pytest.mark.real_engine  # every test here starts llama-server
 

@@ -16,12 +16,12 @@ from browser import dump_dom, ensure_chromium
 from prometheus_client.parser import text_string_to_metric_families
 
 from flowserve.gateway.app import create_app
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.open_program import OpenProgram
-from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ProgramSettings, serve_config
 from flowserve.gateway.status import Counters, StatusBoard, active_params, read_counters, status_page
+from flowserve.host.driver import LiveDriver
+from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.open_program import OpenProgram
+from flowserve.host.settings import ProgramSettings, serve_config
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.types.commands import PolicyChanged

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import CallOutcome, EngineError, EngineRequest
 from flowserve.engines.tinymodel import TinyModel
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, WorkflowRef

@@ -1,0 +1,47 @@
+"""The gateway's engine backends: which backend runs an instance, and the core's cost model
+of it in driver seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from flowserve.core.scheduler import SchedulerCore
+from flowserve.engines.backend import Backend
+from flowserve.engines.openai_backend import OpenAIBackend
+from flowserve.engines.scaled_cost import ScaledCost
+from flowserve.engines.simbackend import SimBackend
+from flowserve.host.calls import CallRunner
+from flowserve.host.settings import GatewaySettings
+from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
+from flowserve.types.specs import InstanceSpec
+
+
+class BackendHost(Protocol):
+    """What a backend factory may use of the live driver (`flowserve.host.driver.LiveDriver`)."""
+
+    settings: GatewaySettings
+    clock: Callable[[], float]
+    core: SchedulerCore
+    runner: CallRunner
+
+
+BackendFactory = Callable[[InstanceSpec, BackendHost], Backend]  # default: `default_backend`
+
+
+def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
+    """The core's cost model of an instance, in driver seconds: a simulated engine runs
+    `time_scale` times faster than the hardware it models."""
+    prof = instance_profile(spec)
+    if spec.backend == "sim" and time_scale != 1.0:
+        return InstanceProfile(ScaledCost(prof.cost, 1.0 / time_scale), prof.max_context, prof.kv_capacity)
+    return prof
+
+
+def default_backend(spec: InstanceSpec, driver: BackendHost) -> Backend:
+    s = driver.settings
+    if spec.backend == "sim":
+        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,
+                          driver.clock, report_evictions=driver.core.keeps_prefix_index,
+                          report_prefill=driver.core.wants_prefill_done)
+    return OpenAIBackend(spec, s)
