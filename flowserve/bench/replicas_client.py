@@ -32,7 +32,7 @@ KEY = "sk-bench-replicas"
 
 
 @dataclass
-class Call:
+class ClientCall:
     query: int
     tenant: str
     replica: int
@@ -71,7 +71,7 @@ class ProgramCheck:
 
 @dataclass
 class ClientRun:
-    calls: list[Call] = field(default_factory=list)
+    calls: list[ClientCall] = field(default_factory=list)
     programs: list[ProgramCheck] = field(default_factory=list)
     rerouted: int = 0  # requests whose replica was dead before they reached it
     wall_s: float = 0.0
@@ -94,11 +94,11 @@ class Replicas:
 
 
 async def post(http: httpx.AsyncClient, reps: Replicas, run: ClientRun, body: dict[str, Any],
-               headers: dict[str, str], query: int, tenant: str) -> Call:
+               headers: dict[str, str], query: int, tenant: str) -> ClientCall:
     """One completion at the next live replica (another one if it cannot connect)."""
     while True:
         i = reps.next()
-        call = Call(query, tenant, i, time.perf_counter())
+        call = ClientCall(query, tenant, i, time.perf_counter())
         try:
             r = await http.post(f"{reps.urls[i]}/v1/completions", json=body, headers=headers)
         except httpx.ConnectError:

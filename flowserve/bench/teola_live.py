@@ -79,7 +79,7 @@ WORKFLOWS = {"search_gen": SEARCH_GEN, "naive_rag": NAIVE_RAG, "advanced_rag": A
 
 
 @dataclass(frozen=True)
-class LiveSetup:
+class TeolaLiveSetup:
     """What one live run talks to: the engines' instances and the search service."""
     llm: tuple[InstanceSpec, ...]
     search_url: str
@@ -113,7 +113,7 @@ def inputs_of(app: str, i: int) -> dict[str, str]:
     return {"question": q} if app == "search_gen" else {"question": q, "document": "\n\n".join(CORPUS.values())}
 
 
-async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) -> dict[str, Any]:
+async def run_arm(setup: TeolaLiveSetup, app: str, arm: Arm, times: Sequence[float]) -> dict[str, Any]:
     wf = WORKFLOWS[app]
     prepared = wf.prepare(SETTINGS[app])
     params = {**LLM_PARAMS, "cache_prompt": False} if arm.paper else LLM_PARAMS
@@ -155,7 +155,7 @@ async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) 
             "p99_s": float(np.percentile(lat, 99)) if lat else float("nan")}
 
 
-def run_apps(setup: LiveSetup, apps: Sequence[str], queries: int, rate: float, seed: int,
+def run_apps(setup: TeolaLiveSetup, apps: Sequence[str], queries: int, rate: float, seed: int,
              echo: Callable[[str], None]) -> dict[str, Any]:
     """Every arm of every app against `setup`; per app the e-graph's ratios to the others."""
     times = arrivals(queries, rate, seed)
@@ -205,8 +205,8 @@ def run_teola_live(out: Path, apps: Sequence[str], queries: int, rate: float, se
         for s in servers:
             s.start()
         with SearchServiceProcess([corpus], key=SEARCH_KEY, log_path=out / "search.log") as svc:
-            setup = LiveSetup(tuple(engine_instance(s.base_url, profile, f"llama{i}") for i, s in enumerate(servers)),
-                              svc.url)
+            engines = tuple(engine_instance(s.base_url, profile, f"llama{i}") for i, s in enumerate(servers))
+            setup = TeolaLiveSetup(engines, svc.url)
             apps_report = run_apps(setup, apps, queries, rate, seed, echo)
     finally:
         for s in servers:

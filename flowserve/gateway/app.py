@@ -49,7 +49,7 @@ from flowserve.host.intake.openai_api import (
     failure_error,
 )
 from flowserve.host.intake.tenancy import authenticate, read_headers, request_tenant
-from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.book import LivePrograms
 from flowserve.host.query import QueryHandle, QueryResult, QueryStatus, Rejected, query_body
 from flowserve.host.replica import Replica
 from flowserve.host.settings import ServeConfig
@@ -85,7 +85,7 @@ class Gateway:
         if unknown:
             raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
         self.driver_loop: asyncio.AbstractEventLoop | None = None
-        self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
+        self.programs = LivePrograms(self.driver, config.gateway.programs, self.driver.clock)
         self._admin_keys = api_keys(list(config.admin_keys))
         self.replica: Replica | None = None  # gateway.state: one of several replicas
 

@@ -37,7 +37,7 @@ from flowserve.host.intake.openai_api import (
 from flowserve.host.intake.openai_requests import ChatRequest, CompletionRequest, parse
 from flowserve.host.intake.program_headers import ProgramHeaders, read_program_headers
 from flowserve.host.intake.tenancy import read_headers
-from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.book import LivePrograms
 from flowserve.host.query import CallHandle, QueryHandle
 from flowserve.host.settings import ServeConfig
 from flowserve.types.work import Tokens, WorkflowRef
@@ -48,7 +48,7 @@ class LLMHost(Protocol):
 
     config: ServeConfig
     driver: LiveDriver
-    programs: ProgramBook
+    programs: LivePrograms
 
     def check_key_header(self, auth: str, keys: Sequence[str]) -> None: ...
     def model_of(self, name: str) -> str: ...
@@ -72,7 +72,7 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class Started:
+class StartedRequest:
     """A request the core took: its handle, the header that names it, its model and body."""
 
     handle: QueryHandle | CallHandle
@@ -153,7 +153,7 @@ class LLMRoutes:
                           headers=[(b"x-flowserve-instance", call.instance.encode()), qid])
 
     async def start(self, headers: Mapping[str, str], raw: bytes, kind: str,
-                    sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None) -> Started:
+                    sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None) -> StartedRequest:
         """Check, parse and tokenize a request and hand it to the core: a one-call query, or
         the next call of a program. `sink_for(stream)` gives the call's sink. The gateway
         then relays the engine's answer; the endpoint picker (`flowserve.picker`) lets its
@@ -180,7 +180,7 @@ class LLMRoutes:
         prompt = tuple(ids) if chat is None else dataclasses.replace(chat, ids=tuple(ids))  # ids travel with it
         h, qid = await self._start(kind, headers, hdr, ph, prompt, max_tokens, model, req.params(),
                                    sink_for(req.stream), on_query)
-        return Started(h, qid, model, req)
+        return StartedRequest(h, qid, model, req)
 
     async def _start(self, kind: str, headers: Mapping[str, str], hdr: tenancy.Headers, ph: ProgramHeaders | None,
                      prompt: Tokens | Chat, max_tokens: int, model: str, params: Mapping[str, Any],

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from flowserve.host.driver import LiveDriver
-from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.book import LivePrograms
 from flowserve.policies.registry import policy_class
 from flowserve.types.commands import PolicyChanged
 
@@ -105,7 +105,7 @@ def active_params(cls: type, configured: Mapping[str, Any], changes: list[Policy
 
 
 class StatusBoard:
-    def __init__(self, driver: LiveDriver, programs: ProgramBook | None = None, window_s: float = WINDOW_S) -> None:
+    def __init__(self, driver: LiveDriver, programs: LivePrograms | None = None, window_s: float = WINDOW_S) -> None:
         self.driver = driver
         self.programs = programs
         self.window_s = window_s

@@ -32,7 +32,7 @@ from flowserve.host.query import QueryHandle
 from flowserve.tune.segments import BlockIds
 from flowserve.types.commands import QueryDone, QueryFailed
 from flowserve.types.work import LLMCall
-from flowserve.workloads.program_trace import FinishedCall, TracedQuery, query_json, traced_calls
+from flowserve.workloads.program_trace import RecordedCall, TracedQuery, query_json, traced_calls
 
 log = logging.getLogger("flowserve.gateway")
 
@@ -111,7 +111,7 @@ class QueryRecorder:
                 continue  # a tool step, or a call that failed or was cancelled
             prompt = prompts.get(key)
             n_in = sum(s.length for s in prompt) if prompt else r.prompt_tokens
-            calls.append(FinishedCall(r.stage, steps.get(key, {}).get("thread"), self._t(r.ready or h.arrival),
+            calls.append(RecordedCall(r.stage, steps.get(key, {}).get("thread"), self._t(r.ready or h.arrival),
                                       self._t(r.finished), n_in, r.output_tokens, prompt))
         if not calls:
             return

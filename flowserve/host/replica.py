@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from flowserve.errors import ConfigError
 from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.host.driver import LiveDriver
-from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.book import LivePrograms
 from flowserve.host.programs.shared import SharedPrograms
 from flowserve.host.query import QueryHandle, query_body
 from flowserve.host.settings import GatewaySettings, ServeConfig, StateSettings
@@ -174,7 +174,7 @@ class Replica:
 
     @classmethod
     async def join(cls, settings: StateSettings, driver: LiveDriver, instances: Sequence[InstanceSpec],
-                   programs: ProgramBook) -> Replica:
+                   programs: LivePrograms) -> Replica:
         store = await open_store(settings)
         mine = describe(instances, driver.settings)
         ttl = 2 * settings.heartbeat_s

@@ -43,7 +43,7 @@ from flowserve.picker.tally import ResponseTally
 
 
 class PickerHost(Protocol):
-    """What every `Exchange` shares (`flowserve.picker.service.PickerCore`)."""
+    """What every `ProxyExchange` shares (`flowserve.picker.service.PickerCore`)."""
 
     gateway: Gateway
     driver: LiveDriver
@@ -60,7 +60,7 @@ Responses = list[wire.ProcessingResponse]
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
-class Exchange:
+class ProxyExchange:
     def __init__(self, core: PickerHost) -> None:
         self.core = core
         self.headers: dict[str, str] = {}

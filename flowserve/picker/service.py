@@ -1,5 +1,5 @@
 """The endpoint picker's gRPC services on the gateway's scheduler core: Envoy's
-`ExternalProcessor` (one `Exchange` per stream) and gRPC health.
+`ExternalProcessor` (one `ProxyExchange` per stream) and gRPC health.
 
 `PickerCore` is a gateway without its HTTP data plane: the same `Gateway` object — the
 live driver, its scheduler core, programs, tenants, admission and metrics — whose
@@ -30,7 +30,7 @@ from flowserve.host.driver import LiveDriver
 from flowserve.host.metrics import LATENCY_BUCKETS
 from flowserve.host.settings import ServeConfig
 from flowserve.picker import wire
-from flowserve.picker.exchange import Exchange
+from flowserve.picker.exchange import ProxyExchange
 from flowserve.picker.pick import PickerBackend
 from flowserve.types.specs import InstanceSpec
 
@@ -58,7 +58,7 @@ def picker_backend(spec: InstanceSpec, driver: LiveDriver) -> PickerBackend:
 
 
 class PickerCore:
-    """What every `Exchange` shares: the gateway's core and request checks, and metrics."""
+    """What every `ProxyExchange` shares: the gateway's core and request checks, and metrics."""
 
     def __init__(self, config: ServeConfig) -> None:
         self.gateway = Gateway(picker_config(config), picker_backend, workflows={})
@@ -113,7 +113,7 @@ class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
         """Messages are read by their own task: when the proxy closes its side (its client
         left) while a request waits for its pick, the wait ends at once — the handler
         itself is never cancelled by a half-closed stream."""
-        ex = Exchange(self.core)
+        ex = ProxyExchange(self.core)
         inbox: asyncio.Queue[wire.ProcessingRequest | None] = asyncio.Queue()
 
         async def read() -> None:

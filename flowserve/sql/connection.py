@@ -24,7 +24,7 @@ import pyarrow as pa
 from flowserve.config import load_cluster
 from flowserve.errors import ConfigError
 from flowserve.sql.arguments import check_cluster, check_gateway, check_options, check_statement, check_tables
-from flowserve.sql.backend import Backend
+from flowserve.sql.backend import SQLBackend
 from flowserve.sql.cache import ResultCache
 from flowserve.sql.duck import embedded_connection
 from flowserve.sql.engine_model import PAPER_CLUSTER
@@ -56,7 +56,7 @@ def cluster_specs(cluster: str | Sequence[InstanceSpec]) -> tuple[InstanceSpec, 
 def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | None = None,
                  seed: int = 0, model: str | None = None, prefix_caching: bool = True,
                  settings: GatewaySettings | None = None, api_key: str | None = None,
-                 query_class: QueryClass = "batch", chat: bool = False) -> Backend:
+                 query_class: QueryClass = "batch", chat: bool = False) -> SQLBackend:
     cluster, gateway = check_cluster(cluster), check_gateway(gateway)
     if (cluster is None) == (gateway is None):
         raise SQLInputError("connect(): give exactly one of cluster=... or gateway=URL")
@@ -94,7 +94,7 @@ class Result:
 
 
 class Connection:
-    def __init__(self, backend: Backend, optimize: str | Optimizations = "all", on_error: str = "null",
+    def __init__(self, backend: SQLBackend, optimize: str | Optimizations = "all", on_error: str = "null",
                  cache: bool | str | None = None, seed: int = 0, max_tokens: int | None = None,
                  ggr: GGRConfig = DEFAULT_GGR, on_progress: Callable[[Stats], None] | None = None,
                  external_access: bool = False) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.sql.backend import Answer, Backend
+from flowserve.sql.backend import Answer, SQLBackend
 from flowserve.sql.cache import ResultCache, cache_key
 from flowserve.sql.engine_model import engine_shape
 from flowserve.sql.errors import OutputError, StatementFailed
@@ -42,7 +42,7 @@ class Stats:
 
 
 class Executor:
-    def __init__(self, backend: Backend, opts: Optimizations, on_error: str = "null",
+    def __init__(self, backend: SQLBackend, opts: Optimizations, on_error: str = "null",
                  cache: ResultCache | None = None, seed: int = 0, ggr_cfg: GGRConfig = DEFAULT_GGR,
                  on_progress: Callable[[Stats], None] | None = None) -> None:
         assert on_error in ("null", "fail"), on_error

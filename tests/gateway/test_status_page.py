@@ -19,7 +19,7 @@ from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
 from flowserve.gateway.status import Counters, StatusBoard, active_params, read_counters, status_page
 from flowserve.host.driver import LiveDriver
-from flowserve.host.programs.book import ProgramBook
+from flowserve.host.programs.book import LivePrograms
 from flowserve.host.programs.open_program import OpenProgram
 from flowserve.host.settings import ProgramSettings, serve_config
 from flowserve.policies.flowserve_queue import FlowserveQueue
@@ -86,7 +86,7 @@ def test_programs_are_counted_in_the_window_and_listed_newest_first() -> None:
     clock = Clock()
     cfg = serve_config(CONFIG, "test")
     driver = LiveDriver(cfg.instances, cfg.gateway, clock=clock)
-    book = ProgramBook(driver, ProgramSettings(), clock)
+    book = LivePrograms(driver, ProgramSettings(), clock)
     board = StatusBoard(driver, book, window_s=60.0)
     book.m_ended.labels("deleted").inc(2)
     book.m_ended.labels("idle").inc(1)

@@ -32,7 +32,7 @@ PARAMS = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency
 CHAT_PARAMS = ("top_logprobs", "response_format", "tool_choice", "parallel_tool_calls")
 
 
-class _Strict(BaseModel):
+class _StrictBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
@@ -52,11 +52,11 @@ def check_name(name: str) -> str:
     return name
 
 
-class StreamOptions(_Strict):
+class StreamOptions(_StrictBody):
     include_usage: bool = False
 
 
-class _Request(_Strict):
+class _Request(_StrictBody):
     model: str = Field(min_length=1)
     stream: bool = False
     n: int = Field(1, ge=1, le=1)
@@ -101,23 +101,23 @@ class CompletionRequest(_Request):
     logprobs: int | None = Field(None, ge=0, le=5)
 
 
-class ContentPart(_Strict):
+class ContentPart(_StrictBody):
     type: Literal["text"]
     text: str
 
 
-class FunctionCall(_Strict):
+class FunctionCall(_StrictBody):
     name: str
     arguments: str
 
 
-class ToolCall(_Strict):
+class ToolCall(_StrictBody):
     id: str
     type: Literal["function"]
     function: FunctionCall
 
 
-class ChatMessage(_Strict):
+class ChatMessage(_StrictBody):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -145,7 +145,7 @@ class ChatMessage(_Strict):
         return Turn(self.role, None if text is None else (Lit(text),) if text else (), fields)
 
 
-class FunctionDef(_Strict):
+class FunctionDef(_StrictBody):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
@@ -155,21 +155,21 @@ class FunctionDef(_Strict):
     _parameters = field_validator("parameters")(lambda v: None if v is None else check_schema(v))
 
 
-class Tool(_Strict):
+class Tool(_StrictBody):
     type: Literal["function"]
     function: FunctionDef
 
 
-class NamedFunction(_Strict):
+class NamedFunction(_StrictBody):
     name: str
 
 
-class NamedToolChoice(_Strict):
+class NamedToolChoice(_StrictBody):
     type: Literal["function"]
     function: NamedFunction
 
 
-class JSONSchemaFormat(_Strict):
+class JSONSchemaFormat(_StrictBody):
     name: str
     description: str | None = None
     schema_: dict[str, Any] | None = Field(None, alias="schema")
@@ -179,15 +179,15 @@ class JSONSchemaFormat(_Strict):
     _schema = field_validator("schema_")(lambda v: None if v is None else check_schema(v))
 
 
-class TextFormat(_Strict):
+class TextFormat(_StrictBody):
     type: Literal["text"]
 
 
-class JSONObjectFormat(_Strict):
+class JSONObjectFormat(_StrictBody):
     type: Literal["json_object"]
 
 
-class SchemaFormat(_Strict):
+class SchemaFormat(_StrictBody):
     type: Literal["json_schema"]
     json_schema: JSONSchemaFormat
 

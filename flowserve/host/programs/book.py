@@ -49,7 +49,7 @@ ENDED_HOW: Mapping[ProgramEnd, str] = {
 }
 
 
-class ProgramBook:
+class LivePrograms:
     def __init__(self, driver: LiveDriver, settings: ProgramSettings, clock: Callable[[], float]) -> None:
         self.driver = driver
         self.settings = settings

@@ -1,4 +1,4 @@
-"""An open program as this gateway keeps it (`flowserve.host.programs.book.ProgramBook`),
+"""An open program as this gateway keeps it (`flowserve.host.programs.book.LivePrograms`),
 with, under replicas, this replica's part of its totals
 (`flowserve.host.programs.shared`)."""
 

@@ -1,4 +1,4 @@
-"""Programs across replicas: the `ProgramBook`'s shared side (gateway.state).
+"""Programs across replicas: the `LivePrograms`'s shared side (gateway.state).
 
 Each replica that receives a call of a program runs a local part of it — a core query,
 as without replicas — while the registry in Redis (`flowserve.replicas.programs`) holds
@@ -39,7 +39,7 @@ from flowserve.types.programs import ProgramEnd
 
 
 class LocalPrograms(Protocol):
-    """This replica's programs (`flowserve.host.programs.book.ProgramBook`), as the sweep
+    """This replica's programs (`flowserve.host.programs.book.LivePrograms`), as the sweep
     ends them."""
 
     @property
