@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flowserve.core.lifecycle import TRANSITIONS, CallStatus
+from flowserve.core.lifecycle import TRANSITIONS, CallStatus, TransitionError
 from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
 from flowserve.graph.primitives import op_units
 from flowserve.graph.prompt import Toks
@@ -68,7 +68,8 @@ class CallState:
         return self.node.stage
 
     def move(self, to: CallStatus) -> None:
-        assert to in TRANSITIONS[self.status], f"call {self.id}: no transition {self.status.value} → {to.value}"
+        if to not in TRANSITIONS[self.status]:
+            raise TransitionError(self.id, self.status, to)
         self.status = to
 
     @classmethod
