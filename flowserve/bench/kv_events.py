@@ -145,7 +145,7 @@ def flood_health(rate: int = 50_000, seconds: float = 3.0) -> dict[str, Any]:
                 h.get("/health")
                 took.append(time.perf_counter() - t0)
                 time.sleep(0.05)
-            sub = srv.app.state.gateway.driver.runner.kv.subscribers["engine"]
+            sub = srv.app.state.gateway.driver.kv.subscribers["engine"]
             read, counts = sub.batches, dict(sub.counts)
     finally:
         flood.kill()

@@ -34,7 +34,7 @@ from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.errors import ConfigError
-from flowserve.host.driver import LiveDriver
+from flowserve.host.root import compose_driver
 from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.profiles.fitted import FittedCostModel
@@ -117,15 +117,13 @@ async def run_arm(setup: TeolaLiveSetup, app: str, arm: Arm, times: Sequence[flo
     wf = WORKFLOWS[app]
     prepared = wf.prepare(SETTINGS[app])
     params = {**LLM_PARAMS, "cache_prompt": False} if arm.paper else LLM_PARAMS
-    d = LiveDriver([*setup.llm, *op_specs(setup.search_url, arm.paper)],
-                   GatewaySettings(passes=arm.passes, queue=arm.queue, dispatch=arm.dispatch,
-                                   retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
+    d = compose_driver([*setup.llm, *op_specs(setup.search_url, arm.paper)],
+                       GatewaySettings(passes=arm.passes, queue=arm.queue, dispatch=arm.dispatch,
+                                       retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
     await d.start()
 
     def program(i: int) -> Any:
-        p = wf.build(inputs_of(app, i), prepared, None)
-        p.llm_params = params
-        return p
+        return wf.build(inputs_of(app, i), prepared, None).sampling(params)
 
     d.workflows.register(app, program)  # a query's ref names the arm's app and its input
 

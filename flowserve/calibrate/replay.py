@@ -36,7 +36,7 @@ class ReplayOutcome:
 
 async def replay_live(driver: LiveDriver, workload: Workload, model: str | None = None) -> list[ReplayOutcome]:
     """Submit every query at its arrival time (seconds after the call) and wait for all.
-    The driver needs a `TokenMaterializer` (`LiveDriver(..., segments=...)`) for real engines."""
+    The driver needs a `TokenMaterializer` (`compose_driver(..., segments=...)`) for real engines."""
     t0 = time.monotonic()
 
     async def one(spec: Any) -> ReplayOutcome:

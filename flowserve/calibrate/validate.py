@@ -24,7 +24,7 @@ from flowserve.config import InstanceConfig
 from flowserve.engines.client import EngineClient
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Segment
-from flowserve.host.driver import LiveDriver
+from flowserve.host.root import compose_driver
 from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
@@ -99,8 +99,8 @@ async def validate_engine(url: str, profile: str | Path, workload: Workload, pol
     await warm_up(url, vocab, salt, min(longest, spec.profile.max_context - 8 if spec.profile else longest))
     settings = GatewaySettings(dispatch=policy.dispatch, queue=policy.queue,
                                dispatch_params=dict(policy.dispatch_params), queue_params=dict(policy.queue_params))
-    driver = LiveDriver([spec], settings, output_priors=dict(workload.output_priors),
-                        segments=TokenMaterializer(vocab, salt))
+    driver = compose_driver([spec], settings, output_priors=dict(workload.output_priors),
+                            segments=TokenMaterializer(vocab, salt))
     await driver.start()
     try:
         outcomes = await replay_live(driver, workload)

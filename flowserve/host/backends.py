@@ -1,32 +1,34 @@
-"""The gateway's engine backends: which backend runs an instance, and the core's cost model
+"""The host's engine backends: which backend runs an instance, and the core's cost model
 of it in driver seconds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
 
-from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import Backend
 from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.engines.simbackend import SimBackend
-from flowserve.host.calls import CallRunner
 from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.instance import InstanceProfile, instance_profile, kv_capacity, roofline_for
+from flowserve.types.events import Event
 from flowserve.types.specs import InstanceSpec
 
 
-class BackendHost(Protocol):
-    """What a backend factory may use of the live driver (`flowserve.host.driver.LiveDriver`)."""
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend factory may use of the host: its settings and clock, what the core
+    wants to hear, and `emit` for an engine's own events (capacity, evictions)."""
 
     settings: GatewaySettings
     clock: Callable[[], float]
-    core: SchedulerCore
-    runner: CallRunner
+    emit: Callable[[Event], None]
+    keeps_prefix_index: bool
+    wants_prefill_done: bool
 
 
-BackendFactory = Callable[[InstanceSpec, BackendHost], Backend]  # default: `default_backend`
+BackendFactory = Callable[[InstanceSpec, BackendContext], Backend]  # default: `default_backend`
 
 
 def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
@@ -38,10 +40,9 @@ def live_profile(spec: InstanceSpec, time_scale: float) -> InstanceProfile:
     return prof
 
 
-def default_backend(spec: InstanceSpec, driver: BackendHost) -> Backend:
-    s = driver.settings
+def default_backend(spec: InstanceSpec, host: BackendContext) -> Backend:
+    s = host.settings
     if spec.backend == "sim":
-        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, driver.runner.emit,
-                          driver.clock, report_evictions=driver.core.keeps_prefix_index,
-                          report_prefill=driver.core.wants_prefill_done)
+        return SimBackend(spec, roofline_for(spec), kv_capacity(spec), s.time_scale, host.emit, host.clock,
+                          report_evictions=host.keeps_prefix_index, report_prefill=host.wants_prefill_done)
     return OpenAIBackend(spec, s)

@@ -5,9 +5,10 @@ on the same instance with back-off while its circuit stays closed; on final fail
 task reports `CallFailed` and the core re-dispatches (nothing here chooses an
 instance). `breaker_failures` errors in a row open the circuit: the instance is reported
 down (`InstanceDown`, the core moves its calls), and half-open probes after the cooldown
-bring it back (`InstanceUp`). A call whose stream already sent text is never retried: it
-fails with the reason. For engines the router cannot observe, an LRU estimate of each
-engine's cache reports evictions to the core (`PrefixEvicted`).
+bring it back (`InstanceUp`). A call whose answer is committed — its client saw text, or
+the proxy took it (`TokenSink.committed`) — is never retried: it fails with the reason.
+Opening and closing an instance's backend are facts (`InstanceOpened`, `InstanceClosed`)
+for the host's listeners (the cache estimate, the KV feeds).
 """
 
 from __future__ import annotations
@@ -16,60 +17,43 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flowserve.engines.backend import Backend, EngineError, EngineRequest
-from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.errors import FailureKind
 from flowserve.host.breaker import CircuitBreaker, backoff_delay
+from flowserve.host.facts import Fact, InstanceClosed, InstanceOpened
+from flowserve.host.live_calls import LiveCall, LiveCalls
 from flowserve.host.metrics import GatewayMetrics
 from flowserve.host.parts import PartSink
-from flowserve.host.query import CallHandle, QueryHandle
 from flowserve.host.settings import GatewaySettings
-from flowserve.profiles.instance import kv_capacity
-from flowserve.types.events import CallFailed, CallFinished, Event, InstanceDown, InstanceUp
+from flowserve.tokenize.chat import ChatTokenizer
+from flowserve.types.events import CallFailed, CallFinished, InstanceDown, InstanceUp
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall
-
-if TYPE_CHECKING:
-    from flowserve.core.scheduler import SchedulerCore
-    from flowserve.host.kv_feeds import KVFeeds
 
 log = logging.getLogger("flowserve.gateway")
-DEFAULT_CACHE_TOKENS = 16_384
 FIRST_PROBE_MARGIN_S = 5.0  # beyond the connect timeout: the engine's /props and /health answers
 
 
-@dataclass(eq=False)
-class _Running:
-    call: LLMCall
-    instance: str
-    sent: float
-    task: asyncio.Task[None] | None = None
-    channel: QueryHandle | CallHandle | None = None  # whose client gets the answer (the engine's own fields)
-
-
 class CallRunner:
-    def __init__(self, settings: GatewaySettings, core: SchedulerCore, metrics: GatewayMetrics,
+    def __init__(self, settings: GatewaySettings, calls: LiveCalls, metrics: GatewayMetrics,
                  clock: Callable[[], float], put: Callable[[Any], None],
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
-                 make_backend: Callable[[InstanceSpec], Backend]) -> None:
+                 make_backend: Callable[[InstanceSpec], Backend], publish: Callable[[Fact], None]) -> None:
+        """calls: the host's live calls (each attempt runs on its record); publish: the
+        host's listeners (`flowserve.host.facts`)."""
         self.settings = settings
-        self._core = core
+        self._calls = calls
         self._metrics = metrics
         self._clock = clock
         self._put = put
         self._spawn = spawn
         self._make_backend = make_backend
+        self._publish = publish
         self.specs: dict[str, InstanceSpec] = {}
         self.removed: set[str] = set()
         self.backends: dict[str, Backend] = {}
         self.breakers: dict[str, CircuitBreaker] = {}
-        self.caches: dict[str, CacheEstimate] = {}
-        self.kv: KVFeeds | None = None  # the engines' cache events (set by the driver)
-        self._running: dict[int, _Running] = {}
-        self.on_send: Callable[[str, LLMCall], None] | None = None  # a replica shares what it routed
 
     # ------------------------------------------------------------------ instances
 
@@ -80,12 +64,7 @@ class CallRunner:
         self.backends[spec.name] = self._make_backend(spec)
         self.breakers.setdefault(spec.name, CircuitBreaker(s.breaker_failures, s.breaker_cooldown_s,
                                                             s.breaker_max_cooldown_s))
-        if spec.backend != "sim" and self._core.keeps_prefix_index:
-            size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
-            seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
-            self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
-        if self.kv is not None:
-            self.kv.open(spec, self.backends[spec.name], self.caches.get(spec.name))
+        self._publish(InstanceOpened(self._clock(), spec, self.backends[spec.name]))
 
     def add(self, spec: InstanceSpec) -> InstanceSpec:
         """Open (or replace) an instance's backend; its circuit starts closed."""
@@ -106,71 +85,53 @@ class CallRunner:
         self.close_instance(name)
 
     def close_instance(self, name: str) -> None:
-        self.caches.pop(name, None)
-        if self.kv is not None:
-            self._spawn(self.kv.close(name))
+        self._publish(InstanceClosed(self._clock(), name))
         backend = self.backends.pop(name, None)
         if backend is not None:
             self._spawn(backend.aclose())
+
+    def tokenizer(self, instance: str) -> ChatTokenizer | None:
+        """The instance's engine tokenizer (None: a simulated engine, or none open)."""
+        backend = self.backends.get(instance)
+        return None if backend is None else backend.tokenizer
 
     def circuit_state(self, name: str) -> str:
         b = self.breakers.get(name)
         return b.state if b is not None else "closed"
 
     async def aclose(self) -> None:
-        if self.kv is not None:
-            await self.kv.aclose()
         for b in self.backends.values():
             await b.aclose()
 
     # ------------------------------------------------------------------ calls
 
-    def send(self, call: LLMCall, instance: str, handle: QueryHandle | None, now: float) -> None:
-        entry = _Running(call, instance, now)
-        self._running[call.id] = entry
-        if self.on_send is not None:
-            self.on_send(instance, call)
-        m = self._metrics
-        m.routing.labels(m.policy, instance).inc()
-        if self._core.keeps_prefix_index:
-            m.prefix_estimate.labels(instance).inc(self._core.prefix_hit(call.prompt, instance))
-        est = self.caches.get(instance)
-        if est is not None:
-            for ev in est.on_send(call.id, call.prompt, now):
-                m.evicted.labels(instance).inc(len(ev.tokens) - ev.start)
-                self._put(ev)
+    def send(self, lc: LiveCall, now: float) -> None:
+        """Run the call's current attempt (`LiveCall.attempt`) on its instance."""
+        call, channel = lc.call, lc.channel
+        assert call is not None and lc.instance is not None
         max_tokens, exact = call.max_tokens, False
-        if handle is not None and handle.oracle is not None:
-            recorded = handle.oracle.output_tokens(call.node)
+        query = lc.query
+        if query is not None and query.oracle is not None:
+            recorded = query.oracle.output_tokens(call.node)
             if recorded is not None:  # a replay: produce exactly the recorded length
                 max_tokens, exact = max(1, recorded), True
-        entry.channel = handle.channel(call.node) if handle is not None else None
-        sink = entry.channel.sink if entry.channel is not None else None
+        sink = channel.sink if channel is not None else None
         if call.streams_parts:  # decode pipelining: each complete line goes to the core at once
-            sink = PartSink(call.id, instance, self._clock, self._put, sink)
-        req = EngineRequest(max_tokens, exact, sink)
-        entry.task = self._spawn(self._run(entry, req))
+            sink = PartSink(call.id, lc.instance, self._clock, self._put, sink)
+        lc.run(self._spawn(self._run(lc, EngineRequest(max_tokens, exact, sink))))
 
-    def cancel(self, call_id: int, instance: str) -> None:
-        entry = self._running.get(call_id)
-        if entry is not None and entry.instance == instance:
-            del self._running[call_id]
-            if entry.task is not None:
-                entry.task.cancel()
-            if est := self.caches.get(instance):
-                est.on_end(call_id)
+    def cancel(self, call_id: int, instance: str) -> bool:
+        """The core cancelled the call: its request on `instance` is aborted (whether one ran)."""
+        lc = self._calls.get(call_id)
+        if lc is None or not lc.runs_on(instance):
+            return False
+        self._calls.ended(lc)
+        return True
 
-    def on_end(self, ev: CallFinished | CallFailed) -> None:
-        """Before the core sees a call's end: the cache estimate and the call metrics."""
-        if est := self.caches.get(ev.instance):
-            est.on_end(ev.call_id)
-        if isinstance(ev, CallFinished) and self._core.is_current(ev.call_id, ev.instance):
-            m = self._metrics
-            m.prompt_tokens.labels(ev.instance).inc(ev.prompt_tokens)
-            m.cached_tokens.labels(ev.instance).inc(ev.cached_tokens)
-
-    async def _run(self, entry: _Running, req: EngineRequest) -> None:
-        call, name = entry.call, entry.instance
+    async def _run(self, lc: LiveCall, req: EngineRequest) -> None:
+        call, name, channel, sent = lc.call, lc.instance, lc.channel, lc.sent
+        assert call is not None and name is not None
+        task = asyncio.current_task()
         backend, breaker = self.backends[name], self.breakers[name]
         sink = req.sink
         s = self.settings
@@ -183,8 +144,9 @@ class CallRunner:
                 except EngineError as e:
                     now = self._clock()
                     self._metrics.engine_errors.labels(name, str(e.retryable).lower()).inc()
-                    streamed = sink is not None and sink.sent > 0
-                    reason = str(e) if not streamed else f"{e} (after part of the answer was streamed)"
+                    final = sink.committed_how if sink is not None and sink.committed else None
+                    streamed = final is not None
+                    reason = str(e) if final is None else f"{e} ({final})"
                     opened = e.retryable and breaker.record_failure(now)
                     if not e.retryable or streamed or attempt > s.retries or breaker.state != "closed":
                         self._put(CallFailed(now, call.id, name, reason, e.retryable and not streamed, e.kind))
@@ -203,9 +165,9 @@ class CallRunner:
                 if breaker.record_success() and name not in self.removed:
                     self._put(InstanceUp(self._clock(), self.specs[name]))
                 if out.first_token is not None:
-                    self._metrics.ttft.labels(name).observe(max(out.first_token - entry.sent, 0.0))
-                if entry.channel is not None and out.own:
-                    entry.channel.engine = out.own
+                    self._metrics.ttft.labels(name).observe(max(out.first_token - sent, 0.0))
+                if channel is not None and out.own:
+                    channel.answered_by(out.own)
                 if sink is not None and sink.sent == 0 and out.text:
                     for piece in _pieces(out.text):  # an engine that did not stream
                         sink.push(piece)
@@ -215,8 +177,7 @@ class CallRunner:
                                        prompt_tokens=out.prompt_tokens or call.input_tokens, extra=out.extra))
                 return
         finally:
-            if self._running.get(call.id) is entry:
-                del self._running[call.id]
+            self._calls.ended(lc, task)
 
     def _instance_failed(self, name: str, reason: str) -> None:
         self._metrics.trips.labels(name).inc()
@@ -260,10 +221,6 @@ class CallRunner:
                 self._put(InstanceUp(self._clock(), self.specs[name]))
                 return
             breaker.probe_failed(self._clock())
-
-    def emit(self, ev: Event) -> None:
-        """For backends: an engine-side event (capacity, eviction) for the core."""
-        self._put(ev)
 
 
 def _pieces(text: str) -> list[str]:

@@ -6,7 +6,9 @@ task takes the items one at a time, stamps them with the driver's clock (`time.m
 `core.handle` and executes the commands it returns through one table (`LiveDriver.COMMANDS`): calls go to the call
 runner (`flowserve.host.calls`: engine tasks, retries, circuit breakers; it never chooses an instance), ops to
 tools, tokenizations to the engines' tokenizers, a query's end to its client's future (every accepted query gets
-one), jobs to workers.
+one), jobs to workers. What the driver did is published as facts (`flowserve.host.facts`: a call sent or ended, a
+query ended, a policy's new parameters) to the listeners the composition root registered
+(`flowserve.host.root`, which builds the driver and everything it drives).
 
 Admission (`flowserve.host.admission`) is decided when an arrival is taken off the queue, on the core's own state,
 so it never races with it. The driver reads the core only through its query API; instances come and go through
@@ -20,40 +22,34 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from flowserve.apps.single import SingleCall
+from flowserve.core.policy import DispatchPolicy
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
 from flowserve.graph.oracle import Oracle
-from flowserve.graph.passes import make_passes
-from flowserve.graph.program import Program
-from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
-from flowserve.graph.replay import PlanWorkflow
+from flowserve.graph.registry import WorkflowRegistry
 from flowserve.host.admission import Admission
-from flowserve.host.backends import BackendFactory, default_backend, live_profile
+from flowserve.host.cache_view import EstimatedCaches
 from flowserve.host.calls import CallRunner
+from flowserve.host.facts import CallEnded, CallSent, Listeners
 from flowserve.host.inbox import STOP, Control, Inbox
 from flowserve.host.instances import LiveInstances
 from flowserve.host.jobs import JobRunner
 from flowserve.host.kv_feeds import KVFeeds
-from flowserve.host.metrics import CoreCollector, GatewayMetrics
+from flowserve.host.live_calls import LiveCalls
+from flowserve.host.metrics import GatewayMetrics
+from flowserve.host.policy_params import PolicyParams
 from flowserve.host.query import QueryHandle, QueryResult
 from flowserve.host.query_book import QueryBook
 from flowserve.host.query_feed import QueryFeed
 from flowserve.host.routing_tokens import GatewayTokens
 from flowserve.host.settings import GatewaySettings
+from flowserve.host.tasks import TaskSet
 from flowserve.host.tools import ToolRunner
-from flowserve.policies import make_dispatch, queue_factory
-from flowserve.profiles.predictor import OutputPredictor
-from flowserve.retrieval.executors import RetrievalTools
-from flowserve.tokenize.chat import ChatTokenizer
-from flowserve.tokenize.segments import TokenMaterializer
-from flowserve.tune.alpha import JOBS
-from flowserve.tune.online import TuningServices
 from flowserve.types.commands import (
     CancelCall,
     PolicyChanged,
@@ -81,57 +77,70 @@ from flowserve.types.work import Query, QueryClass, ToolOp, WorkflowRef
 log = logging.getLogger("flowserve.gateway")
 
 
+@dataclass(frozen=True)
+class DriverParts:
+    """What the composition root (`flowserve.host.root.compose_driver`) built for the driver."""
+
+    settings: GatewaySettings
+    clock: Callable[[], float]
+    inbox: Inbox
+    tasks: TaskSet
+    core: SchedulerCore
+    dispatch: DispatchPolicy  # the core's, for status pages and tests
+    workflows: WorkflowRegistry
+    tokens: GatewayTokens
+    metrics: GatewayMetrics
+    calls: LiveCalls
+    runner: CallRunner
+    caches: EstimatedCaches
+    kv: KVFeeds
+    params: PolicyParams
+    admission: Admission
+    tools: ToolRunner
+    jobs: JobRunner
+    book: QueryBook
+    listeners: Listeners
+    instances: tuple[InstanceSpec, ...]
+    closing: tuple[Callable[[], Awaitable[None]], ...]  # what shutdown closes after the loop ended
+
+
 class LiveDriver:
-    def __init__(self, instances: Sequence[InstanceSpec], settings: GatewaySettings,
-                 backend_factory: BackendFactory | None = None,
-                 output_priors: dict[tuple[str, str], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 jobs: Mapping[str, Callable[..., Any]] | None = None,
-                 segments: TokenMaterializer | None = None,
-                 workflows: Mapping[str, WorkflowFactory] | None = None) -> None:
-        """jobs: the RunJob registry (default: the α sweep); segments: how replayed
-        prompt segments become real token ids (`flowserve validate`); workflows: factories
-        the queries' `WorkflowRef`s may name beyond the built-in one-call, program and
-        plan workflows (more can be registered on `self.workflows` before they are used)."""
-        self.settings = s = settings
-        self.clock = clock
-        self._inbox = Inbox()
-        self._put = self._inbox.put
-        self._control = self._inbox.control
-        self.dispatch = dispatch = make_dispatch(s.dispatch, s.dispatch_params)  # the policy, for status pages
-        factory = backend_factory or default_backend
-        self.tokens = GatewayTokens(lambda: self.core.instance_status(),
-                                    self._engine_tokenizer,
-                                    self.circuit_state, s.tokenizers, segments, s.chat_templates)
-        self.workflows = WorkflowRegistry({SingleCall.name: SingleCall, Program.name: Program,
-                                           PlanWorkflow.name: PlanWorkflow, **(workflows or {})})
-        self.core = SchedulerCore(instances, dispatch, queue_factory(s.queue, s.queue_params),
-                                  lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
-                                  max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes),
-                                  workflows=self.workflows, services=TuningServices(s.queue, s.queue_params))
-        self.metrics = GatewayMetrics(s.dispatch, s.metrics_tenants)
-        self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
-                                 lambda spec: factory(spec, self))
-        self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
-        self.runner.kv = KVFeeds(self._put, clock, lambda: self.until(lambda: self._inbox.qsize() <= 1, 3600.0),
-                                 self.metrics, self.core, self.tokens, s.slots_poll_s)  # the engines' cache events
-        self.admission = Admission(s.max_queries, s.max_queue_s, self.core.predicted_wait_s)
-        self.retrieval = RetrievalTools(s.retrieval)
-        self.tools = ToolRunner(s.time_scale, s.sql_time_limit_s, self.retrieval.executors(), s.sql_workers,
-                                s.sql_memory_mb << 20)
-        self.jobs = JobRunner(s.jobs, dict(JOBS if jobs is None else jobs), clock, self._put,
-                              lambda outcome: self.metrics.jobs.labels(outcome).inc())
-        self._initial = tuple(instances)
-        self.live = LiveInstances(self.core, self.runner, self._control, self._feed, instances)
+    def __init__(self, parts: DriverParts) -> None:
+        """Built by `compose_driver`; `workflows`: factories the queries' `WorkflowRef`s may
+        name (more can be registered on `self.workflows` before they are used)."""
+        self.settings = parts.settings
+        self.clock = parts.clock
+        self._inbox = parts.inbox
+        self._put = parts.inbox.put
+        self._control = parts.inbox.control
+        self._tasks = parts.tasks
+        self.core = parts.core
+        self.dispatch = parts.dispatch
+        self.workflows = parts.workflows
+        self.tokens = parts.tokens
+        self.metrics = parts.metrics
+        self.calls = parts.calls
+        self.runner = parts.runner
+        self.caches = parts.caches
+        self.kv = parts.kv
+        self.params = parts.params
+        self.admission = parts.admission
+        self.tools = parts.tools
+        self.jobs = parts.jobs
+        self.book = parts.book
+        self.facts = parts.listeners  # who hears what the host did (`flowserve.host.facts`)
+        self._publish = parts.listeners.publish
+        self.emit = parts.inbox.put  # an event for the core from outside the loop (a replica's, an engine's)
+        self._closing = parts.closing
+        self._initial = parts.instances
+        self.live = LiveInstances(self.core, self.runner, self._control, self._feed, self._initial,
+                                  self.kv.token_checks)
+        self.inputs = QueryFeed(self._control, self._feed, self.book.open)  # programs' calls
         self._ids = itertools.count(1)  # query ids
         self._loop_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.book = QueryBook(self.metrics, s.record, clock(), s.time_scale)
-        self.inputs = QueryFeed(self._control, self._feed, self.book.open)  # programs' calls
         self._draining = False
         self._drained: asyncio.Event | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
-        self.policy_log: list[PolicyChanged] = []
 
     # ------------------------------------------------------------------ life cycle
 
@@ -175,14 +184,9 @@ class LiveDriver:
             self._tick_timer.cancel()
         self._put(STOP)
         await self._loop_task
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.runner.aclose()
-        await self.retrieval.aclose()
-        self.tools.close()
-        self.book.close()
-        self.jobs.shutdown()
+        await self._tasks.cancel_all()
+        for close in self._closing:
+            await close()
         self._loop_task = None
 
     @property
@@ -229,6 +233,11 @@ class LiveDriver:
         return self.book.get(query_id)
 
     @property
+    def policy_log(self) -> Sequence[PolicyChanged]:
+        """The parameter changes policies announced (the latest `PolicyParams.KEPT`)."""
+        return self.params.log
+
+    @property
     def open_queries(self) -> int:
         return len(self.book.open)
 
@@ -257,10 +266,6 @@ class LiveDriver:
     async def tokenize(self, text: str, model: str | None) -> list[int]:
         return await self.tokens.text(text, model)
 
-    def _engine_tokenizer(self, instance: str) -> ChatTokenizer | None:
-        backend = self.runner.backends.get(instance)
-        return None if backend is None else backend.tokenizer
-
     # ------------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
@@ -278,7 +283,7 @@ class LiveDriver:
                 else:
                     self._feed(dataclasses.replace(item, time=now))
                     if isinstance(item, OpFinished):
-                        self.book.ops.pop(item.op_id, None)
+                        self.book.op_ended(item.op_id)
             except Exception as e:  # a bug: say so loudly, end the query it hit, keep serving the others
                 log.exception("driver failed on %r", item)
                 h = self.book.query_of(item)
@@ -294,20 +299,16 @@ class LiveDriver:
                 self.metrics.queries.labels(h.workflow, "rejected").inc()
             h.accepted.set_exception(refused)
             return
-        h.arrival = now
         deadline = None if h.slo_s is None else now + h.slo_s
-        self.book.opened(h)
+        self.book.opened(h, now)
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.workflow_ref, deadline, h.tenant, h.priority,
                                            h.cls)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time
-        if isinstance(ev, CallFinished | CallFailed):
-            self.runner.on_end(ev)
-            if isinstance(ev, CallFinished) and (h := self.book.calls.get(ev.call_id)) is not None \
-                    and self.core.is_current(ev.call_id, ev.instance):
-                h.calls_finished += 1
+        if isinstance(ev, CallFinished | CallFailed):  # before the core moves on: is it the current attempt?
+            self._publish(CallEnded(now, ev.call_id, ev.instance, ev, self.core.is_current(ev.call_id, ev.instance)))
         handlers = self.COMMANDS
         for cmd in self.core.handle(ev):
             handler = handlers.get(type(cmd))
@@ -316,31 +317,36 @@ class LiveDriver:
             handler(self, cmd, now)
 
     def _send(self, cmd: SendCall, now: float) -> None:
-        h = self.book.open.get(cmd.call.query_id)
+        call = cmd.call
+        h = self.book.open.get(call.query_id)
+        lc = self.calls.track(call.id, h)
         if h is not None:
-            self.book.track_call(cmd.call.id, h, cmd.call)
-            ch = h.channel(cmd.call.node)
-            if ch.sink is not None and ch.sink.sent:  # the client saw text: never a second answer
-                self._put(CallFailed(now, cmd.call.id, cmd.instance, "the engine failed after part of "
-                                     "the answer was streamed; not retried", False))
+            ch = h.channel(call.node)
+            sink = ch.sink
+            if sink is not None and sink.committed:  # the client saw text, or the proxy has it: never a second answer
+                self._put(CallFailed(now, call.id, cmd.instance, f"the engine failed {sink.committed_how}; not "
+                                     f"retried", False))
                 return
             if ch.routed is not None and not ch.routed.done():
                 ch.routed.set_result(cmd.instance)
-        self.runner.send(cmd.call, cmd.instance, h, now)
+        lc.attempt(call, cmd.instance, now)
+        self._publish(CallSent(now, call, cmd.instance, h.ticket if h is not None else None))
+        self.runner.send(lc, now)
 
     def _cancel(self, cmd: CancelCall, now: float) -> None:
-        self.runner.cancel(cmd.call_id, cmd.instance)
+        if self.runner.cancel(cmd.call_id, cmd.instance):
+            self._publish(CallEnded(now, cmd.call_id, cmd.instance, None, True))
 
     def _run_ops(self, ops: Sequence[ToolOp], instance: InstanceSpec | None) -> None:
         for op in ops:  # each on its executor (a non-LLM engine's batch: its ops)
-            self.book.ops[op.id] = op.query_id
-            self._spawn(self._op_task(op, instance))
+            self.book.op_started(op.id, op.query_id)
+            self._tasks.spawn(self._op_task(op, instance))
 
     def _tokenize(self, cmd: Tokenize, now: float) -> None:
         h = self.book.open.get(cmd.query_id)
         if h is not None:
-            self.book.track_call(cmd.call_id, h)
-        self._spawn(self._tokenize_task(cmd))
+            self.calls.track(cmd.call_id, h)
+        self._tasks.spawn(self._tokenize_task(cmd))
 
     def _query_done(self, cmd: QueryDone, now: float) -> None:
         if (h := self.book.open.get(cmd.query_id)) is not None:
@@ -351,9 +357,7 @@ class LiveDriver:
             self._fail(h, cmd.kind, cmd.reason, now, cmd)
 
     def _policy_changed(self, cmd: PolicyChanged, now: float) -> None:
-        self.policy_log.append(cmd)
-        log.info("policy %s changed parameters: %s", cmd.policy, dict(cmd.params))
-        self.metrics.policy_changed(cmd)
+        self._publish(cmd)
 
     # The one command table: every command the core issues has its handler (a test checks).
     COMMANDS: ClassVar[Mapping[type, Callable[[LiveDriver, Any, float], None]]] = {
@@ -392,9 +396,4 @@ class LiveDriver:
         self._put(Tick(self.clock()))
         self._tick_timer = asyncio.get_running_loop().call_later(every, self._tick, every)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flowserve.core._kv import KVViewStatus
-from flowserve.core.state import InstanceStatus
+from flowserve.core.records import InstanceStatus
 from flowserve.host.calls import CallRunner
 from flowserve.types.events import Event, InstanceDown, InstanceUp
 from flowserve.types.specs import InstanceSpec
@@ -28,8 +28,11 @@ Control = Callable[[Callable[[float], Any]], Awaitable[Any]]  # run a function o
 
 class LiveInstances:
     def __init__(self, core: SchedulerCore, runner: CallRunner, control: Control,
-                 feed: Callable[[Event], None], specs: Sequence[InstanceSpec]) -> None:
+                 feed: Callable[[Event], None], specs: Sequence[InstanceSpec],
+                 token_checks: Mapping[str, str]) -> None:
+        """token_checks: each instance's start-up tokenization check (the KV feeds')."""
         self._core = core
+        self._checks = token_checks
         self._runner = runner
         self._control = control
         self._feed = feed
@@ -71,7 +74,7 @@ class LiveInstances:
 
     def rows(self) -> list[dict[str, Any]]:
         views = {v.instance: v for v in self._core.kv_views()}
-        checks = self._runner.kv.token_checks if self._runner.kv is not None else {}
+        checks = self._checks
         return [{"name": s.name, "model": s.spec.model, "gpu": s.spec.gpu, "backend": s.spec.backend,
                  "url": s.spec.url, "up": s.up, "circuit": self._runner.circuit_state(s.name), "queued": s.queued,
                  "running": s.running, "outstanding_s": s.outstanding_s, "dispatched": s.dispatched,

@@ -3,43 +3,48 @@ instance whose engine publishes them (`kv_events:` with an endpoint), opened and
 with the instance. Each subscriber feeds the driver's inbox, so the events reach the core
 like any other; each gateway replica subscribes on its own (no broker, as llm-d's precise
 scorer does). Simulated instances publish their events themselves (`SimBackend`). An
-engine without events is read on `/slots` instead, where it serves it (`slots_feed`)."""
+engine without events is read on `/slots` instead, where it serves it (`slots_feed`).
+The feeds listen to the host's facts: an instance opened, an instance closed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.engines.backend import Backend
-from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.openai_backend import OpenAIBackend
+from flowserve.host.facts import InstanceClosed, InstanceOpened
 from flowserve.host.metrics import GatewayMetrics
 from flowserve.host.routing_tokens import GatewayTokens
 from flowserve.host.slots_feed import SlotsReader
 from flowserve.host.token_check import check_tokenization
 from flowserve.kvevents.subscriber import EngineSubscriber
-from flowserve.types.specs import InstanceSpec
+from flowserve.types.kv import SlotsResident
 
 
 class KVFeeds:
     def __init__(self, put: Callable[[Any], None], clock: Callable[[], float], room: Callable[[], Awaitable[None]],
                  metrics: GatewayMetrics, core: SchedulerCore, tokens: GatewayTokens,
-                 slots_poll_s: float = 0.0) -> None:
+                 resident: Callable[[SlotsResident], None],
+                 spawn: Callable[[Coroutine[Any, Any, Any]], Any], slots_poll_s: float = 0.0) -> None:
         """room: returns once the driver took what it was given (subscribers read on then);
         tokens: the gateway's tokenizers, checked against each engine's (`token_check`);
-        slots_poll_s: how often an engine without events is read on `/slots` (0: never)."""
+        resident: where a `/slots` read goes (the host's estimates); spawn: runs a
+        closing feed's shutdown; slots_poll_s: how often an engine without events is read
+        on `/slots` (0: never)."""
         self._put = put
         self._clock = clock
         self._room = room
         self._bad = metrics.kv_bad
         self._tokens = tokens
         self._core = core
+        self._resident = resident
+        self._spawn = spawn
         self._slots_poll_s = slots_poll_s
         metrics.attach(KVCollector(core))
         self.subscribers: dict[str, EngineSubscriber] = {}
@@ -47,14 +52,14 @@ class KVFeeds:
         self.token_checks: dict[str, str] = {}  # instance → the start-up check's verdict
         self._checks: dict[str, asyncio.Task[None]] = {}
 
-    def open(self, spec: InstanceSpec, backend: Backend, estimate: CacheEstimate | None = None) -> None:
-        """estimate: the driver's estimate of the engine's cache, topped up from `/slots`."""
+    def opened(self, fact: InstanceOpened) -> None:
+        spec, backend = fact.spec, fact.backend
         kv = spec.kv_events
         if kv is None and isinstance(backend, OpenAIBackend) and self._slots_poll_s > 0 \
                 and self._core.keeps_prefix_index:
             model = spec.model
-            reader = SlotsReader(spec.name, backend, lambda text: self._tokens.text(text, model), self._put,
-                                 self._clock, self._slots_poll_s, estimate)
+            reader = SlotsReader(spec.name, backend, lambda text: self._tokens.text(text, model), self._resident,
+                                 self._clock, self._slots_poll_s)
             self.slots[spec.name] = reader
             reader.start()
         if kv is None or not kv.endpoint or spec.backend == "sim":
@@ -70,16 +75,25 @@ class KVFeeds:
     async def _check(self, name: str, backend: OpenAIBackend) -> None:
         self.token_checks[name] = await check_tokenization(name, backend, self._tokens)
 
+    def closed(self, fact: InstanceClosed) -> None:
+        # taken off at once: an instance replaced by another spec reopens under its name right after
+        self._spawn(self._shut(*self._take(fact.name)))
+
     async def close(self, name: str) -> None:
-        check = self._checks.pop(name, None)
+        await self._shut(*self._take(name))
+
+    def _take(self, name: str) -> tuple[asyncio.Task[None] | None, SlotsReader | None, EngineSubscriber | None]:
+        return self._checks.pop(name, None), self.slots.pop(name, None), self.subscribers.pop(name, None)
+
+    @staticmethod
+    async def _shut(check: asyncio.Task[None] | None, reader: SlotsReader | None,
+                    sub: EngineSubscriber | None) -> None:
         if check is not None:
             check.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await check
-        reader = self.slots.pop(name, None)
         if reader is not None:
             await reader.aclose()
-        sub = self.subscribers.pop(name, None)
         if sub is not None:
             await sub.aclose()
 

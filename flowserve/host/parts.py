@@ -32,13 +32,13 @@ class PartSink(TokenSink):
             return
         if self._client is not None:
             self._client.push(delta)
-            self.sent = max(self.sent, self._client.sent)
+            self._follow(self._client)
         self._read(delta)
 
     def push_choice(self, choice: Mapping[str, Any]) -> None:
         if self._client is not None:
             self._client.push_choice(choice)
-            self.sent = max(self.sent, self._client.sent)
+            self._follow(self._client)
         delta = choice.get("delta")
         text = delta.get("content") if isinstance(delta, Mapping) else choice.get("text")
         if isinstance(text, str) and text:
@@ -48,6 +48,11 @@ class PartSink(TokenSink):
         if self._client is not None:
             self._client.own(fields)
 
+    def _follow(self, client: TokenSink) -> None:
+        """What the client saw, this sink saw: its answer is committed with the client's."""
+        self.sent = max(self.sent, client.sent)
+        self.committed = self.committed or client.committed
+
     def _read(self, delta: str) -> None:
         self._deltas += 1
         *complete, self._line = (self._line + delta).split("\n")
@@ -55,5 +60,6 @@ class PartSink(TokenSink):
             for part in split_parts(line):
                 self._emit(CallProgress(self._clock(), self._call, self._instance, self.parts, self._deltas, part))
                 self.parts += 1
-                self.sent += 1  # successors may have read it: no transparent retry from here
+                self.sent += 1
+                self.committed = True  # successors may have read it: no transparent retry from here
                 self._deltas = 0

@@ -74,6 +74,20 @@ def call_reports(results: dict[str, NodeResult]) -> tuple[CallReport, ...]:
     return tuple(sorted(calls, key=lambda c: c.finished))
 
 
+@dataclass(frozen=True, slots=True)
+class QueryTicket:
+    """An admitted query as the host's facts name it: who sent what, and when it arrived
+    (its handle holds the rest: futures, sink, replay oracle)."""
+
+    id: int
+    ref: str  # its id for clients
+    workflow: str  # its name (metrics)
+    factory: str  # the workflow factory its `WorkflowRef` names
+    tenant: str
+    slo_s: float | None
+    arrival: float
+
+
 def new_ref() -> str:
     """An id for clients that nobody can guess (the core's ids count up)."""
     return "q-" + secrets.token_hex(12)
@@ -94,6 +108,10 @@ class CallHandle:
     sent: float  # when the driver took it (its latency's start)
     engine: Mapping[str, Any] | None = None  # the engine's own fields of its answer (id, created, fingerprint)
     ref: str = field(default_factory=new_ref)  # its id for its client (no lookup: see QueryHandle.ref)
+
+    def answered_by(self, own: Mapping[str, Any]) -> None:
+        """What the engine says of its answer (its id, created, fingerprint)."""
+        self.engine = own
 
 
 @dataclass(eq=False)
@@ -118,11 +136,25 @@ class QueryHandle:
     arrival: float | None = None
     cls: QueryClass = "interactive"
     calls_finished: int = 0
-    call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer
     ref: str = field(default_factory=new_ref)
     engine: Mapping[str, Any] | None = None  # a one-call query: the engine's own fields of its answer
+    ticket: QueryTicket | None = None  # once admitted
+
+    def admit(self, now: float) -> QueryTicket:
+        """The core took it now."""
+        self.arrival = now
+        self.ticket = QueryTicket(self.id, self.ref, self.workflow, self.workflow_ref.name, self.tenant, self.slo_s,
+                                  now)
+        return self.ticket
+
+    def call_finished(self) -> None:
+        self.calls_finished += 1
+
+    def answered_by(self, own: Mapping[str, Any]) -> None:
+        """A one-call query: what the engine says of its answer (id, created, fingerprint)."""
+        self.engine = own
 
     def channel(self, node: str) -> QueryHandle | CallHandle:
         """Where the answer of step `node` goes: its own client's handle (a program's

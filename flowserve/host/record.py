@@ -28,10 +28,9 @@ from pathlib import Path
 from flowserve.apps.single import SingleCall
 from flowserve.errors import ConfigError
 from flowserve.graph.plan import Segment
-from flowserve.host.query import QueryHandle
+from flowserve.host.facts import CallSent, QueryEnded
+from flowserve.host.query import QueryTicket
 from flowserve.tune.segments import BlockIds
-from flowserve.types.commands import QueryDone, QueryFailed
-from flowserve.types.work import LLMCall
 from flowserve.workloads.program_trace import RecordedCall, TracedQuery, query_json, traced_calls
 
 log = logging.getLogger("flowserve.gateway")
@@ -88,20 +87,24 @@ class QueryRecorder:
         self._prompts: dict[int, dict[str, tuple[Segment, ...]]] = {}  # query → node → prompt shape
 
     @staticmethod
-    def records(h: QueryHandle) -> bool:
-        return h.workflow_ref.name != SingleCall.name
+    def records(q: QueryTicket) -> bool:
+        return q.factory != SingleCall.name
 
-    def sent(self, call: LLMCall) -> None:
+    def call_sent(self, fact: CallSent) -> None:
         """A call went to an engine: keep its prompt's shape (the last send, if retried)."""
-        self._prompts.setdefault(call.query_id, {})[call.node] = self._blocks.chain(call.prompt)
+        if fact.query is not None and self.records(fact.query):
+            call = fact.call
+            self._prompts.setdefault(call.query_id, {})[call.node] = self._blocks.chain(call.prompt)
 
-    def ended(self, h: QueryHandle, done: QueryDone | None, failed: QueryFailed | None = None) -> None:
-        """A query ended: a completed one is written, and one the core failed with the calls
-        it ran (`"failed"`: its kind) — they loaded the engines as any other query's did,
-        and a replay without them runs on an emptier cluster than the live run had."""
+    def query_ended(self, fact: QueryEnded) -> None:
+        """A query ended (after its client got the answer: never in its way): a completed
+        one is written, and one the core failed with the calls it ran (`"failed"`: its
+        kind) — they loaded the engines as any other query's did, and a replay without them
+        runs on an emptier cluster than the live run had."""
+        h, done, failed = fact.query, fact.done, fact.failed
         prompts = self._prompts.pop(h.id, {})
         end = done or failed
-        if end is None or h.arrival is None:
+        if end is None or not self.records(h):
             return
         output = done.output if done is not None and isinstance(done.output, dict) else {}
         steps = output.get("steps", {})

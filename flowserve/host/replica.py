@@ -6,6 +6,11 @@ replica's instances or policies differ: refused by name), take a replica number 
 ids carry it, so they are unique across replicas), and start the sync loop
 (`flowserve.replicas.sync`). Leaving removes this replica's report, so its peers drop its
 share of the load at once instead of after two heartbeats.
+
+A replica is composed with the host (`flowserve.host.root`) and joins before the driver
+starts. It hears the host's facts — a call sent (its routed prompt, for its peers), a
+query ended (its answer, for `GET /v1/queries/ID` on any replica) — and hands what its
+peers routed to the host's cache estimates (`EstimatedCaches.peer_routed`).
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import dataclasses
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import orjson
 import redis.asyncio as aioredis
@@ -24,9 +29,8 @@ import redis.asyncio as aioredis
 from flowserve.errors import ConfigError
 from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.host.driver import LiveDriver
-from flowserve.host.programs.book import LivePrograms
-from flowserve.host.programs.shared import SharedPrograms
-from flowserve.host.query import QueryHandle, query_body
+from flowserve.host.facts import CallSent, Listener, QueryEnded
+from flowserve.host.query import query_body
 from flowserve.host.settings import GatewaySettings, ServeConfig, StateSettings
 from flowserve.replicas import fingerprint
 from flowserve.replicas.codec import StateError, json_object
@@ -34,7 +38,6 @@ from flowserve.replicas.programs import ProgramRegistry
 from flowserve.replicas.redis_server import PrivateRedis, redis_binary
 from flowserve.replicas.store import LOST, StateStore, connect
 from flowserve.replicas.sync import ReplicaSync
-from flowserve.types.peers import PeerRouted
 from flowserve.types.specs import InstanceSpec
 
 ID_BITS = 32  # a replica's query ids: its number << 32 + a local count
@@ -121,24 +124,71 @@ async def check_state(s: StateSettings, instances: Sequence[InstanceSpec], gatew
         await store.aclose()
 
 
+class ReplicaPart(Protocol):
+    """What a replica keeps in the shared state beyond its report (the programs' parts)."""
+
+    def pending(self) -> int:
+        """Parts not yet written (the state was lost)."""
+        ...
+
+    def restore(self) -> Awaitable[None]:
+        """Write every part again (the state is back)."""
+        ...
+
+
 class Replica:
-    def __init__(self, store: StateStore, settings: StateSettings, name: str, number: int, sync: ReplicaSync) -> None:
-        self.store = store
+    def __init__(self, settings: StateSettings, instances: Sequence[InstanceSpec], gateway: GatewaySettings) -> None:
+        """Composed with the host; `join` connects it (before the driver starts)."""
         self.settings = settings
-        self.name = name
-        self.number = number
-        self.sync = sync
+        self._mine = describe(instances, gateway)
+        self.name = ""
+        self.number = 0
+        self._store: StateStore | None = None
+        self._sync: ReplicaSync | None = None
+        self._programs: ProgramRegistry | None = None
+        self._routes = False  # whether peers fold routed prompts into their prefix views
         self._answers: OrderedDict[str, bytes] = OrderedDict()  # finished queries not yet written
 
-    # ------------------------------------------------------------------ queries
+    def listeners(self) -> dict[type, list[Listener]]:
+        """The host's facts this replica hears."""
+        return {CallSent: [self.call_sent], QueryEnded: [self.query_ended]}
 
-    def finished(self, h: QueryHandle) -> None:
+    @property
+    def store(self) -> StateStore:
+        if self._store is None:
+            raise RuntimeError("the replica has not joined its state")
+        return self._store
+
+    @property
+    def sync(self) -> ReplicaSync:
+        if self._sync is None:
+            raise RuntimeError("the replica has not joined its state")
+        return self._sync
+
+    @property
+    def programs(self) -> ProgramRegistry:
+        """The programs' registry in the shared state."""
+        if self._programs is None:
+            raise RuntimeError("the replica has not joined its state")
+        return self._programs
+
+    # ------------------------------------------------------------------ facts
+
+    def call_sent(self, fact: CallSent) -> None:
+        """A prompt this replica routed: its peers' prefix views learn it on the next tick."""
+        if self._routes:
+            self.sync.routed(fact.instance, fact.call.prompt)
+
+    def query_ended(self, fact: QueryEnded) -> None:
         """A query ended here: its answer goes to the state on the next tick."""
-        if h.done.done() and not h.done.cancelled() and h.workflow != PROGRAM_WORKFLOW:
-            self._answers[h.ref] = orjson.dumps({"tenant": h.tenant, "body": query_body(h.ref, h.done.result())},
+        q = fact.query
+        if q.workflow != PROGRAM_WORKFLOW:
+            self._answers[q.ref] = orjson.dumps({"tenant": q.tenant, "body": query_body(q.ref, fact.result)},
                                                default=str)
             while len(self._answers) > PENDING_ANSWERS:
                 self._answers.popitem(last=False)
+
+    # ------------------------------------------------------------------ queries
 
     async def publish(self) -> None:
         if self._answers:
@@ -172,54 +222,48 @@ class Replica:
             return None
         return body if answer.get("tenant") == tenant else None
 
-    @classmethod
-    async def join(cls, settings: StateSettings, driver: LiveDriver, instances: Sequence[InstanceSpec],
-                   programs: LivePrograms) -> Replica:
+    # ------------------------------------------------------------------ life cycle
+
+    async def join(self, driver: LiveDriver, parts: Sequence[ReplicaPart]) -> None:
+        """Connect to the state, claim its config and a number; the sync is ready to start."""
+        settings = self.settings
         store = await open_store(settings)
-        mine = describe(instances, driver.settings)
-        ttl = 2 * settings.heartbeat_s
+        mine, ttl = self._mine, 2 * settings.heartbeat_s
         try:
             await claim_config(store, mine, ttl, settings.url)
             number = await store.claim_number()
         except StateError as e:
             await store.aclose()
             raise ConfigError(str(e)) from None
-        name = f"r{number}-{socket.gethostname()[:32]}-{os.getpid()}"
+        self.name = f"r{number}-{socket.gethostname()[:32]}-{os.getpid()}"
+        self.number = number
         core = driver.core
 
         async def hold() -> None:
             await claim_config(store, mine, ttl, settings.url)
 
-        runner = driver.runner
-
-        def peer_routed(ev: PeerRouted) -> None:  # the instance's cache estimate learns it too
-            est = runner.caches.get(ev.instance)
-            if est is not None:
-                for evicted in est.on_peer(ev.tokens, driver.clock()):
-                    runner.emit(evicted)
-            runner.emit(ev)
-
-        sync = ReplicaSync(store, name, settings.sync_ms / 1000, settings.heartbeat_s, settings.route_ttl_s,
+        sync = ReplicaSync(store, self.name, settings.sync_ms / 1000, settings.heartbeat_s, settings.route_ttl_s,
                            settings.route_entries, settings.route_blocks, core.own_load, core.tenant_costs,
-                           runner.emit, peer_routed, driver.metrics.registry, hold)
+                           driver.emit, driver.caches.peer_routed, driver.metrics.registry, hold,
+                           lambda: sum(part.pending() for part in parts))
         driver.number_queries_from((number << ID_BITS) + 1)
-        if core.keeps_prefix_index:
-            runner.on_send = lambda instance, call: sync.routed(instance, call.prompt)
-        replica = cls(store, settings, name, number, sync)
-        shared = SharedPrograms(ProgramRegistry(store, name, settings.programs_ttl_s), sync, programs.settings,
-                                runner.emit, driver.clock, settings.summary_wait_s)
-        programs.shared = shared
-        sync.pending = lambda: sum(not p.registered for p in programs.open.values())
+        self._routes = core.keeps_prefix_index
         sync.on_resync(lambda: store.keep_number(number))
-        sync.on_resync(lambda: shared.restore_all(programs.open.values()))
-        driver.book.on_resolved = replica.finished
-        sync.on_tick(replica.publish)
-        sync.start()
-        return replica
+        for part in parts:
+            sync.on_resync(part.restore)
+        sync.on_tick(self.publish)
+        self._store, self._sync = store, sync
+        self._programs = ProgramRegistry(store, self.name, settings.programs_ttl_s)
+
+    def start(self) -> None:
+        """Once the driver runs: the sync loop (it feeds the driver's inbox)."""
+        self.sync.start()
 
     async def leave(self) -> None:
-        await self.sync.stop()
-        await self.store.aclose()
+        if self._sync is not None:
+            await self._sync.stop()
+        if self._store is not None:
+            await self._store.aclose()
 
     def health(self) -> dict[str, Any]:
         return {"url": redacted(self.settings.url), "namespace": self.settings.namespace, **self.sync.health()}

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from flowserve.core.state import InstanceStatus
+from flowserve.core.records import InstanceStatus
 from flowserve.engines.backend import EngineError
 from flowserve.graph.plan import Materializer
 from flowserve.graph.prompt import Chat, Lit, Out, PartVisitor, Prompt, Segment, Toks

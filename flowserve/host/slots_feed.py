@@ -16,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from flowserve.engines.answer import EngineError
-from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.llamacpp_slots import SlotsError, SlotState, parse_slots
 from flowserve.engines.openai_backend import OpenAIBackend
 from flowserve.types.kv import SlotsResident
@@ -46,16 +44,15 @@ def names_no_prompt(slots: list[SlotState]) -> bool:
 
 class SlotsReader:
     def __init__(self, name: str, backend: OpenAIBackend, text: Callable[[str], Awaitable[list[int]]],
-                 put: Callable[[Any], None], clock: Callable[[], float], interval_s: float,
-                 estimate: CacheEstimate | None) -> None:
-        """text: the gateway's tokenization of a text for this instance's model."""
+                 learnt: Callable[[SlotsResident], None], clock: Callable[[], float], interval_s: float) -> None:
+        """text: the gateway's tokenization of a text for this instance's model; learnt:
+        where the prompts go (the estimate, then the core)."""
         self.name = name
         self._backend = backend
         self._text = text
-        self._put = put
+        self._learnt = learnt
         self._clock = clock
         self._interval = interval_s
-        self._estimate = estimate
         self._seen: dict[int, str] = {}
         self.state = "not read yet"
         self.reads = 0
@@ -104,11 +101,6 @@ class SlotsReader:
         self.state = "topping up the estimate"
         prompts = [p for p in prompts if p]
         if prompts:
-            now = self._clock()
             self.prompts += len(prompts)
-            self._put(SlotsResident(now, self.name, tuple(prompts)))
-            if self._estimate is not None:
-                for p in prompts:
-                    for ev in self._estimate.on_peer(p, now):
-                        self._put(ev)
+            self._learnt(SlotsResident(self._clock(), self.name, tuple(prompts)))
         return True

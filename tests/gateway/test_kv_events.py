@@ -90,7 +90,7 @@ def test_health_keeps_answering_while_50k_events_per_second_arrive() -> None:
                 assert r.status_code == 200
                 time.sleep(0.05)  # pacing the probe, not waiting for anything
             sent = int(flood.stdout.read())  # type: ignore[union-attr]
-            sub = gw.driver.runner.kv.subscribers["vllm"]
+            sub = gw.driver.kv.subscribers["vllm"]
             poll_until(lambda: sub.batches + sub.counts.get("gap", 0) >= 0.5 * sent, 30.0, "the events to be read")
             took.sort()
             p95 = took[int(0.95 * (len(took) - 1))]

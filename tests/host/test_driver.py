@@ -13,13 +13,14 @@ from flowserve.engines.simbackend import placeholder_text
 from flowserve.host.backends import live_profile
 from flowserve.host.driver import LiveDriver
 from flowserve.host.query import Rejected
+from flowserve.host.root import compose_driver
 from flowserve.host.settings import GatewaySettings
 from flowserve.types.work import WorkflowRef
 
 
 def test_sim_instances_answer_single_calls_through_the_core() -> None:
     async def body() -> None:
-        d = LiveDriver([sim_spec("a"), sim_spec("b")], GatewaySettings(time_scale=100.0))
+        d = compose_driver([sim_spec("a"), sim_spec("b")], GatewaySettings(time_scale=100.0))
         await d.start()
         try:
             results = await asyncio.gather(*[d.run("completion", single(range(100 + i), max_tokens=5))
@@ -47,7 +48,7 @@ def test_sim_engine_latency_follows_the_cost_model_scaled_in_time() -> None:
     """A 2000-token prompt with 50 output tokens: the driver's latency is at least the
     modelled time divided by the time scale (the engine cannot be faster than its model)."""
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=20.0))
+        d = compose_driver([sim_spec("a")], GatewaySettings(time_scale=20.0))
         await d.start()
         try:
             r = await d.run("completion", single(range(2000), max_tokens=50))
@@ -65,7 +66,7 @@ def test_prefix_affinity_keeps_a_shared_prefix_on_the_instance_that_caches_it() 
     instance and hit its cache (the simulated engine reports real cached tokens); under
     round robin they alternate and each instance computes the prefix once."""
     async def served(policy: str) -> list[tuple[str, int]]:
-        d = LiveDriver([sim_spec("a"), sim_spec("b")], GatewaySettings(time_scale=200.0, dispatch=policy))
+        d = compose_driver([sim_spec("a"), sim_spec("b")], GatewaySettings(time_scale=200.0, dispatch=policy))
         await d.start()
         out = []
         try:
@@ -280,15 +281,15 @@ def test_estimated_evictions_keep_the_prefix_index_bounded() -> None:
             await d.until(lambda: d.core.indexed_tokens <= 1000)
         finally:
             await d.shutdown()
-        assert d.runner.caches["a"].evicted_tokens >= 20 * 300 - 1000
-        assert d.metrics.evicted.labels("a")._value.get() == d.runner.caches["a"].evicted_tokens
+        assert d.caches.estimates["a"].evicted_tokens >= 20 * 300 - 1000
+        assert d.metrics.evicted.labels("a")._value.get() == d.caches.estimates["a"].evicted_tokens
 
     run(body())
 
 
 def test_an_accepted_query_with_a_too_long_prompt_fails_with_the_reason() -> None:
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=100.0))
+        d = compose_driver([sim_spec("a")], GatewaySettings(time_scale=100.0))
         await d.start()
         try:
             r = await d.run("completion", single(range(200_000)))
@@ -311,7 +312,7 @@ class _BrokenProgram(SingleCall):
 
 def test_a_workflow_bug_fails_its_query_with_the_reason_and_serving_goes_on() -> None:
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(time_scale=100.0), workflows={"broken": _BrokenProgram})
+        d = compose_driver([sim_spec("a")], GatewaySettings(time_scale=100.0), workflows={"broken": _BrokenProgram})
         await d.start()
         try:
             broken = await d.run("completion", WorkflowRef("broken"))

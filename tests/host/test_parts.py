@@ -13,8 +13,8 @@ from live_support import ScriptedBackend, ext_spec, run
 from flowserve.apps.teola import SearchGen
 from flowserve.engines.backend import CallOutcome, EngineRequest, TokenSink
 from flowserve.graph.primitives import split_parts
-from flowserve.host.driver import LiveDriver
 from flowserve.host.parts import PartSink
+from flowserve.host.root import compose_driver
 from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.ops import op_profile
 from flowserve.types.events import CallProgress
@@ -72,8 +72,8 @@ def _searches(passes: str) -> tuple[list[str], list[str]]:
     async def body() -> tuple[list[str], list[str]]:
         llm = LineByLine(ext_spec("llm"))
         search = InstanceSpec("search-0", "", "search", kind="search", op_profile=op_profile("search"))
-        d = LiveDriver([llm.spec, search], GatewaySettings(passes=passes), backend_factory=lambda s, _d: llm,
-                       workflows={SearchGen.name: SearchGen})
+        d = compose_driver([llm.spec, search], GatewaySettings(passes=passes), backend_factory=lambda s, _d: llm,
+                           workflows={SearchGen.name: SearchGen})
         queries: list[str] = []
 
         async def web_search(op: ToolOp, instance: InstanceSpec | None) -> list[str]:

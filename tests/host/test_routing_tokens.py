@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from live_support import MODEL, ext_spec, run
 
-from flowserve.core.state import InstanceStatus
+from flowserve.core.records import InstanceStatus
 from flowserve.engines.backend import EngineError
 from flowserve.graph.prompt import Toks, as_chat
 from flowserve.host.routing_tokens import GatewayTokens

@@ -77,6 +77,11 @@ class _Request(_StrictBody):
 
     _body: dict[str, Any] = PrivateAttr(default_factory=dict)  # as sent: passed on unchanged
 
+    def model_post_init(self, context: Any) -> None:
+        """`parse` validates with the body as sent in the context: the request keeps it."""
+        if isinstance(context, dict):
+            self._body = context.get("body", {})
+
     @model_validator(mode="after")
     def _stream_options_need_a_stream(self) -> _Request:
         if self.stream_options is not None and not self.stream:
@@ -257,7 +262,7 @@ def parse(model: type[_Request], body: Any) -> Any:
     if not isinstance(body, dict):
         raise APIError(400, "the request body must be a JSON object")
     try:
-        req = model.model_validate(body)
+        req = model.model_validate(body, context={"body": body})
     except ValidationError as e:
         errors = e.errors()
         unknown = [x for x in errors if x["type"] == "extra_forbidden"]
@@ -273,5 +278,4 @@ def parse(model: type[_Request], body: Any) -> Any:
         where = _where(err["loc"], body) or None
         msg = "required field is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
         raise APIError(400, f"{where}: {msg}" if where else msg, param=where) from None
-    req._body = body
     return req

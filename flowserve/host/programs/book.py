@@ -1,4 +1,4 @@
-"""Programs in the gateway: OpenAI calls that name a program become the steps of one core
+"""Programs in the host: OpenAI calls that name a program become the steps of one core
 query that grows call by call (`flowserve.graph.program`).
 
 A program opens with its first call (the gateway admits it like any query: 429 when
@@ -10,7 +10,9 @@ deletes it (`DELETE /v1/programs/{id}`: its summary), when no call came for
 late call gets a clear 409 and `GET` still answers. Limits — calls per program, duration,
 open programs per tenant — answer with a 4xx JSON error and change nothing. Program ids
 are the tenant's own (the authenticated tenant, `flowserve.tenants`): two tenants may use
-one id, each for its own program, and neither sees nor reaches the other's.
+one id, each for its own program, and neither sees nor reaches the other's. Where programs
+are kept beyond this process is the store the host was composed with
+(`flowserve.host.programs.store`): this process alone, or the replicas' registry.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import asyncio
 import contextlib
 import itertools
 import math
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,14 +30,14 @@ from prometheus_client import Counter, Gauge
 from flowserve.engines.backend import TokenSink
 from flowserve.graph.program import MAIN_THREAD, PROGRAM_WORKFLOW, Program, ProgramCall
 from flowserve.host.driver import LiveDriver
+from flowserve.host.facts import ProgramEnded
 from flowserve.host.intake.openai_api import APIError
 from flowserve.host.intake.program_headers import ProgramHeaders
 from flowserve.host.intake.tenancy import Headers
 from flowserve.host.programs.open_program import OpenProgram
-from flowserve.host.programs.shared import SharedPrograms
+from flowserve.host.programs.store import ProgramStore
 from flowserve.host.query import CallHandle, QueryResult
 from flowserve.host.settings import ProgramSettings
-from flowserve.replicas.programs import RegistryAnswer
 from flowserve.types.events import CallCancelled, QueryClosed, QueryInput
 from flowserve.types.programs import ProgramEnd
 from flowserve.types.work import WorkflowRef
@@ -50,25 +51,23 @@ ENDED_HOW: Mapping[ProgramEnd, str] = {
 
 
 class LivePrograms:
-    def __init__(self, driver: LiveDriver, settings: ProgramSettings, clock: Callable[[], float]) -> None:
+    def __init__(self, driver: LiveDriver, settings: ProgramSettings, clock: Callable[[], float],
+                 store: ProgramStore) -> None:
+        """store: where programs are kept beyond this process (`flowserve.host.programs.store`)."""
         self.driver = driver
         self.settings = settings
         self.clock = clock
+        self.store = store
         self.open: dict[tuple[str, str], OpenProgram] = {}  # by (tenant, program id)
         self.ended: OrderedDict[tuple[str, str], OpenProgram] = OrderedDict()
         self.per_tenant: dict[str, int] = {}  # open programs by tenant
         self._ids = itertools.count(1)
         self._sweeper: asyncio.Task[None] | None = None
-        self.shared: SharedPrograms | None = None  # replicas: the registry in Redis (gateway.state)
         r = driver.metrics.registry
         self.m_open = Gauge("flowserve_programs_open", "Programs open now", registry=r)
         self.m_open.set_function(lambda: len(self.open))
-        self.m_ended = Counter("flowserve_programs_ended", "Programs that ended, by how (deleted, idle, duration, "
-                               "failed, shutdown)", ["how"], registry=r)
         self.m_calls = Counter("flowserve_program_calls", "Calls of programs, by outcome (sent, refused)",
                                ["outcome"], registry=r)
-        self.m_slo = Counter("flowserve_programs_slo", "Ended programs with a deadline (x-slo-ms): met or missed",
-                             ["result"], registry=r)
 
     # ------------------------------------------------------------------ life cycle
 
@@ -84,9 +83,16 @@ class LivePrograms:
                 await self._sweeper
         for prog in list(self.open.values()):
             h = prog.handle
-            if h is not None and prog.ended is None:
-                prog.ended = ProgramEnd.SHUTDOWN
+            if h is not None and prog.end(ProgramEnd.SHUTDOWN):
                 await self.driver.inputs.deliver(h.id, lambda now, qid=h.id: QueryClosed(now, qid))
+
+    def pending(self) -> int:
+        """A replica's parts of programs not yet in the shared registry."""
+        return self.store.pending(self.open.values())
+
+    async def restore(self) -> None:
+        """The shared registry is back: every open part, written again."""
+        await self.store.restore_all(self.open.values())
 
     # ------------------------------------------------------------------ calls
 
@@ -99,12 +105,9 @@ class LivePrograms:
         if prog.ended is not None:  # deleted, its last calls still running
             raise self._refused(self._ended_error(prog))
         self._check(prog, hdr, explicit)
-        prog.calls += 1
-        if self.shared is not None:
-            await self._count_shared(prog)
+        prog.count_call()
+        await self._count(prog)
         thread = ph.thread or MAIN_THREAD
-        prog.threads.add(thread)
-        prog.last_wall = time.time()
         key = f"c{prog.calls}"
         handle = prog.handle
         assert handle is not None
@@ -112,28 +115,26 @@ class LivePrograms:
         ch = CallHandle(next(self._ids), handle.id, key, loop.create_future(), loop.create_future(), sink,
                         self.clock())
         handle.steps[key] = ch  # before the input: the core may send it at once
-        prog.inflight.add(key)
-        prog.last = ch.sent
-        ch.done.add_done_callback(lambda _f: self._call_ended(prog, key))
+        prog.call_sent(key, thread, ch.sent)
+        ch.done.add_done_callback(lambda _f: prog.call_over(key, self.clock()))
         data = ProgramCall(key, prompt, max_tokens, stage, thread, model, params)
         if not await self.driver.inputs.deliver(handle.id, lambda now: QueryInput(now, handle.id, data)):
             handle.steps.pop(key, None)
-            prog.inflight.discard(key)
+            prog.call_dropped(key)
             raise self._ended_error(prog)
         self.m_calls.labels("sent").inc()
-        return ch if self.shared is None else self.shared.answer_after_record(prog, ch)
+        return self.store.answer(prog, ch)
 
-    async def _count_shared(self, prog: OpenProgram) -> None:
-        """Count the call in the registry (limits over every replica); a program that ended
+    async def _count(self, prog: OpenProgram) -> None:
+        """Count the call in the store (limits over every replica); a program that ended
         at another replica ends here too."""
-        assert self.shared is not None
         try:
-            rec = await self.shared.count(prog)
+            rec = await self.store.count(prog)
         except APIError as e:
-            prog.calls -= 1
+            prog.uncount_call()
             raise self._refused(e) from None
         if rec is not None and rec.ended is not None:
-            prog.calls -= 1
+            prog.uncount_call()
             self.close(prog, rec.ended)
             raise self._refused(self._ended_error(prog))
 
@@ -151,7 +152,7 @@ class LivePrograms:
         prog = self.open.get((hdr.tenant, program_id))
         if prog is None:
             done = self.ended.get((hdr.tenant, program_id))
-            if done is not None and (self.shared is None or self.shared.sync.degraded):  # else the registry says
+            if done is not None and self.store.local:  # else the store says
                 raise self._refused(self._ended_error(done))
             return await self._open(program_id, hdr)
         await self._admitted(prog)
@@ -172,7 +173,7 @@ class LivePrograms:
 
     async def _open(self, program_id: str, hdr: Headers) -> OpenProgram:
         mine = self.per_tenant.get(hdr.tenant, 0)
-        if (self.shared is None or self.shared.sync.degraded) and mine >= self.settings.max_open_per_tenant:
+        if self.store.local and mine >= self.settings.max_open_per_tenant:
             raise self._refused(APIError(
                 429, f"tenant {hdr.tenant!r} has {mine} programs open (programs.max_open_per_tenant "
                      f"{self.settings.max_open_per_tenant}); end some (DELETE /v1/programs/ID)",
@@ -183,7 +184,7 @@ class LivePrograms:
         self._add(prog)  # at once: a concurrent first call waits for this one
         assert prog.ready is not None
         try:
-            slo_s = await self.shared.adopt(prog, hdr, self._ended_error) if self.shared is not None else hdr.slo_s
+            slo_s = await self.store.adopt(prog, hdr, self._ended_error)
             h = self.driver.new_query(PROGRAM_WORKFLOW, WorkflowRef(Program.name, (program_id,)), None, hdr.tenant,
                                       prog.priority, slo_s, cls=prog.cls)
             await self.driver.submit(h)
@@ -196,10 +197,8 @@ class LivePrograms:
             self._remove(prog)
             prog.ready.cancel()
             raise
-        prog.handle = h
+        prog.admitted(h)
         h.done.add_done_callback(lambda f: self._query_ended(prog, f))
-        prog.ready.set_result(None)
-        prog.ready = None
         return prog
 
     def _add(self, prog: OpenProgram) -> None:
@@ -239,17 +238,12 @@ class LivePrograms:
         return APIError(409, f"program {prog.id!r} {how}; send later calls under a new program id",
                         code="program_ended", param="x-flowserve-program")
 
-    def _call_ended(self, prog: OpenProgram, key: str) -> None:
-        prog.inflight.discard(key)
-        prog.last = self.clock()
-
     # ------------------------------------------------------------------ ending
 
     def close(self, prog: OpenProgram, how: ProgramEnd) -> None:
         """No more calls: the program finishes when its calls are done."""
-        if prog.ended is not None:
+        if not prog.end(how):
             return
-        prog.ended = how
         h = prog.handle
         if h is not None:
             self._deliver(h.id, lambda now: QueryClosed(now, h.id))
@@ -257,12 +251,12 @@ class LivePrograms:
     def _query_ended(self, prog: OpenProgram, fut: asyncio.Future[QueryResult]) -> None:
         result = fut.result()
         if not result.completed:
-            prog.ended = prog.ended or ProgramEnd.FAILED
+            prog.end(ProgramEnd.FAILED)  # unless it had ended another way first
         self._remove(prog)
-        prog.summary = summary(prog, result)
-        self.m_ended.labels(ProgramEnd.FAILED if not result.completed else prog.ended or ProgramEnd.DELETED).inc()
-        if prog.slo_s is not None:
-            self.m_slo.labels("met" if result.deadline_met else "missed").inc()
+        prog.summarized(summary(prog, result))
+        how = ProgramEnd.FAILED if not result.completed else prog.ended or ProgramEnd.DELETED
+        met = None if prog.slo_s is None else bool(result.deadline_met)
+        self.driver.facts.publish(ProgramEnded(self.clock(), how, result.completed, met))
         if self.settings.kept:
             self.ended[(prog.tenant, prog.id)] = prog
             while len(self.ended) > self.settings.kept:
@@ -270,14 +264,9 @@ class LivePrograms:
 
     async def delete(self, program_id: str, tenant: str) -> dict[str, Any]:
         """End a program and return its summary once its calls are done."""
-        partial = self.shared is not None and not await self.shared.state_back(self.shared.summary_wait_s)
-        if self.shared is not None and await self.shared.read(tenant, program_id) is not None:
-            how, _, epoch = await self.shared.end(program_id, tenant, ProgramEnd.DELETED)
-            if how is RegistryAnswer.ALREADY:
-                raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
-                               param="program_id")
-            if how is RegistryAnswer.ENDED:
-                return await self._delete_shared(program_id, tenant, epoch)
+        decided, partial = await self.store.delete(program_id, tenant, self)
+        if decided is not None:
+            return decided
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
@@ -289,9 +278,9 @@ class LivePrograms:
         assert prog.summary is not None
         return {**prog.summary, "partial": True} if partial else prog.summary
 
-    async def _delete_shared(self, program_id: str, tenant: str, epoch: int) -> dict[str, Any]:
-        """Ended in the registry: this replica's part ends, then every live replica's calls."""
-        assert self.shared is not None
+    async def end_here(self, tenant: str, program_id: str) -> OpenProgram | None:
+        """Deleted in the shared registry: this replica's part ends once its calls are done
+        and their totals written (None: it has no part here)."""
         prog = self.open.get((tenant, program_id))
         if prog is not None:
             await self._admitted(prog)
@@ -300,16 +289,12 @@ class LivePrograms:
             await asyncio.shield(prog.handle.done)
             async with prog.lock:  # its last call's totals are written
                 pass
-        rec = await self.shared.settled(tenant, program_id, epoch, self.shared.summary_wait_s)
-        if rec is not None:
-            return self.shared.summary(rec)
-        if prog is not None and prog.summary is not None:
-            return prog.summary
-        raise _not_found(program_id)
+        return prog
 
     async def state(self, program_id: str, tenant: str) -> dict[str, Any]:
-        if self.shared is not None and (rec := await self.shared.read(tenant, program_id)) is not None:
-            return self.shared.state(rec)
+        shared = await self.store.state(tenant, program_id)
+        if shared is not None:
+            return shared
         prog = self._find(program_id, tenant)
         if prog.summary is not None:
             return prog.summary
@@ -321,7 +306,7 @@ class LivePrograms:
     def _find(self, program_id: str, tenant: str) -> OpenProgram:
         prog = self.open.get((tenant, program_id)) or self.ended.get((tenant, program_id))
         if prog is None:
-            raise _not_found(program_id)
+            raise not_found(program_id)
         return prog
 
     def sweep(self) -> None:
@@ -339,13 +324,10 @@ class LivePrograms:
         every = min(1.0, self.settings.idle_s / 4)
         while True:
             await asyncio.sleep(every)
-            if self.shared is not None and not self.shared.sync.degraded:
-                await self.shared.sweep(self)
-            else:
-                self.sweep()
+            await self.store.sweep(self)
 
 
-def _not_found(program_id: str) -> APIError:
+def not_found(program_id: str) -> APIError:
     return APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
 
 

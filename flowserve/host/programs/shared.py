@@ -1,4 +1,5 @@
-"""Programs across replicas: the `LivePrograms`'s shared side (gateway.state).
+"""Programs across replicas: the program store of a host that is one replica of a shared
+state (gateway.state), chosen at composition (`flowserve.host.programs.store`).
 
 Each replica that receives a call of a program runs a local part of it — a core query,
 as without replicas — while the registry in Redis (`flowserve.replicas.programs`) holds
@@ -18,9 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from flowserve.host.intake.openai_api import APIError
 from flowserve.host.intake.tenancy import Headers
 from flowserve.host.programs.open_program import OpenProgram
+from flowserve.host.programs.store import LocalBook
 from flowserve.host.query import CallHandle, QueryResult
 from flowserve.host.settings import ProgramSettings
 from flowserve.replicas.codec import StateError
@@ -38,31 +39,47 @@ from flowserve.types.peers import ProgramShared
 from flowserve.types.programs import ProgramEnd
 
 
-class LocalPrograms(Protocol):
-    """This replica's programs (`flowserve.host.programs.book.LivePrograms`), as the sweep
-    ends them."""
+class JoinedState(Protocol):
+    """The replica a store belongs to (`flowserve.host.replica.Replica`), once it joined."""
 
     @property
-    def open(self) -> Mapping[tuple[str, str], OpenProgram]: ...
+    def sync(self) -> ReplicaSync: ...
 
-    def close(self, prog: OpenProgram, how: ProgramEnd) -> None: ...
+    @property
+    def programs(self) -> ProgramRegistry: ...
 
 
 UNLIMITED = 1 << 40
 
 
 class SharedPrograms:
-    def __init__(self, registry: ProgramRegistry, sync: ReplicaSync, settings: ProgramSettings,
-                 put: Callable[[Any], None], clock: Callable[[], float], summary_wait_s: float = 30.0) -> None:
-        """summary_wait_s: how long DELETE waits for a lost state (`gateway.state.summary_wait_s`)."""
-        self.registry = registry
+    def __init__(self, replica: JoinedState, settings: ProgramSettings, put: Callable[[Any], None],
+                 clock: Callable[[], float], summary_wait_s: float = 30.0) -> None:
+        """replica: whose registry and sync it uses (once it joined, before serving);
+        summary_wait_s: how long DELETE waits for a lost state (`gateway.state.summary_wait_s`)."""
+        self._replica = replica
         self.summary_wait_s = summary_wait_s
-        self.sync = sync
         self.settings = settings
         self._put = put
         self._clock = clock
-        self.me = registry.replica
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def sync(self) -> ReplicaSync:
+        return self._replica.sync
+
+    @property
+    def registry(self) -> ProgramRegistry:
+        return self._replica.programs
+
+    @property
+    def me(self) -> str:
+        return self.registry.replica
+
+    @property
+    def local(self) -> bool:
+        """Redis lost: this replica decides alone (its own limits and summaries)."""
+        return self.sync.degraded
 
     def _failed(self, e: BaseException) -> None:
         if isinstance(e, LOST):
@@ -96,7 +113,7 @@ class SharedPrograms:
         """Count the call `prog.calls` just counted locally, against `programs.max_calls`
         over every replica: the record, or None when it cannot be known (degraded)."""
         if self.sync.degraded:
-            prog.registered = False  # written again, as totals, when the state is back
+            prog.registration(False)  # written again, as totals, when the state is back
             return None
         async with prog.lock:
             try:
@@ -104,7 +121,7 @@ class SharedPrograms:
                     await self._restore(prog)
                 how, got = await self.registry.count_call(prog.tenant, prog.id, prog.calls, self.settings.max_calls)
             except (*LOST, aioredis.RedisError, StateError) as e:
-                prog.registered = False
+                prog.registration(False)
                 self._failed(e)
                 return None
         if how is RegistryAnswer.LIMIT:
@@ -118,7 +135,7 @@ class SharedPrograms:
     async def record(self, prog: OpenProgram) -> None:
         """Write this replica's totals of the program (after each of its calls)."""
         if self.sync.degraded:
-            prog.registered = False
+            prog.registration(False)
             return
         async with prog.lock:
             try:
@@ -126,10 +143,10 @@ class SharedPrograms:
                     await self._restore(prog)
                 await self.registry.record(prog.tenant, prog.id, self.part(prog), prog.instances, prog.threads)
             except (*LOST, aioredis.RedisError, StateError) as e:
-                prog.registered = False
+                prog.registration(False)
                 self._failed(e)
 
-    def answer_after_record(self, prog: OpenProgram, ch: CallHandle) -> CallHandle:
+    def answer(self, prog: OpenProgram, ch: CallHandle) -> CallHandle:
         """The client's handle of a call: its answer comes once this replica wrote the call
         into the registry, so a GET on any replica right after counts it."""
         outer = dataclasses.replace(ch, done=asyncio.get_running_loop().create_future())
@@ -143,17 +160,7 @@ class SharedPrograms:
         return outer
 
     async def _finished(self, prog: OpenProgram, r: QueryResult, outer: CallHandle) -> None:
-        if r.completed and r.calls:
-            c = r.calls[0]
-            prog.done += 1
-            prog.prompt_tokens += c.prompt_tokens
-            prog.cached_tokens += c.cached_tokens
-            prog.output_tokens += c.output_tokens
-            prog.instances.add(c.instance)
-        else:
-            prog.failed += 1
-        prog.service_s += r.latency_s if math.isfinite(r.latency_s) and r.latency_s > 0 else 0.0
-        prog.last_wall = time.time()
+        prog.call_result(r)
         try:
             await self.record(prog)
         finally:
@@ -166,15 +173,13 @@ class SharedPrograms:
         elsewhere takes its settings and what is left of its deadline (returned)."""
         rec = await self.open(prog.id, hdr)
         if rec is None:
-            prog.registered = False
+            prog.registration(False)
             return hdr.slo_s
         if rec.ended is not None:
-            prog.ended = rec.ended
+            prog.end(rec.ended)
             raise ended_error(prog)
         age = max(time.time() - rec.opened, 0.0)
-        prog.priority, prog.cls = rec.priority, rec.cls
-        prog.slo_s = None if rec.slo_ms is None else rec.slo_ms / 1000
-        prog.opened = self._clock() - age
+        prog.adopt(rec.priority, rec.cls, None if rec.slo_ms is None else rec.slo_ms / 1000, self._clock() - age)
         return None if prog.slo_s is None else max(prog.slo_s - age, 1e-3)
 
     def part(self, prog: OpenProgram) -> Part:
@@ -187,7 +192,10 @@ class SharedPrograms:
                                  None if prog.slo_s is None else prog.slo_s * 1000, time.time() - self.age(prog),
                                  UNLIMITED)
         await self.registry.record(prog.tenant, prog.id, self.part(prog), prog.instances, prog.threads)
-        prog.registered = True
+        prog.registration(True)
+
+    def pending(self, progs: Iterable[OpenProgram]) -> int:
+        return sum(not p.registered for p in progs)
 
     async def restore_all(self, progs: Iterable[OpenProgram]) -> None:
         """After Redis came back: every open part's totals, written again."""
@@ -205,9 +213,13 @@ class SharedPrograms:
 
     # ------------------------------------------------------------------ reading and ending
 
-    async def sweep(self, book: LocalPrograms) -> None:
+    async def sweep(self, book: LocalBook) -> None:
         """A local part idle (or too long) here ends when the program did — ended
-        elsewhere, idle at every replica, or past its duration — else goes on."""
+        elsewhere, idle at every replica, or past its duration — else goes on; Redis lost,
+        this replica's own rule."""
+        if self.sync.degraded:
+            book.sweep()
+            return
         now, wall = self._clock(), time.time()
         s = self.settings
         for prog in list(book.open.values()):
@@ -277,7 +289,32 @@ class SharedPrograms:
                 return rec
             await asyncio.sleep(self.sync.sync_s)  # other replicas' calls end, and report, on their own time
 
-    def state(self, rec: ProgramRecord) -> dict[str, Any]:
+    async def state(self, tenant: str, program_id: str) -> dict[str, Any] | None:
+        rec = await self.read(tenant, program_id)
+        return None if rec is None else self._state(rec)
+
+    async def delete(self, program_id: str, tenant: str, book: LocalBook) -> tuple[dict[str, Any] | None, bool]:
+        """Ended in the registry: this replica's part ends, then every live replica's calls,
+        and the summary is the program's over every replica. Unknown there (or the state
+        lost): this replica's part decides, marked partial while the state is lost."""
+        partial = not await self.state_back(self.summary_wait_s)
+        if await self.read(tenant, program_id) is None:
+            return None, partial
+        how, _, epoch = await self.end(program_id, tenant, ProgramEnd.DELETED)
+        if how is RegistryAnswer.ALREADY:
+            raise APIError(409, f"program {program_id!r} has already ended", code="program_ended",
+                           param="program_id")
+        if how is not RegistryAnswer.ENDED:
+            return None, partial
+        prog = await book.end_here(tenant, program_id)
+        rec = await self.settled(tenant, program_id, epoch, self.summary_wait_s)
+        if rec is not None:
+            return self.summary(rec), False
+        if prog is not None and prog.summary is not None:
+            return prog.summary, False
+        raise APIError(404, f"no program {program_id!r}", code="program_not_found", param="program_id")
+
+    def _state(self, rec: ProgramRecord) -> dict[str, Any]:
         """`GET`: the summary once ended and no live replica has a call of it in flight;
         "closing" until then."""
         if rec.ended is not None and self.live_inflight(rec) == 0:
