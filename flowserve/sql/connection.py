@@ -150,11 +150,10 @@ class Connection:
                                 f"statement; nothing was run")
         cluster = self.backend.cluster or PAPER_CLUSTER
         ex = self._start(st)
-        real, ex.backend = ex.backend, SimClusterBackend(cluster, seed=self.seed)
         try:
-            self._prefetch(st, ex)
+            with ex.using(SimClusterBackend(cluster, seed=self.seed)):
+                self._prefetch(st, ex)
         finally:
-            ex.backend = real
             ex.memo.clear()
         planned_ids = {p.op_id for p in st.prefetch}
         return explain_ops(ex.planned, [op for i, op in st.ops.items() if i not in planned_ids],
@@ -171,11 +170,7 @@ class Connection:
             register(self.db, self.executor)
         ex = self.executor
         ex.backend.begin_statement()
-        ex.ops = st.ops
-        ex.memo.clear()
-        ex.stats = Stats()
-        ex.planned = []
-        ex.closed = set()
+        ex.begin(st.ops)
         return ex
 
     def _prefetch(self, st: Statement, ex: Executor) -> None:
