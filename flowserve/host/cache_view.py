@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.engines.cache_estimate import CacheEstimate, estimated_sequences
 from flowserve.host.facts import CallEnded, CallSent, InstanceClosed, InstanceOpened
 from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.instance import kv_capacity
@@ -45,7 +45,7 @@ class EstimatedCaches:
         if not self._enabled or spec.backend == "sim":  # simulated engines report their evictions themselves
             return
         size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
-        seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
+        seqs = estimated_sequences(spec, s.cache_sequences.get(spec.name))
         self.estimates[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
 
     def closed(self, fact: InstanceClosed) -> None:
