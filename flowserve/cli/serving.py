@@ -173,7 +173,7 @@ def serve(
 
         from flowserve.api import serve as run_server
         from flowserve.errors import ConfigError
-        from flowserve.gateway.settings import load_serve_config
+        from flowserve.host.settings import load_serve_config
 
         if not 1 <= workers <= 64:
             raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
@@ -181,7 +181,7 @@ def serve(
         if record is not None:
             cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
         if state_url is not None:
-            from flowserve.gateway.replica import with_state
+            from flowserve.host.replica import with_state
 
             cfg = with_state(cfg, state_url)
         run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
@@ -203,7 +203,7 @@ def epp(
     """Run flowserve as Envoy's endpoint picker (Gateway API Inference Extension, ext_proc)."""
     with user_errors():
         from flowserve.api import epp as run_picker
-        from flowserve.gateway.settings import load_serve_config
+        from flowserve.host.settings import load_serve_config
 
         run_picker(load_serve_config(config), host, port, metrics_port=metrics_port, dispatch=dispatch,
                    queue=queue, log_level=log_level)

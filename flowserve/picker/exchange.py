@@ -2,8 +2,8 @@
 headers and body, then its response headers and body, each answered in turn.
 
 * An OpenAI request (`POST /v1/completions`, `/v1/chat/completions`) becomes the same
-  one-call query, or program call, the gateway would start (`LLMRoutes.start`: the same
-  checks, tokens and errors); its answer waits until the core sends the call — held in
+  one-call query, or program call, the gateway would start (the host's `RequestIntake`:
+  the same checks, tokens and errors); its answer waits until the core sends the call — held in
   the core's queue while every instance is past its gate — and names the instance's
   endpoint. The body may come buffered (one message; the pick rides on the body's answer)
   or full-duplex streamed (chunks; the pick rides on the headers' answer, and the body
@@ -31,23 +31,22 @@ import orjson
 
 from flowserve.engines.answer import EngineError
 from flowserve.errors import FailureKind
-from flowserve.gateway.app import Gateway
-from flowserve.gateway.asgi import ROUTES, SINGLE, too_large
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.openai_api import APIError, failure_error
-from flowserve.gateway.tenancy import authenticate, request_tenant
+from flowserve.host.driver import LiveDriver
+from flowserve.host.intake.intake import ROUTES, SINGLE, RequestIntake, too_large
+from flowserve.host.intake.openai_api import APIError, failure_error
+from flowserve.host.intake.tenancy import authenticate, request_tenant
+from flowserve.host.root import LiveHost
 from flowserve.picker import wire
 from flowserve.picker.pick import Pick
 from flowserve.picker.tally import ResponseTally
 
 
 class PickerHost(Protocol):
-    """What every `Exchange` shares (`flowserve.picker.service.PickerCore`)."""
+    """What every `ProxyExchange` shares (`flowserve.picker.service.PickerCore`)."""
 
-    gateway: Gateway
+    host: LiveHost
     driver: LiveDriver
-    routes: LLMRoutes
+    intake: RequestIntake
     clock: Callable[[], float]
     max_body_bytes: int
 
@@ -60,7 +59,7 @@ Responses = list[wire.ProcessingResponse]
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
-class Exchange:
+class ProxyExchange:
     def __init__(self, core: PickerHost) -> None:
         self.core = core
         self.headers: dict[str, str] = {}
@@ -142,7 +141,7 @@ class Exchange:
         pick = self.pick = Pick()
         core = self.core
         try:
-            started = await core.routes.start(self.headers, raw, self.kind, lambda _stream: pick, self._on_query)
+            started = await core.intake.start(self.headers, raw, self.kind, lambda _stream: pick, self._on_query)
         except APIError as e:
             core.count("refused")
             return [wire.immediate(e)]
@@ -238,7 +237,7 @@ class Exchange:
         if pick is None or self.ended:
             return
         if not pick.chosen.done():  # still held (or still being started): its client left
-            pick.abandoned = True  # a call the core sends later fails at once
+            pick.abandon()  # a call the core sends later fails at once
             if self.cancel is not None:
                 self.cancel()
             return
@@ -259,15 +258,15 @@ class Exchange:
             if path == "/health" and method == "GET":
                 status, body = core.health()
                 return wire.json_response(status, orjson.dumps(body))
-            authenticate(h.get("authorization", ""), core.gateway.config.keys)
+            authenticate(h.get("authorization", ""), core.host.config.keys)
             if path == "/v1/models" and method == "GET":
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "flowserve"}
                         for m in core.driver.models()]
                 return wire.json_response(200, orjson.dumps({"object": "list", "data": data}))
             if path.startswith("/v1/programs/") and method in ("GET", "DELETE"):
                 pid = unquote(path.removeprefix("/v1/programs/"))  # flowserve.client quotes odd ids
-                tenant = request_tenant(h, core.gateway.config.keys)
-                programs = core.gateway.programs
+                tenant = request_tenant(h, core.host.config.keys)
+                programs = core.host.programs
                 state = programs.state(pid, tenant) if method == "GET" else await programs.delete(pid, tenant)
                 return wire.json_response(200, orjson.dumps(state))
             raise APIError(404, f"{method} {path}: not served through the endpoint picker (it routes "

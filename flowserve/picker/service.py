@@ -1,9 +1,9 @@
 """The endpoint picker's gRPC services on the gateway's scheduler core: Envoy's
-`ExternalProcessor` (one `Exchange` per stream) and gRPC health.
+`ExternalProcessor` (one `ProxyExchange` per stream) and gRPC health.
 
-`PickerCore` is a gateway without its HTTP data plane: the same `Gateway` object — the
-live driver, its scheduler core, programs, tenants, admission and metrics — whose
-engine backends hand calls to the proxy (`PickerBackend`). Health, as GIE's pickers
+`PickerCore` is the live host without the HTTP face: the same `LiveHost` — the live
+driver, its scheduler core, programs, tenants, admission and metrics — whose engine
+backends hand calls to the proxy (`PickerBackend`), and the same request intake. Health, as GIE's pickers
 report it: `liveness` serves while the process runs; `readiness`, the ext_proc service
 and the overall status serve while an instance is up and the picker is not draining.
 """
@@ -24,13 +24,13 @@ from grpc_health.v1.health import aio as health_aio
 from prometheus_client import Counter, Histogram
 
 from flowserve.errors import ConfigError
-from flowserve.gateway.app import Gateway
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.metrics import LATENCY_BUCKETS
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.backends import BackendContext
+from flowserve.host.intake.intake import RequestIntake
+from flowserve.host.metrics import LATENCY_BUCKETS
+from flowserve.host.root import LiveHost
+from flowserve.host.settings import ServeConfig
 from flowserve.picker import wire
-from flowserve.picker.exchange import Exchange
+from flowserve.picker.exchange import ProxyExchange
 from flowserve.picker.pick import PickerBackend
 from flowserve.types.specs import InstanceSpec
 
@@ -53,17 +53,17 @@ def picker_config(config: ServeConfig) -> ServeConfig:
     return dataclasses.replace(config, gateway=config.gateway.model_copy(update={"workflows": {}}))
 
 
-def picker_backend(spec: InstanceSpec, driver: LiveDriver) -> PickerBackend:
-    return PickerBackend(spec, driver.settings)
+def picker_backend(spec: InstanceSpec, host: BackendContext) -> PickerBackend:
+    return PickerBackend(spec, host.settings)
 
 
 class PickerCore:
-    """What every `Exchange` shares: the gateway's core and request checks, and metrics."""
+    """What every `ProxyExchange` shares: the live host and its request intake, and metrics."""
 
     def __init__(self, config: ServeConfig) -> None:
-        self.gateway = Gateway(picker_config(config), picker_backend, workflows={})
-        self.driver = self.gateway.driver
-        self.routes = LLMRoutes(self.gateway)
+        self.host = LiveHost(picker_config(config), picker_backend, workflows={})
+        self.driver = self.host.driver
+        self.intake = RequestIntake(self.host)
         self.clock = self.driver.clock
         self.max_body_bytes = config.gateway.max_body_bytes
         r = self.driver.metrics.registry
@@ -76,10 +76,10 @@ class PickerCore:
         self._picks_by: dict[str, Any] = {}
 
     async def start(self) -> None:
-        await self.gateway.start()
+        await self.host.start()
 
     async def stop(self) -> None:
-        await self.gateway.stop()
+        await self.host.stop()
 
     def count(self, outcome: str) -> None:
         self._requests.labels(outcome).inc()
@@ -113,7 +113,7 @@ class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
         """Messages are read by their own task: when the proxy closes its side (its client
         left) while a request waits for its pick, the wait ends at once — the handler
         itself is never cancelled by a half-closed stream."""
-        ex = Exchange(self.core)
+        ex = ProxyExchange(self.core)
         inbox: asyncio.Queue[wire.ProcessingRequest | None] = asyncio.Queue()
 
         async def read() -> None:

@@ -158,7 +158,7 @@ def build_policy(kind: PolicyKind, ref: PolicyRef, params: Mapping[str, Any] | N
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{kind} policy {name!r}: {e}") from None
     if binding is not None:
-        policy.binding = binding
+        policy.bind_when(binding)
     return policy
 
 

@@ -168,10 +168,9 @@ def simulate(
         others = [make_dispatch(policy.dispatch, policy.dispatch_params) for _ in range(policy.replicas - 1)]
         core = ReplicaCores([core, *map(new_core, others)], policy.sync_ms / 1000)
     engines = [viewed_engine(s, (engine_costs or {}).get(s.name) or profile(s).cost, kv_capacity(s),
-                             core.keeps_prefix_index, cache_view,
-                             (believed_kv or {}).get(s.name)) for s in cluster if s.kind == "llm"]
+                             core.keeps_prefix_index, cache_view, (believed_kv or {}).get(s.name),
+                             core.wants_prefill_done) for s in cluster if s.kind == "llm"]
     for engine in engines:
-        engine.report_prefill = core.wants_prefill_done
         if isinstance(engine, PublishingEngine):
             for ev in engine.announce(0.0):  # the publisher's first batch, before any query
                 core.handle(ev)

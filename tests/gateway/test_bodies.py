@@ -16,7 +16,7 @@ from live_support import MODEL
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import GatewaySettings, serve_config
+from flowserve.host.settings import GatewaySettings, serve_config
 
 KEY = "sk-body"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -14,7 +14,7 @@ from live_support import MODEL, poll_until
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.kvevents.publisher import KVPublisher
 from flowserve.types.kv import BlockStored
 
@@ -90,7 +90,7 @@ def test_health_keeps_answering_while_50k_events_per_second_arrive() -> None:
                 assert r.status_code == 200
                 time.sleep(0.05)  # pacing the probe, not waiting for anything
             sent = int(flood.stdout.read())  # type: ignore[union-attr]
-            sub = gw.driver.runner.kv.subscribers["vllm"]
+            sub = gw.driver.kv.subscribers["vllm"]
             poll_until(lambda: sub.batches + sub.counts.get("gap", 0) >= 0.5 * sent, 30.0, "the events to be read")
             took.sort()
             p95 = took[int(0.95 * (len(took) - 1))]
@@ -108,7 +108,7 @@ def test_startup_check_says_whether_the_gateway_tokenizes_as_the_engine(tmp_path
     from tool_engine import ToolEngine
 
     from flowserve.engines.tinymodel import write_tiny_hf
-    from flowserve.gateway.token_check import first_difference
+    from flowserve.host.token_check import first_difference
 
     assert first_difference([1, 2, 3], [1, 2, 3]) is None
     assert first_difference([1, 2, 3], [1, 5]) == "3 ids against 2, first difference at 1 ([2, 3] against [5])"

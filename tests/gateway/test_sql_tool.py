@@ -18,9 +18,9 @@ from live_support import MODEL
 from flowserve.apps.base import WorkflowDef
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.workflow import Graph, Workflow
+from flowserve.host.settings import serve_config
 
 LIMIT_S = 1.0
 

@@ -14,9 +14,9 @@ from live_support import MODEL, poll_until, run
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
-from flowserve.gateway.replica import check_state
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.replica import check_state
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.replicas.redis_server import PrivateRedis
 
 KEY = "sk-replicas"
@@ -121,7 +121,7 @@ def test_a_prompt_one_replica_routed_joins_the_others_prefix_index(
 
 
 def test_without_redis_server_workers_are_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flowserve.gateway import replica
+    from flowserve.host import replica
 
     monkeypatch.setattr(replica, "redis_binary", lambda: None)
     cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL}]}, "test")

@@ -15,7 +15,7 @@ from live_support import MODEL, poll_until
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.replicas.redis_server import PrivateRedis
 
 KEY = "sk-faults"
