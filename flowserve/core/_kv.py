@@ -167,6 +167,13 @@ class KVBook:
             self.index.speculate(instance, call.prompt, inst.block_size, None, until)
             self._renew.append((until, call.id, instance, call.prompt))
 
+    def confirmed(self, instance: str, prompt: Tokens) -> int | None:
+        """Prompt tokens in full blocks the instance's engine holds (None: its view is not precise)."""
+        inst = self._inst.get(instance)
+        if inst is None or not inst.precise:
+            return None
+        return self.index.holds(instance, prompt, inst.block_size)
+
     def keeps_estimate(self, instance: str) -> bool:
         """Whether the estimate's updates (finished prompts, estimated evictions) apply."""
         return not self.precise(instance)

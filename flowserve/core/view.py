@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 from flowserve.cache.prefix_index import PrefixIndex, PrefixReader
 from flowserve.core.readers import IndexReader, InstanceView, PredictorReader, QueryView, QueryViews
@@ -16,6 +17,7 @@ from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantShares
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.types.work import Tokens
 
 
 def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
@@ -46,6 +48,15 @@ def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
     return max(outstanding_s, 0.0) / max(speedup, 1.0)
 
 
+class KVReader(Protocol):
+    """What the view asks of the engines' cache events (`flowserve.core._kv.KVBook`)."""
+
+    def confirmed(self, instance: str, prompt: Tokens) -> int | None:
+        """Prompt tokens, from the start, in blocks the instance's engine confirmed it holds;
+        None where its view is not precise (the router's estimate is all there is)."""
+        ...
+
+
 class ClusterView:
     """What policies may read: instances, predicted costs, prefix index, queries, tenants.
 
@@ -56,11 +67,12 @@ class ClusterView:
     `epoch`, which invalidates per-call memos of index matches; `instance_added`).
     """
 
-    __slots__ = ("_costs", "_epoch", "_hits", "_index_reader", "_instances", "_now", "_predictor",
+    __slots__ = ("_costs", "_epoch", "_hits", "_index_reader", "_instances", "_kv", "_now", "_predictor",
                  "_predictor_reader", "_prefix_index", "_queries", "_tenants", "_views")
 
     def __init__(self, instances: Mapping[str, InstanceState], predictor: OutputPredictor,
-                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
+                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares,
+                 kv: KVReader | None = None) -> None:
         self._views: dict[str, InstanceView] = {name: InstanceView(i) for name, i in instances.items()}
         self._instances = MappingProxyType(self._views)
         self._queries = QueryViews(queries)
@@ -69,6 +81,7 @@ class ClusterView:
         self._prefix_index = prefix_index
         self._index_reader = None if prefix_index is None else IndexReader(prefix_index)
         self._tenants = tenants
+        self._kv = kv
         self._now = 0.0
         self._epoch = 0
         self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)
@@ -124,6 +137,16 @@ class ClusterView:
         if memo is None or memo[0] != self._epoch or memo[1] != cs.id:
             memo = self._hits = (self._epoch, cs.id, self._prefix_index.match_by_instance(cs.call.prompt)[1])
         return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
+
+    def confirmed_tokens(self, cs: CallState, inst: Instance) -> int:
+        """Of `cached_tokens`, those the instance's engine confirmed (its cache events: a
+        precise view); the rest is speculative — routed there lately, not yet confirmed.
+        Where the view is not precise, the router's estimate is all there is: all of it."""
+        believed = self.cached_tokens(cs, inst)
+        if self._kv is None or cs.call is None or not believed:
+            return believed
+        confirmed = self._kv.confirmed(inst.name, cs.call.prompt)
+        return believed if confirmed is None else min(confirmed, believed)
 
     def t_comp(self, cs: CallState, inst: Instance) -> float:
         """Predicted compute seconds of the call on the instance (see the module docstring)."""
