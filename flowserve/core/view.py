@@ -7,6 +7,7 @@ the core's outstanding-work account (Hexgen's t_queue, Eq. 3) use this function.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Protocol
@@ -51,9 +52,10 @@ def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
 class KVReader(Protocol):
     """What the view asks of the engines' cache events (`flowserve.core._kv.KVBook`)."""
 
-    def confirmed(self, instance: str, prompt: Tokens) -> int | None:
-        """Prompt tokens, from the start, in blocks the instance's engine confirmed it holds;
-        None where its view is not precise (the router's estimate is all there is)."""
+    def split(self, instance: str, prompt: Tokens, max_age_s: float, now: float) -> tuple[int, int] | None:
+        """(confirmed, speculative) prompt tokens from the start: blocks the instance's engine
+        holds, then blocks routed there at most `max_age_s` ago; None where its view is not
+        precise (the router's estimate is all there is)."""
         ...
 
 
@@ -138,15 +140,24 @@ class ClusterView:
             memo = self._hits = (self._epoch, cs.id, self._prefix_index.match_by_instance(cs.call.prompt)[1])
         return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
 
-    def confirmed_tokens(self, cs: CallState, inst: Instance) -> int:
-        """Of `cached_tokens`, those the instance's engine confirmed (its cache events: a
-        precise view); the rest is speculative — routed there lately, not yet confirmed.
-        Where the view is not precise, the router's estimate is all there is: all of it."""
+    def cache_split(self, cs: CallState, inst: Instance, max_age_s: float = math.inf) -> tuple[int, int]:
+        """`cached_tokens` as (confirmed, speculative): on an instance whose engine publishes its
+        cache events (a precise view), the blocks it confirmed, then those the router only
+        believes are there because it routed prompts there, at most `max_age_s` ago (older
+        speculation is left out). Where the view is not precise, the router's estimate is all
+        there is: all of it counts as confirmed."""
         believed = self.cached_tokens(cs, inst)
         if self._kv is None or cs.call is None or not believed:
-            return believed
-        confirmed = self._kv.confirmed(inst.name, cs.call.prompt)
-        return believed if confirmed is None else min(confirmed, believed)
+            return believed, 0
+        split = self._kv.split(inst.name, cs.call.prompt, max_age_s, self._now)
+        if split is None:
+            return believed, 0
+        confirmed = min(split[0], believed)
+        return confirmed, min(split[1], believed - confirmed)
+
+    def confirmed_tokens(self, cs: CallState, inst: Instance) -> int:
+        """Of `cached_tokens`, those the instance's engine confirmed (`cache_split`)."""
+        return self.cache_split(cs, inst)[0]
 
     def t_comp(self, cs: CallState, inst: Instance) -> float:
         """Predicted compute seconds of the call on the instance (see the module docstring)."""

@@ -28,14 +28,15 @@ from flowserve.policies.scoring.scorers.kv_free import KVFree
 from flowserve.policies.scoring.scorers.prefill_blocks import PrefillBlocks
 from flowserve.policies.scoring.scorers.prefix_hit import PrefixHit
 from flowserve.policies.scoring.scorers.queue_depth import QueueDepth
+from flowserve.policies.scoring.scorers.speculative_hit import SpeculativeHit
 from flowserve.policies.scoring.scorers.uncached_work import UncachedWork
 
 PartKind = Literal["filter", "scorer", "picker", "guard"]
 
 FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter)}
 SCORERS: dict[str, type[Scorer]] = {c.name: c for c in (
-    ExpectedFinish, BatchHarm, UncachedWork, PrefixHit, KVFree, QueueDepth, SessionAffinity, PrefillBlocks,
-    ActiveBlocks)}
+    ExpectedFinish, BatchHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth, SessionAffinity,
+    PrefillBlocks, ActiveBlocks)}
 PICKERS: dict[str, type[Picker]] = {c.name: c for c in (MaxScore, TopKRandom)}
 GUARDS: dict[str, type[Guard]] = {c.name: c for c in (PinPrefix, LoadBalanceGuard)}
 PARTS: dict[PartKind, tuple[Mapping[str, type[Plugin]], type[Plugin]]] = {
