@@ -48,6 +48,7 @@ from flowserve.graph.program import Program
 from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
 from flowserve.graph.replay import PlanWorkflow
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.policies.registry import policy_name
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
 from flowserve.tokenize.chat import ChatTokenizer
@@ -109,7 +110,7 @@ class LiveDriver:
                                   lambda spec: live_profile(spec, s.time_scale), OutputPredictor(output_priors),
                                   max_retries=s.redispatch_limit, tokenizer=self.tokens, passes=make_passes(s.passes),
                                   workflows=self.workflows, services=TuningServices(s.queue, s.queue_params))
-        self.metrics = GatewayMetrics(s.dispatch, s.metrics_tenants)
+        self.metrics = GatewayMetrics(policy_name(s.dispatch), s.metrics_tenants)
         self.runner = CallRunner(s, self.core, self.metrics, clock, self._put, self._spawn,
                                  lambda spec: factory(spec, self))
         self.metrics.attach(CoreCollector(self.core.instance_status, self.runner.circuit_state))
