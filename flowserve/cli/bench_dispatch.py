@@ -1,4 +1,5 @@
-"""`flowserve bench explain`: where two dispatch policies' decisions differ, and what it cost."""
+"""`flowserve bench explain` (where two dispatch policies' decisions differ, and what it cost)
+and `flowserve bench kv-events` (the engines' cache events as the dispatch's view)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,22 @@ def bench_explain(
             console.print(f"* {line}", highlight=False)
         write_json(json_out, report)
         console.print(f"json: {json_out}")
+
+
+@bench_app.command("kv-events")
+def bench_kv_events(
+    quick: Annotated[bool, typer.Option("--quick", help="a third of the queries, 2·10⁵ blocks of churn")] = False,
+    vllm_python: Annotated[Path | None, typer.Option(help="also vLLM CPU with KV events: its venv's Python")] = None,
+    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
+        "out/bench-kv-events.json"),
+    seed: Annotated[int, typer.Option(help="the simulated workload's seed")] = 1,
+    queries: Annotated[int | None, typer.Option(min=1, help="simulated queries (default 900; --quick 300)")] = None,
+    simulated_only: Annotated[bool, typer.Option("--simulated-only", help="only the simulated comparison")] = False,
+) -> None:
+    """The engines' KV-cache events as the prefix view: precise vs estimated vs the peers under cache pressure
+    (simulated), index memory under churn, /health under a flood (timed only on an idle machine), and vLLM CPU's
+    reported cached tokens against flowserve's prediction (`--vllm-python`)."""
+    with user_errors():
+        from flowserve.bench.kv_events import kv_events_cli
+
+        kv_events_cli(quick, vllm_python, json_out, console, seed, queries, simulated_only)
