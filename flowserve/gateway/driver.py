@@ -47,8 +47,7 @@ from flowserve.graph.passes import make_passes
 from flowserve.graph.program import Program
 from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
 from flowserve.graph.replay import PlanWorkflow
-from flowserve.policies import make_dispatch, queue_factory
-from flowserve.policies.registry import policy_name
+from flowserve.policies import make_dispatch, policy_name, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
 from flowserve.tokenize.chat import ChatTokenizer
