@@ -8,13 +8,12 @@ a policy class or object. The numbers are the CLI's: `flowserve simulate` and
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowserve.errors import ConfigError
-from flowserve.policies.registry import PolicyRef, policy_class, policy_name
+from flowserve.policies.registry import PolicyRef, parameter_names, policy_name
 from flowserve.types.specs import InstanceSpec
 
 if TYPE_CHECKING:
@@ -54,9 +53,12 @@ def check_policy_ref(value: Any, what: str) -> None:
     """A policy reference as every function here takes it (ConfigError naming `what`)."""
     from flowserve import DispatchPolicy, QueuePolicy
 
+    if isinstance(value, Mapping) and what == "dispatch":
+        return  # a scoring profile, checked when it is built
     if not isinstance(value, str | type | DispatchPolicy | QueuePolicy):
         raise ConfigError(f"{what}: expected a policy name, an import path 'package.module:Class', a policy class "
-                          f"or object, got {type(value).__name__}")
+                          f"or object{', or a scoring profile (a mapping)' if what == 'dispatch' else ''}, got "
+                          f"{type(value).__name__}")
 
 
 def check_mapping(value: Any, what: str) -> Mapping[str, Any]:
@@ -78,8 +80,8 @@ def check_numbers(value: Any, what: str) -> list[float]:
 def route_params(dispatch: PolicyRef, queue: PolicyRef, params: Mapping[str, Any]) -> tuple[dict, dict]:
     """Keyword parameters to the policy whose constructor declares them (dispatch or queue)."""
     d_params, q_params = {}, {}
-    d_names = set(inspect.signature(policy_class("dispatch", dispatch)).parameters) | {"binding"}
-    q_names = set(inspect.signature(policy_class("queue", queue)).parameters)
+    d_names = parameter_names("dispatch", dispatch)
+    q_names = parameter_names("queue", queue)
     for key, value in params.items():
         if key in d_names and key in q_names:
             raise ConfigError(f"parameter {key!r} belongs to both policies: pass it in dispatch_params or "

@@ -255,6 +255,23 @@ class BlockIndex:
             n += block_size
         return n
 
+    def split(self, instance: str, tokens: Tokens, block_size: int, routed_until: float,
+              lora: str | None = None) -> tuple[int, int]:
+        """(confirmed, speculative) prompt tokens in full blocks, from the start: the blocks some
+        rank of `instance` holds, then those it holds or was routed (speculative entries lasting
+        until `routed_until` or later: routed recently enough), up to the first it has neither."""
+        held = self._held.get(instance, {})
+        spec = self._spec.get(instance, {})
+        confirmed = speculative = 0
+        for own in prompt_block_hashes(tokens, block_size, lora):
+            if not speculative and own in held:
+                confirmed += block_size
+            elif own in held or spec.get(own, -1.0) >= routed_until:
+                speculative += block_size
+            else:
+                break
+        return confirmed, speculative
+
     def held_blocks(self, instance: str) -> int:
         return len(self._held.get(instance, {}))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from flowserve.cli import (  # noqa: F401  (register the commands)
     bench,
+    bench_dispatch,
     bench_replicas,
     graph,
     serving,

@@ -384,19 +384,3 @@ def bench_fairness(
             raise ConfigError("--light must be ≥ 2 and --time-scale positive")
         run_fairness_bench(out, console, light, seed, live, time_scale,
                            lambda s: console.print(f"[dim]{s}[/]", highlight=False))
-
-
-@bench_app.command("kv-events")
-def bench_kv_events(
-    quick: Annotated[bool, typer.Option("--quick", help="a third of the queries, 2·10⁵ blocks of churn")] = False,
-    vllm_python: Annotated[Path | None, typer.Option(help="also vLLM CPU with KV events: its venv's Python")] = None,
-    json_out: Annotated[Path, output_file("--json", help="where to write the results")] = Path(
-        "out/bench-kv-events.json"),
-) -> None:
-    """The engines' KV-cache events as the prefix view: precise vs estimated vs the peers under cache pressure
-    (simulated), index memory under churn, /health under a flood (timed only on an idle machine), and vLLM CPU's
-    reported cached tokens against flowserve's prediction (`--vllm-python`)."""
-    with user_errors():
-        from flowserve.bench.kv_events import kv_events_cli
-
-        kv_events_cli(quick, vllm_python, json_out, console)

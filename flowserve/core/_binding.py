@@ -69,7 +69,7 @@ class Binder:
         self.max_retries = max_retries
         self.tracked: dict[int, CallState] = {}  # every live call (not final), by id
         self.tenants = TenantLedger()
-        self.fleet = InstanceBook(profile, queues, self.tenants, predictor, queries, prefix_index)
+        self.fleet = InstanceBook(profile, queues, self.tenants, predictor, queries, prefix_index, kv)
         self.instances = self.fleet.by_name
         self.view = self.fleet.view
         self.late = dispatch.binding == "late"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.state import CallState, InstanceState, QueryState, leave_queue, new_instance
 from flowserve.core.tenants import TenantLedger
-from flowserve.core.view import ClusterView
+from flowserve.core.view import ClusterView, KVReader
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.events import InstanceCapacity
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 class InstanceBook:
     def __init__(self, profile: Callable[[InstanceSpec], InstanceProfile], queues: QueueFactory,
                  tenants: TenantLedger, predictor: OutputPredictor, queries: dict[int, QueryState],
-                 prefix_index: PrefixIndex | None) -> None:
+                 prefix_index: PrefixIndex | None, kv: KVReader | None = None) -> None:
         self._profile = profile
         self._queues = queues
         self._tenants = tenants
         self.by_name: dict[str, InstanceState] = {}
-        self.view = ClusterView(self.by_name, predictor, queries, prefix_index, tenants.shares)
+        self.view = ClusterView(self.by_name, predictor, queries, prefix_index, tenants.shares, kv)
         self._limits: dict[str | None, int | None] = {}  # max context per model
         self._serving: dict[str | None, list[InstanceState]] = {}  # up instances per model
 

@@ -175,6 +175,16 @@ class KVBook:
             self.index.speculate(instance, call.prompt, inst.block_size, None, until)
             self._renew.append((until, call.id, instance, call.prompt))
 
+    def split(self, instance: str, prompt: Tokens, max_age_s: float, now: float) -> tuple[int, int] | None:
+        """(confirmed, speculative) prompt tokens of a precise instance's view (None where it is
+        not precise): the blocks its engine holds, then the blocks routed there at most
+        `max_age_s` ago (or renewed since: their call still waits or runs there)."""
+        inst = self._inst.get(instance)
+        if inst is None or not inst.precise:
+            return None
+        routed_until = now - max_age_s + self.settings.speculative_ttl_s  # an entry lasts one TTL from its routing
+        return self.index.split(instance, prompt, inst.block_size, routed_until)
+
     def keeps_estimate(self, instance: str) -> bool:
         """Whether the estimate's updates (finished prompts, estimated evictions) apply."""
         return not self.precise(instance)

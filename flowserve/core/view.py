@@ -7,8 +7,10 @@ the core's outstanding-work account (Hexgen's t_queue, Eq. 3) use this function.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 from flowserve.cache.prefix_index import PrefixIndex, PrefixReader
 from flowserve.core.readers import IndexReader, InstanceView, PredictorReader, QueryView, QueryViews
@@ -16,6 +18,7 @@ from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantShares
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.predictor import OutputPredictor
+from flowserve.types.work import Tokens
 
 
 def predicted_call_time(cost: CostModel, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
@@ -46,6 +49,16 @@ def queueing_delay_s(outstanding_s: float, speedup: float) -> float:
     return max(outstanding_s, 0.0) / max(speedup, 1.0)
 
 
+class KVReader(Protocol):
+    """What the view asks of the engines' cache events (`flowserve.core._kv.KVBook`)."""
+
+    def split(self, instance: str, prompt: Tokens, max_age_s: float, now: float) -> tuple[int, int] | None:
+        """(confirmed, speculative) prompt tokens from the start: blocks the instance's engine
+        holds, then blocks routed there at most `max_age_s` ago; None where its view is not
+        precise (the router's estimate is all there is)."""
+        ...
+
+
 class ClusterView:
     """What policies may read: instances, predicted costs, prefix index, queries, tenants.
 
@@ -56,11 +69,12 @@ class ClusterView:
     `epoch`, which invalidates per-call memos of index matches; `instance_added`).
     """
 
-    __slots__ = ("_costs", "_epoch", "_hits", "_index_reader", "_instances", "_now", "_predictor",
+    __slots__ = ("_costs", "_epoch", "_hits", "_index_reader", "_instances", "_kv", "_now", "_predictor",
                  "_predictor_reader", "_prefix_index", "_queries", "_tenants", "_views")
 
     def __init__(self, instances: Mapping[str, InstanceState], predictor: OutputPredictor,
-                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares) -> None:
+                 queries: Mapping[int, QueryState], prefix_index: PrefixIndex | None, tenants: TenantShares,
+                 kv: KVReader | None = None) -> None:
         self._views: dict[str, InstanceView] = {name: InstanceView(i) for name, i in instances.items()}
         self._instances = MappingProxyType(self._views)
         self._queries = QueryViews(queries)
@@ -69,6 +83,7 @@ class ClusterView:
         self._prefix_index = prefix_index
         self._index_reader = None if prefix_index is None else IndexReader(prefix_index)
         self._tenants = tenants
+        self._kv = kv
         self._now = 0.0
         self._epoch = 0
         self._hits: tuple[int, int, dict[str, int]] | None = None  # (epoch, call id, per instance)
@@ -124,6 +139,25 @@ class ClusterView:
         if memo is None or memo[0] != self._epoch or memo[1] != cs.id:
             memo = self._hits = (self._epoch, cs.id, self._prefix_index.match_by_instance(cs.call.prompt)[1])
         return min(memo[2].get(inst.name, 0), cs.input_tokens - 1)
+
+    def cache_split(self, cs: CallState, inst: Instance, max_age_s: float = math.inf) -> tuple[int, int]:
+        """`cached_tokens` as (confirmed, speculative): on an instance whose engine publishes its
+        cache events (a precise view), the blocks it confirmed, then those the router only
+        believes are there because it routed prompts there, at most `max_age_s` ago (older
+        speculation is left out). Where the view is not precise, the router's estimate is all
+        there is: all of it counts as confirmed."""
+        believed = self.cached_tokens(cs, inst)
+        if self._kv is None or cs.call is None or not believed:
+            return believed, 0
+        split = self._kv.split(inst.name, cs.call.prompt, max_age_s, self._now)
+        if split is None:
+            return believed, 0
+        confirmed = min(split[0], believed)
+        return confirmed, min(split[1], believed - confirmed)
+
+    def confirmed_tokens(self, cs: CallState, inst: Instance) -> int:
+        """Of `cached_tokens`, those the instance's engine confirmed (`cache_split`)."""
+        return self.cache_split(cs, inst)[0]
 
     def t_comp(self, cs: CallState, inst: Instance) -> float:
         """Predicted compute seconds of the call on the instance (see the module docstring)."""

@@ -60,7 +60,7 @@ from flowserve.host.served import ServedWorkflows
 from flowserve.host.settings import GatewaySettings, ServeConfig
 from flowserve.host.tasks import TaskSet
 from flowserve.host.tools import ToolRunner
-from flowserve.policies import make_dispatch, queue_factory
+from flowserve.policies import make_dispatch, policy_name, queue_factory
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.retrieval.executors import RetrievalTools
 from flowserve.tokenize.segments import TokenMaterializer
@@ -98,7 +98,7 @@ def compose_driver(instances: Sequence[InstanceSpec], settings: GatewaySettings,
                          OutputPredictor(output_priors), max_retries=s.redispatch_limit, tokenizer=tokens,
                          passes=make_passes(s.passes), workflows=registry,
                          services=TuningServices(s.queue, s.queue_params))
-    metrics = GatewayMetrics(s.dispatch, s.metrics_tenants, core.prefix_hit if core.keeps_prefix_index else None)
+    metrics = GatewayMetrics(policy_name(s.dispatch), s.metrics_tenants, core.prefix_hit if core.keeps_prefix_index else None)
     calls = LiveCalls()
     backends = BackendContext(s, clock, inbox.put, core.keeps_prefix_index, core.wants_prefill_done)
     runner = CallRunner(s, calls, metrics, clock, inbox.put, tasks.spawn, lambda spec: factory(spec, backends),

@@ -24,6 +24,7 @@ from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
 from flowserve.policies import make_dispatch, queue_factory
+from flowserve.policies.scoring import looks_like_path
 from flowserve.retrieval.config import RetrievalSettings
 from flowserve.schema import Strict, read_yaml, validate
 from flowserve.tenants import ApiKeys, api_keys
@@ -73,7 +74,9 @@ class GatewaySettings(Strict):
     """The `gateway:` section of a serving YAML (`flowserve serve --config`); every field is
     optional."""
 
-    dispatch: str = Field("round_robin", description="dispatch policy (see the policy catalogue)")
+    dispatch: str | dict[str, Any] = Field("round_robin", description="dispatch policy (see the policy catalogue): "
+                                           "a name, an import path, a scoring profile's file (relative to this "
+                                           "YAML) or a scoring profile inline (`{scorers: [...]}`)")
     queue: str = Field("fcfs", description="queue policy of every instance (see the policy catalogue)")
     dispatch_params: dict[str, Any] = Field(default_factory=dict, description="the dispatch policy's parameters, "
                                             "e.g. `{binding: late}`")
@@ -233,5 +236,11 @@ def serve_config(data: dict[str, Any], source: str) -> ServeConfig:
 
 
 def load_serve_config(path: str | Path) -> ServeConfig:
-    """A serving YAML; `profile:` paths are relative to it, as in cluster files."""
-    return serve_config(_profiles_relative_to(read_yaml(path), Path(path).parent), str(path))
+    """A serving YAML; `profile:` paths and a dispatch profile's file are relative to it, as
+    in cluster files."""
+    data = _profiles_relative_to(read_yaml(path), Path(path).parent)
+    gw = data.get("gateway")
+    if isinstance(gw, dict) and isinstance(gw.get("dispatch"), str) and looks_like_path(gw["dispatch"]) \
+            and not Path(gw["dispatch"]).is_absolute():
+        data = {**data, "gateway": {**gw, "dispatch": str(Path(path).parent / gw["dispatch"])}}
+    return serve_config(data, str(path))

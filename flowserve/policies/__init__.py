@@ -10,6 +10,7 @@ from flowserve.policies.registry import (
     NamedQueueFactory,
     build_policy,
     make_dispatch,
+    policy_name,
     queue_factory,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "QueuePolicy",
     "build_policy",
     "make_dispatch",
+    "policy_name",
     "queue_factory",
 ]

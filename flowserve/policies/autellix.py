@@ -7,7 +7,9 @@ program's first, goes to the least loaded engine (fewest calls queued and runnin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -22,7 +24,9 @@ class AutellixBalancer(DispatchPolicy):
     name = "autellix"
     shares_prefills = False  # as published: every call is dispatched at once
 
-    def __init__(self, locality_tokens: int = 2048) -> None:
+    def __init__(self, locality_tokens: Annotated[int, Help("a call with more prompt tokens than this goes to "
+                                                            "the instance of its program's previous call")]
+                 = 2048) -> None:
         if locality_tokens < 0:
             raise ValueError(f"locality_tokens must be ≥ 0, got {locality_tokens}")
         self.locality_tokens = locality_tokens

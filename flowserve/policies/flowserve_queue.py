@@ -1,4 +1,4 @@
-"""flowserve's queue policy (`--queue flowserve`; the design is in `flowserve.policies.flowserve_dispatch`).
+"""flowserve's queue policy (`--queue flowserve`; the dispatch is the `flowserve` scoring profile, docs/policies.md).
 
 Order: calls with a deadline by Hexgen urgency; a program's calls (a workflow whose
 client decides each next call) by the Gittins index of its call count learned online
@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.state import CallState, InstanceState, replica_share
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
@@ -50,11 +52,34 @@ class FlowserveQueue(UrgencyQueue):
     name = "flowserve"
     uses_deadline = True
 
-    def __init__(self, tenant_weights: str | Mapping[str, float] = "", fair_slack: float = 4096.0,
-                 gain: float = DEFAULT_GAIN, batch_share: float = 1.0, batch_gain: float = 0.8,
-                 tenant_memory_s: float = 30.0, adapt: bool = True, batch_floor: bool = True,
-                 isolate: bool = True, flood_share: float = 0.1, programs: bool = True,
-                 rate_window_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        tenant_weights: Annotated[str | Mapping[str, float], Help(
+            "tenants' weights for fair shares, `gold:3,free:1` or a mapping (unnamed tenants weigh 1)")] = "",
+        fair_slack: Annotated[float, Help("weighted tokens the most urgent call's tenant may be ahead of the "
+                                          "least-served one before that one goes first (VTC), ≥ 0")] = 4096.0,
+        gain: Annotated[float, Help("the sweet spot: the largest batch whose last sequence still adds this share "
+                                    "of a lone sequence's decode throughput; 0 turns the gate off")] = DEFAULT_GAIN,
+        batch_share: Annotated[float, Help("beside interactive calls, batch work's prefills take at most this "
+                                           "share of the engine's time (1: one prefill at a time), in (0, 1]")]
+        = 1.0,
+        batch_gain: Annotated[float, Help("the stricter sweet spot batch work (and flooders beside shielded "
+                                          "calls) grows to beside interactive calls")] = 0.8,
+        tenant_memory_s: Annotated[float, Help("a tenant counts as active at an instance this long after its "
+                                               "last call was released there, seconds")] = 30.0,
+        adapt: Annotated[bool, Help("the adaptive gate: open to the engine's slots while interactive calls "
+                                    "wait, unless a fragile call runs")] = True,
+        batch_floor: Annotated[bool, Help("batch work keeps its weighted share of the spot while interactive "
+                                          "calls wait")] = True,
+        isolate: Annotated[bool, Help("a deadline-free call of a tenant within its share holds over-share "
+                                      "tenants like batch work while it runs")] = True,
+        flood_share: Annotated[float, Help("beside a shielded call, an over-share tenant's prefills take at most "
+                                           "this share of the engine's time, in (0, 1]")] = 0.1,
+        programs: Annotated[bool, Help("order a program's calls by the Gittins index of its call count "
+                                       "while its deadline is not at risk")] = True,
+        rate_window_s: Annotated[float, Help("the window the gate measures interactive arrivals over, "
+                                             "seconds")] = 60.0,
+    ) -> None:
         super().__init__()
         if fair_slack < 0:
             raise ValueError(f"fair_slack must be ≥ 0, got {fair_slack}")

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import AlphaTuner, DispatchPolicy, DriverServices
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -57,8 +59,16 @@ class HexgenWB(DispatchPolicy):
 
     name = "hexgen_wb"
 
-    def __init__(self, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA,
-                 alpha_tuning: bool = False, window_s: float = 100.0, p_value: float = 0.01) -> None:
+    def __init__(self, alpha: Annotated[float, Help("Eq. 4's α in [0, 1]: 0 balances by queued work alone, 1 "
+                                                    "takes the fastest compute")] = DEFAULT_ALPHA,
+                 beta: Annotated[float, Help("Eq. 4's β (s², > 0): scales the queue term against the compute "
+                                             "term")] = DEFAULT_BETA,
+                 alpha_tuning: Annotated[bool, Help("tune α online by replaying each window's trace in the "
+                                                    "simulator (§4.3)")] = False,
+                 window_s: Annotated[float, Help("the tuning window, seconds (> 0)")] = 100.0,
+                 p_value: Annotated[float, Help("a window re-tunes when its latencies are worse than the last "
+                                                "window's at this one-sided Welch t-test p-value, in (0, 1)")]
+                 = 0.01) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
         if not beta > 0:

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -52,8 +54,12 @@ class PLASQueue(QueuePolicy):
     name = "plas"
     path = False  # ATLAS: attained service along the critical path
 
-    def __init__(self, quantum_s: float | None = None, growth: float = 2.0, levels: int = 8,
-                 starvation: float = 8.0) -> None:
+    def __init__(self, quantum_s: Annotated[float | None, Help("the first level's attained service, seconds; "
+                                                               "null: one call's service as observed")] = None,
+                 growth: Annotated[float, Help("each level's service is this × the previous one's (> 1)")] = 2.0,
+                 levels: Annotated[int, Help("priority levels, ≥ 1")] = 8,
+                 starvation: Annotated[float, Help("a call that waited this × its program's service (at least "
+                                                   "one quantum) is promoted (> 0)")] = 8.0) -> None:
         if (quantum_s is not None and quantum_s <= 0) or growth <= 1 or levels < 1 or starvation <= 0:
             raise ValueError(f"need quantum_s > 0 (or none: observed), growth > 1, levels ≥ 1 and starvation > 0; "
                              f"got {quantum_s}, {growth}, {levels}, {starvation}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -19,7 +21,7 @@ class PowerOfTwo(DispatchPolicy):
     name = "power_of_two"
     shares_prefills = False  # the router dispatches every request at once
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: Annotated[int, Help("the seed of the policy's own generator")] = 0) -> None:
         self._rng = random.Random(seed)
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState],

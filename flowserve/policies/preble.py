@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from flowserve.cache.radix import RadixNode
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -95,8 +97,14 @@ class PrebleE2(DispatchPolicy):
     name = "preble_e2"
     needs_prefix_index = True
 
-    def __init__(self, window_s: float = 180.0, t_hbal: float = 1.5, rebalance: bool = True,
-                 replicate: bool = True, pd_balance: bool = True) -> None:
+    def __init__(self, window_s: Annotated[float, Help("the request-history window H, seconds (Preble: 3 min)")]
+                 = 180.0,
+                 t_hbal: Annotated[float, Help("rebalance when an instance's load exceeds this × the lightest's, "
+                                               "≥ 1 (Preble: 1.5)")] = 1.5,
+                 rebalance: Annotated[bool, Help("post-assignment rebalancing (§4.2)")] = True,
+                 replicate: Annotated[bool, Help("hot-prefix replication (§4.2)")] = True,
+                 pd_balance: Annotated[bool, Help("prefill/decode balancing of the exploration cost (§4.2)")]
+                 = True) -> None:
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         if t_hbal < 1:

@@ -18,7 +18,9 @@ A small, prefix-aware policy for serving (not Preble's E2, which lives elsewhere
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -34,7 +36,12 @@ class PrefixAffinity(DispatchPolicy):
     needs_prefix_index = True
     prefix_window_s = 0.0  # no request history is read: drop uncached nodes at once
 
-    def __init__(self, min_match: int = 16, near_tie: float = 0.1, load_guard: float = 2.0) -> None:
+    def __init__(self, min_match: Annotated[int, Help("tokens an instance must cache for the prefix to count, "
+                                                      "≥ 1")] = 16,
+                 near_tie: Annotated[float, Help("hits within this fraction of the best one join the affinity "
+                                                 "pool, in [0, 1)")] = 0.1,
+                 load_guard: Annotated[float, Help("the pool's pick may finish at most this × later than the "
+                                                   "lightest instance, ≥ 1")] = 2.0) -> None:
         if min_match < 1:
             raise ValueError(f"min_match must be ≥ 1, got {min_match}")
         if not 0 <= near_tie < 1:

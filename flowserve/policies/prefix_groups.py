@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import QueuePolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -28,7 +30,8 @@ class PrefixGroups(QueuePolicy):
     uses_deadline = False
     needs_prefix_index = True
 
-    def __init__(self, groups: int = 10) -> None:
+    def __init__(self, groups: Annotated[int, Help("priority groups the waiting calls are split into by "
+                                                   "cached share (Preble §4.3), ≥ 1")] = 10) -> None:
         if groups < 1:
             raise ValueError(f"groups must be ≥ 1, got {groups}")
         self.groups = groups

@@ -1,8 +1,10 @@
 """Policies by name: the registries of built-in policies, and their construction from
 config strings (`--dispatch NAME --set dispatch.PARAM=VALUE`, YAML `dispatch_params:`).
-A name is a built-in policy, one an installed package registers in the entry-point group
-`flowserve.policies`, or an import path `package.module:Class` to a class deriving from
-`DispatchPolicy` or `QueuePolicy`.
+A name is a built-in policy, a shipped scoring profile (`flowserve.policies.scoring`),
+one an installed package registers in the entry-point group `flowserve.policies`, or an
+import path `package.module:Class` to a class deriving from `DispatchPolicy` or
+`QueuePolicy`. A dispatch policy may also be a scoring profile: a file path (it looks
+like one: a `.yaml`/`.yml`/`.json` suffix or a directory separator) or a mapping.
 
 A parameter given as a string ('0.3', 'on') is coerced to the constructor parameter's
 declared type; an unknown name, an unknown parameter or a value the policy refuses is a
@@ -14,12 +16,11 @@ from __future__ import annotations
 
 import copy
 import inspect
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flowserve.core.params import construct, parameters
 from flowserve.core.policy import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.errors import ConfigError
 from flowserve.plugins import POLICY_GROUP, is_import_path, load_class, registered
@@ -37,6 +38,15 @@ from flowserve.policies.preble import PrebleE2
 from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.prefix_groups import PrefixGroups
 from flowserve.policies.round_robin import RoundRobin
+from flowserve.policies.scoring import (
+    ProfileSpec,
+    ScoredDispatch,
+    load_profile,
+    looks_like_path,
+    part_class,
+    with_params,
+)
+from flowserve.policies.scoring.profile import shipped_names, shipped_profile
 from flowserve.policies.sglang import SglangCacheAware
 from flowserve.policies.topology import Topology
 from flowserve.policies.urgency import UrgencyQueue
@@ -46,47 +56,27 @@ DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
                                SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch)
 }
 PolicyKind = Literal["dispatch", "queue"]
-PolicyRef = str | type | DispatchPolicy | QueuePolicy  # a name or import path, a class, or a ready object
+# a name, import path or profile path, a class, a ready object, or a scoring profile's mapping
+PolicyRef = str | type | DispatchPolicy | QueuePolicy | Mapping[str, Any]
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
     cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, PLASQueue, ATLASQueue, FlowserveQueue)
 }
+PROFILES: tuple[str, ...] = tuple(shipped_names())  # shipped scoring profiles, dispatch policies by name
 
 
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Config strings ('0.3', 'on') to the constructor parameter's declared type."""
-    target = annotation
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None:
-            return None
-        if isinstance(value, Mapping) and any(typing.get_origin(a) in (dict, Mapping) for a in args):
-            return value  # the constructor reads the mapping (e.g. tenant_weights: {gold: 3})
-        target = args[0] if len(args) == 1 else str
-    if typing.get_origin(target) is typing.Literal:
-        allowed = typing.get_args(target)
-        if value not in allowed:
-            raise ConfigError(f"parameter {name!r} must be one of {list(allowed)}, got {value!r}")
-        return value
-    try:
-        if target is bool:
-            if isinstance(value, str):
-                low = value.lower()
-                if low in ("on", "true", "yes", "1"):
-                    return True
-                if low in ("off", "false", "no", "0"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        if target in (int, float, str):
-            if isinstance(value, Mapping | list):
-                raise TypeError(value)
-            return target(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"parameter {name!r} expects {getattr(target, '__name__', target)}, got {value!r}"
-        ) from None
-    return value
+def _profile_ref(kind: PolicyKind, ref: PolicyRef) -> bool:
+    """Whether `ref` names a dispatch policy as a scoring profile (shipped, a file, a mapping)."""
+    if kind != "dispatch":
+        return False
+    if isinstance(ref, Mapping):
+        return True
+    return isinstance(ref, str) and ref not in DISPATCH_POLICIES and (ref in PROFILES or looks_like_path(ref))
+
+
+def profile_of(ref: str | Mapping[str, Any], params: Mapping[str, Any] | None = None) -> ProfileSpec:
+    """The scoring profile `ref` names (shipped, a file or a mapping), with `params` set."""
+    spec = shipped_profile(ref) if isinstance(ref, str) and ref in PROFILES else load_profile(ref)
+    return with_params(spec, params or {}, f"dispatch profile {spec.name!r}")
 
 
 def _base(kind: PolicyKind) -> tuple[Mapping[str, type], type]:
@@ -94,9 +84,14 @@ def _base(kind: PolicyKind) -> tuple[Mapping[str, type], type]:
 
 
 def policy_name(ref: PolicyRef) -> str:
-    """How a policy reference reads in reports: its name, or its class's import path."""
+    """How a policy reference reads in reports: its name (a profile's mapping: its `name`),
+    or its class's import path."""
     if isinstance(ref, str):
         return ref
+    if isinstance(ref, Mapping):
+        return str(ref.get("name") or "profile")
+    if isinstance(ref, ScoredDispatch):
+        return ref.profile.name
     cls = ref if isinstance(ref, type) else type(ref)
     builtin = DISPATCH_POLICIES.get(cls.name) or QUEUE_POLICIES.get(cls.name)
     return cls.name if builtin is cls else f"{cls.__module__}:{cls.__qualname__}"
@@ -107,6 +102,10 @@ def policy_class(kind: PolicyKind, name: PolicyRef) -> type:
     installed package registers in the `flowserve.policies` entry-point group, or an import
     path (`package.module:Class`). It must derive from the kind's base class."""
     registry, base = _base(kind)
+    if _profile_ref(kind, name):
+        return ScoredDispatch
+    if isinstance(name, Mapping):
+        raise ConfigError(f"{kind} policy: a mapping is a dispatch scoring profile, not a {kind} policy")
     if not isinstance(name, str):
         cls = name if isinstance(name, type) else type(name)
         if not issubclass(cls, base):
@@ -127,39 +126,39 @@ def policy_class(kind: PolicyKind, name: PolicyRef) -> type:
 
 def build_policy(kind: PolicyKind, ref: PolicyRef, params: Mapping[str, Any] | None = None) -> Any:
     """A new policy object: the class `ref` names instantiated with `params` (or a copy of a
-    ready-made policy object), with clear errors for bad names, parameters and classes that
-    do not implement the contract."""
+    ready-made policy object; a scoring profile with its parts' parameters set), with clear
+    errors for bad names, parameters and classes that do not implement the contract."""
     cls = policy_class(kind, ref)
     name = policy_name(ref)
-    if not isinstance(ref, str | type):  # a ready-made object: each run and instance gets its own copy
-        if params:
-            raise ConfigError(f"{kind} policy {name!r}: parameters go to the constructor, not to a ready object")
-        return copy.deepcopy(ref)
-    sig = inspect.signature(cls)
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except Exception:  # a third-party class's unresolvable annotations: take values as given
-        hints = {}
     params = dict(params or {})
     binding = params.pop("binding", None) if kind == "dispatch" else None
     if binding is not None and binding not in BINDINGS:
         raise ConfigError(f"parameter 'binding' must be one of {list(BINDINGS)}, got {binding!r}")
-    kwargs = {}
-    for key, value in params.items():
-        if key not in sig.parameters:
-            known = ", ".join(sig.parameters) or "none"
-            raise ConfigError(f"{kind} policy {name!r} has no parameter {key!r} (parameters: {known})")
-        kwargs[key] = _coerce(key, value, hints.get(key, Any))
-    missing = sorted(cls.__abstractmethods__) if inspect.isabstract(cls) else []
-    if missing:
-        raise ConfigError(f"{kind} policy {name!r}: class {cls.__name__} does not implement {', '.join(missing)}")
-    try:
-        policy = cls(**kwargs)
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{kind} policy {name!r}: {e}") from None
+    if _profile_ref(kind, ref):
+        assert isinstance(ref, str | Mapping)
+        policy = ScoredDispatch(profile_of(ref, params))
+    elif not isinstance(ref, str | type):  # a ready-made object: each run and instance gets its own copy
+        if params or binding is not None:
+            raise ConfigError(f"{kind} policy {name!r}: parameters go to the constructor, not to a ready object")
+        return copy.deepcopy(ref)
+    else:
+        policy = construct(cls, params, f"{kind} policy {name!r}")
     if binding is not None:
         policy.bind_when(binding)
     return policy
+
+
+def parameter_names(kind: PolicyKind, ref: PolicyRef) -> set[str]:
+    """The parameters a policy takes (a profile's: `PART.PARAM`, `PART.weight` of scorers)."""
+    if _profile_ref(kind, ref):
+        assert isinstance(ref, str | Mapping)
+        spec = profile_of(ref)
+        names = {f"{p.name}.weight" for p in spec.scorers} | {"shares_prefills", "prefix_window_s"}
+        for part_kind, p in spec.parts():
+            names |= {f"{p.name}.{q.name}" for q in parameters(part_class(part_kind, p.name))}
+        return names | {"binding"}
+    names = set(inspect.signature(policy_class(kind, ref)).parameters)
+    return names | {"binding"} if kind == "dispatch" else names
 
 
 def make_dispatch(ref: PolicyRef, params: Mapping[str, Any] | None = None) -> DispatchPolicy:

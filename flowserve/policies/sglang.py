@@ -6,8 +6,10 @@ balances cache locality against load, call by call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -39,8 +41,13 @@ class SglangCacheAware(DispatchPolicy):
     name = "sglang_cache_aware"
     shares_prefills = False  # the router dispatches every request at once
 
-    def __init__(self, cache_threshold: float = 0.5, balance_abs_threshold: int = 32,
-                 balance_rel_threshold: float = 1.0001, max_tree_tokens: int = 1 << 22) -> None:
+    def __init__(self, cache_threshold: Annotated[float, Help("the longest match goes to its worker when it "
+                                                              "covers more than this share of the prompt")] = 0.5,
+                 balance_abs_threshold: Annotated[int, Help("imbalanced when max − min requests in flight "
+                                                            "exceed this ...")] = 32,
+                 balance_rel_threshold: Annotated[float, Help("... and max exceeds this × min (≥ 1)")] = 1.0001,
+                 max_tree_tokens: Annotated[int, Help("each worker's approximate tree is LRU-trimmed to this "
+                                                      "many tokens")] = 1 << 22) -> None:
         if not 0.0 <= cache_threshold <= 1.0:
             raise ValueError(f"cache_threshold must be in [0, 1], got {cache_threshold}")
         if balance_abs_threshold < 0 or balance_rel_threshold < 1.0:

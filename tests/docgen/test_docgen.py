@@ -7,10 +7,13 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
+from flowserve.core.params import Help, undocumented
 from flowserve.core.policy import Binding, DispatchPolicy
 from flowserve.docgen.cli_reference import cli_reference
 from flowserve.docgen.config_reference import model_section, type_name, yaml_value
 from flowserve.docgen.policy_catalogue import policy_catalogue
+from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.policies.scoring import Decision, Scorer
 from flowserve.schema import Strict
 
 
@@ -63,16 +66,42 @@ class Picky(DispatchPolicy):
     binding: Binding = "late"
     uses_deadline: ClassVar[bool] = True
 
-    def __init__(self, slack: float = 0.5, mode: Literal["x", "y"] = "x") -> None: ...
+    def __init__(self, slack: Annotated[float, Help("how much | slack")] = 0.5, mode: Literal["x", "y"] = "x") -> None:
+        ...
 
 
-def test_the_catalogue_shows_each_policy_with_its_doc_parameters_and_binding() -> None:
-    page = policy_catalogue({"dispatch": {"picky": Picky}, "queue": {}})
+class Shortest(Scorer):
+    """Scores the shortest queue best."""
+
+    name = "shortest"
+
+    def __init__(self, cap: Annotated[int, Help("queues longer than this count as this")] = 8) -> None: ...
+
+    def score(self, d: Decision) -> list[float]:
+        return []
+
+
+def test_the_catalogue_shows_each_policy_with_its_doc_parameters_help_and_binding() -> None:
+    page = policy_catalogue({"dispatch": {"picky": Picky}, "queue": {}}, ["llmd"], {"scorer": {"shortest": Shortest}})
     section = page.split("### `picky` (dispatch)")[1]
     assert "binds calls at `late` time, reads deadlines." in section
     assert "Sends every call to the instance with the most free slots." in section
-    assert "| `slack` | number | `0.5` |" in section and "| `mode` | `x` \\| `y` | `x` |" in section
+    assert "| `slack` | number | `0.5` | how much \\| slack |" in section
+    assert "| `mode` | `x` \\| `y` | `x` |  |" in section
     assert "| `binding` | `ready` \\| `late` | `late` |" in section
+    profile = page.split("### `llmd` (dispatch, scoring profile)")[1]
+    assert "- {name: prefix_hit, weight: 3.0, block_size: 64}" in profile
+    part = page.split("#### `shortest` (scorer)")[1]
+    assert "Scores the shortest queue best." in part
+    assert "| `cap` | integer | `8` | queues longer than this count as this |" in part
+
+
+def test_every_parameter_of_every_policy_and_part_carries_help() -> None:
+    from flowserve.policies.scoring import FILTERS, GUARDS, PICKERS, SCORERS
+
+    classes = [*DISPATCH_POLICIES.values(), *QUEUE_POLICIES.values(), *FILTERS.values(), *SCORERS.values(),
+               *PICKERS.values(), *GUARDS.values()]
+    assert undocumented(classes) == []
 
 
 def test_the_cli_reference_has_every_command() -> None:

@@ -10,6 +10,7 @@ The fixture is regenerated only on purpose, when a change is meant to move the n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -42,6 +43,14 @@ CASES: dict[str, tuple[str | dict[str, Any], dict[str, Any], str, str, dict[str,
                             "least_load", "topology", {}),
     "teola_search_gen_ops": ("teola", {"kind": "search_gen", "rate": 1.0, "queries": 10},
                              "round_robin", "fcfs", {}),
+    # the peer routers and flowserve's dispatch on prefix-heavy tool use and on text2sql's deadlines
+    # (hetero-1: two kinds of GPU), every call's instance pinned: a profile makes the same decisions
+    "llmd_tool_use": ("hetero-1", {"kind": "tool_use", "rate": 4.0, "queries": 60}, "llmd", "fcfs", {}),
+    "dynamo_kv_tool_use": ("hetero-1", {"kind": "tool_use", "rate": 4.0, "queries": 60}, "dynamo_kv", "fcfs", {}),
+    "flowserve_tool_use": ("hetero-1", {"kind": "tool_use", "rate": 4.0, "queries": 60}, "flowserve", "flowserve",
+                           {}),
+    "flowserve_fcfs_text2sql": ("hetero-1", {"kind": "text2sql", "trace": "mixed", "rate": 1.5, "queries": 30},
+                                "flowserve", "fcfs", {}),
     "llm_sql_prefix_affinity": ("hetero-1", {"kind": "llm_sql", "table": MOVIES,
                                              "query": "SELECT LLM('Summarize: {movie_title} {movie_info}', "
                                                       "movie_title, movie_info) FROM movies_small"},
@@ -55,6 +64,13 @@ CASES: dict[str, tuple[str | dict[str, Any], dict[str, Any], str, str, dict[str,
 
 def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 6)
+
+
+def placements(res: Any) -> str:
+    """A digest of where every call ran (call id → instance), in call order: one decision
+    that moves changes it."""
+    rows = sorted((c.call_id, c.instance) for c in res.calls)
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
 
 
 def summary(name: str) -> dict[str, Any]:
@@ -76,6 +92,7 @@ def summary(name: str) -> dict[str, Any]:
         "calls": res["calls"],
         "sim_events": res["sim_events"],
         "decisions": {str(s): r.decisions for s, r in sorted(res.runs.items())},
+        "placements": {str(s): placements(r) for s, r in sorted(res.runs.items())},
         "policy_stats": {k: int(v) for k, v in sorted(primary.policy_stats.items())},
         "policy_changes": [{k: v for k, v in sorted(c.params.items()) if k in ("alpha", "reason", "error")}
                            for c in primary.policy_changes],
