@@ -34,7 +34,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from flowserve.calibrate.validate import engine_instance
-from flowserve.core.state import CallRecord
+from flowserve.core.records import CallRecord
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.graph.plan import CallStep, QueryPlan, Segment
 from flowserve.profiles.cost_model import CostModel

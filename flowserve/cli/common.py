@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -97,29 +97,30 @@ def _one_line(message: str) -> NoReturn:
     raise typer.Exit(2) from None
 
 
-class OutputCheck:
-    """An option's callback that checks the file or folder a command will write before it
-    runs; `output` says which (the CLI's tests find the checked options by it)."""
-
-    def __init__(self, folder: bool) -> None:
-        self.folder = folder
-        self.output = "folder" if folder else "file"
-
-    def __call__(self, ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+def _checked(folder: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    # a plain function: typer reads a callback's signature and type hints, which a callable
+    # object has not
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is not None and not ctx.resilient_parsing:
             with user_errors():
-                check_output(Path(value), max(param.opts, key=len), self.folder)
+                check_output(Path(value), max(param.opts, key=len), folder)
         return value
+    return check
+
+
+_CHECK_FILE, _CHECK_FOLDER = _checked(folder=False), _checked(folder=True)
+# which output an option's callback checks (the CLI's tests find the checked options by it)
+OUTPUT_CHECKS: dict[Callable[..., Any], str] = {_CHECK_FILE: "file", _CHECK_FOLDER: "folder"}
 
 
 def output_file(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a file the command writes, checked before the command runs."""
-    return typer.Option(*decls, callback=OutputCheck(folder=False), **kw)
+    return typer.Option(*decls, callback=_CHECK_FILE, **kw)
 
 
 def output_folder(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a folder the command writes into, checked before it runs."""
-    return typer.Option(*decls, callback=OutputCheck(folder=True), **kw)
+    return typer.Option(*decls, callback=_CHECK_FOLDER, **kw)
 
 
 def progress_bar() -> Progress:

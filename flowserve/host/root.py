@@ -98,7 +98,8 @@ def compose_driver(instances: Sequence[InstanceSpec], settings: GatewaySettings,
                          OutputPredictor(output_priors), max_retries=s.redispatch_limit, tokenizer=tokens,
                          passes=make_passes(s.passes), workflows=registry,
                          services=TuningServices(s.queue, s.queue_params))
-    metrics = GatewayMetrics(policy_name(s.dispatch), s.metrics_tenants, core.prefix_hit if core.keeps_prefix_index else None)
+    metrics = GatewayMetrics(policy_name(s.dispatch), s.metrics_tenants,
+                             core.prefix_hit if core.keeps_prefix_index else None)
     calls = LiveCalls()
     backends = BackendContext(s, clock, inbox.put, core.keeps_prefix_index, core.wants_prefill_done)
     runner = CallRunner(s, calls, metrics, clock, inbox.put, tasks.spawn, lambda spec: factory(spec, backends),

@@ -30,7 +30,8 @@ import numpy as np
 
 from flowserve.config import load_cluster
 from flowserve.core.policy import DispatchPolicy, DriverServices
-from flowserve.core.state import CallRecord, CallState, InstanceState
+from flowserve.core.records import CallRecord
+from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.metrics.summary import attainment
 from flowserve.policies import make_dispatch

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flowserve.bench.peer_twin import common_prefix_len, engine_speed, simulate_twin, twin_cluster, twin_workload
-from flowserve.core.state import CallRecord
+from flowserve.core.records import CallRecord
 from flowserve.policies import flowserve_queue
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.slot_config import SlotConfig
