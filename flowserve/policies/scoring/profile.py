@@ -178,8 +178,11 @@ def with_params(spec: ProfileSpec, params: Mapping[str, Any], source: str) -> Pr
     return parse_profile(data, source, spec.name)
 
 
+SHIPPED = ("llmd", "dynamo_kv", "flowserve")  # the profiles flowserve ships, in the order listings show them
+
+
 def shipped_names() -> list[str]:
-    """The profiles flowserve ships, by name."""
+    """The profile files in `shipped/` (each is in `SHIPPED`: a test checks it)."""
     folder = resources.files("flowserve.policies.scoring").joinpath("shipped")
     return sorted(Path(f.name).stem for f in folder.iterdir() if f.name.endswith(".yaml"))
 

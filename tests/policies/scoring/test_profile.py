@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from flowserve.errors import ConfigError
 from flowserve.policies.scoring.profile import (
+    SHIPPED,
     PartSpec,
     load_profile,
     looks_like_path,
@@ -89,7 +90,7 @@ def test_a_path_must_look_like_one() -> None:
 
 
 def test_shipped_profiles_parse() -> None:
-    assert {"flowserve", "llmd", "dynamo_kv"} <= set(shipped_names())
+    assert sorted(SHIPPED) == shipped_names() and {"flowserve", "llmd", "dynamo_kv"} <= set(SHIPPED)
     for name in shipped_names():
         assert shipped_profile(name).name == name
 
