@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -97,29 +97,35 @@ def _one_line(message: str) -> NoReturn:
     raise typer.Exit(2) from None
 
 
-class OutputCheck:
-    """An option's callback that checks the file or folder a command will write before it
-    runs; `output` says which (the CLI's tests find the checked options by it)."""
+def _check(ctx: typer.Context, param: typer.CallbackParam, value: Any, folder: bool) -> Any:
+    if value is not None and not ctx.resilient_parsing:
+        with user_errors():
+            check_output(Path(value), max(param.opts, key=len), folder)
+    return value
 
-    def __init__(self, folder: bool) -> None:
-        self.folder = folder
-        self.output = "folder" if folder else "file"
 
-    def __call__(self, ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
-        if value is not None and not ctx.resilient_parsing:
-            with user_errors():
-                check_output(Path(value), max(param.opts, key=len), self.folder)
-        return value
+def output_file_check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """An option's callback: the file the command will write can be written, before it runs."""
+    return _check(ctx, param, value, folder=False)
+
+
+def output_folder_check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """An option's callback: the folder the command will write into can be, before it runs."""
+    return _check(ctx, param, value, folder=True)
+
+
+# which check an option's callback is (typer wraps it: the original is its `__wrapped__`)
+OUTPUT_CHECKS: dict[Callable[..., Any], str] = {output_file_check: "file", output_folder_check: "folder"}
 
 
 def output_file(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a file the command writes, checked before the command runs."""
-    return typer.Option(*decls, callback=OutputCheck(folder=False), **kw)
+    return typer.Option(*decls, callback=output_file_check, **kw)
 
 
 def output_folder(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a folder the command writes into, checked before it runs."""
-    return typer.Option(*decls, callback=OutputCheck(folder=True), **kw)
+    return typer.Option(*decls, callback=output_folder_check, **kw)
 
 
 def progress_bar() -> Progress:

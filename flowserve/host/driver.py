@@ -331,7 +331,7 @@ class LiveDriver:
                 ch.routed.set_result(cmd.instance)
         lc.attempt(call, cmd.instance, now)
         self._publish(CallSent(now, call, cmd.instance, h.ticket if h is not None else None))
-        self.runner.send(lc, now)
+        self.runner.send(lc)
 
     def _cancel(self, cmd: CancelCall, now: float) -> None:
         if self.runner.cancel(cmd.call_id, cmd.instance):
