@@ -50,6 +50,7 @@ from flowserve.host.routing_tokens import GatewayTokens
 from flowserve.host.settings import GatewaySettings
 from flowserve.host.tasks import TaskSet
 from flowserve.host.tools import ToolRunner
+from flowserve.retrieval.executors import RetrievalTools
 from flowserve.types.commands import (
     CancelCall,
     PolicyChanged,
@@ -97,6 +98,7 @@ class DriverParts:
     params: PolicyParams
     admission: Admission
     tools: ToolRunner
+    retrieval: RetrievalTools  # the tools' retrieval components
     jobs: JobRunner
     book: QueryBook
     listeners: Listeners
@@ -126,6 +128,7 @@ class LiveDriver:
         self.params = parts.params
         self.admission = parts.admission
         self.tools = parts.tools
+        self.retrieval = parts.retrieval
         self.jobs = parts.jobs
         self.book = parts.book
         self.facts = parts.listeners  # who hears what the host did (`flowserve.host.facts`)
