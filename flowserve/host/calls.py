@@ -105,7 +105,7 @@ class CallRunner:
 
     # ------------------------------------------------------------------ calls
 
-    def send(self, lc: LiveCall, now: float) -> None:
+    def send(self, lc: LiveCall) -> None:
         """Run the call's current attempt (`LiveCall.attempt`) on its instance."""
         call, channel = lc.call, lc.channel
         assert call is not None and lc.instance is not None

@@ -145,8 +145,9 @@ def compose_driver(instances: Sequence[InstanceSpec], settings: GatewaySettings,
     return LiveDriver(DriverParts(
         settings=s, clock=clock, inbox=inbox, tasks=tasks, core=core, dispatch=dispatch, workflows=registry,
         tokens=tokens, metrics=metrics, calls=calls, runner=runner, caches=caches, kv=kv, params=params,
-        admission=Admission(s.max_queries, s.max_queue_s, core.predicted_wait_s), tools=tools, jobs=job_runner,
-        book=book, listeners=table, instances=tuple(instances), closing=closing))
+        admission=Admission(s.max_queries, s.max_queue_s, core.predicted_wait_s), tools=tools,
+        retrieval=retrieval, jobs=job_runner, book=book, listeners=table, instances=tuple(instances),
+        closing=closing))
 
 
 class LiveHost:
