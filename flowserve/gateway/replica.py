@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import socket
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +39,9 @@ from flowserve.types.peers import PeerRouted
 from flowserve.types.specs import InstanceSpec
 
 ID_BITS = 32  # a replica's query ids: its number << 32 + a local count
+# a replica's own number when the state's counter holds a foreign value: drawn at random,
+# above any count a real counter reaches, and small enough for 62-bit ids
+UNCOUNTED_NUMBERS = (1 << 24, (1 << 30) - (1 << 24))
 PENDING_ANSWERS = 10_000  # finished queries held while Redis is lost (the oldest go first)
 
 
@@ -180,10 +184,13 @@ class Replica:
         ttl = 2 * settings.heartbeat_s
         try:
             await claim_config(store, mine, ttl, settings.url)
-            number = await store.claim_number()
         except StateError as e:
             await store.aclose()
             raise ConfigError(str(e)) from None
+        try:
+            number, foreign = await store.claim_number(), None
+        except StateError as e:  # refused like any foreign state: this replica numbers itself
+            number, foreign = UNCOUNTED_NUMBERS[0] + secrets.randbelow(UNCOUNTED_NUMBERS[1]), e
         name = f"r{number}-{socket.gethostname()[:32]}-{os.getpid()}"
         core = driver.core
 
@@ -202,6 +209,8 @@ class Replica:
         sync = ReplicaSync(store, name, settings.sync_ms / 1000, settings.heartbeat_s, settings.route_ttl_s,
                            settings.route_entries, settings.route_blocks, core.own_load, core.tenant_costs,
                            runner.emit, peer_routed, driver.metrics.registry, hold)
+        if foreign is not None:
+            sync.refuse("seq", f"{foreign}: this replica took the random number {number}")
         driver.number_queries_from((number << ID_BITS) + 1)
         if core.keeps_prefix_index:
             runner.on_send = lambda instance, call: sync.routed(instance, call.prompt)

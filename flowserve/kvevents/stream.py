@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from flowserve.kvevents.wire import WireError, decode_batch
-from flowserve.types.kv import AllBlocksCleared, CacheChange
+from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, CacheChange
 
 MAX_HELD = 100_000  # live batches held during a replay; beyond, newer ones are dropped (a gap, replayed later)
 
@@ -217,3 +217,40 @@ class RankStream:
         self.retry_helps = False
         self.complete = True
         return [Complete(reason)]
+
+
+def _blocks(c: CacheChange) -> int:
+    return 1 if isinstance(c, AllBlocksCleared) else len(c.block_hashes)
+
+
+def _pieces(c: CacheChange, most: int) -> list[CacheChange]:
+    """One change as changes of at most `most` blocks each, applied in order to the same
+    effect: a stored run's later pieces hang under the previous piece's last block."""
+    if _blocks(c) <= most:
+        return [c]
+    hashes = c.block_hashes  # type: ignore[union-attr]
+    if isinstance(c, BlockRemoved):
+        return [BlockRemoved(c.rank, hashes[i:i + most]) for i in range(0, len(hashes), most)]
+    assert isinstance(c, BlockStored)
+    size = c.block_size
+    return [BlockStored(c.rank, hashes[i:i + most], c.parent_hash if i == 0 else hashes[i - 1],
+                        c.token_ids[i * size:(i + most) * size], size, c.lora) for i in range(0, len(hashes), most)]
+
+
+def in_slices(changes: list[CacheChange], most: int) -> list[tuple[CacheChange, ...]]:
+    """Changes in slices of at most `most` blocks, in order (a long stored run split):
+    applied one slice per turn of the event loop, a huge batch never holds it whole."""
+    out: list[tuple[CacheChange, ...]] = []
+    cur: list[CacheChange] = []
+    n = 0
+    for c in changes:
+        for piece in _pieces(c, most):
+            k = _blocks(piece)
+            if cur and n + k > most:
+                out.append(tuple(cur))
+                cur, n = [], 0
+            cur.append(piece)
+            n += k
+    if cur:
+        out.append(tuple(cur))
+    return out

@@ -6,7 +6,8 @@ endpoint + rank) and, when the engine has one, a DEALER socket to its replay ROU
 `[b"", topic, seq, payload]` per buffered batch from `start` on, then `[b"", b"", -1, b""]`
 — vLLM 0.32; earlier versions leave the topic out, and both are read). What it
 reads goes through `RankStream` (sequence numbers, replays, holes) and reaches the driver
-as `KVCacheEvents` — up to `CHUNK` batches per event, one event per turn of the loop —
+as `KVCacheEvents` — up to `CHUNK` batches and `SLICE_BLOCKS` blocks per event (a larger
+batch is split, its long stored runs too), one event per turn of the loop —
 and `KVViewChanged` when the instance's view becomes precise (every rank complete) or
 estimated. Bad input is counted by kind (`counts`, and `count` for the metrics) and
 logged, the first few of each kind and then every 1,000th; nothing a publisher sends can
@@ -29,11 +30,12 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, Lost, RankStream
+from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, Lost, RankStream, in_slices
 from flowserve.types.kv import CacheChange, KVCacheEvents, KVEventsSpec, KVViewChanged
 
 log = logging.getLogger("flowserve.kvevents")
 CHUNK = 64  # batches per KVCacheEvents (bounds one step of the driver: a few ms)
+SLICE_BLOCKS = 1024  # blocks per KVCacheEvents at most: a batch of 65,536 blocks is 64 turns of the loop
 REPLAY_TIMEOUT_S = 2.0  # a replay socket silent this long has failed
 MAX_PAUSE_S = 0.02  # the longest a flooded subscriber leaves the loop to others between chunks
 RETRY_S = 10.0  # while a rank has a hole a replay may still fill, ask again this often
@@ -145,19 +147,30 @@ class EngineSubscriber:
             elif isinstance(a, Bad):
                 self._bad(a)
             else:
-                self._flush(changes)
+                await self._flush(changes)
                 if isinstance(a, Complete):
                     self._rank_state(rank, True, a.reason)
                 elif isinstance(a, Lost):
                     self._rank_state(rank, False, a.reason)
                 elif isinstance(a, AskReplay):
                     await self._replay(rank, stream, a.start)
-        self._flush(changes)
+        await self._flush(changes)
 
-    def _flush(self, changes: list[CacheChange]) -> None:
-        if changes:
-            self._put(KVCacheEvents(self._clock(), self.instance, tuple(changes)))
-            changes.clear()
+    async def _flush(self, changes: list[CacheChange]) -> None:
+        """Hand the changes to the driver: a slice of at most SLICE_BLOCKS blocks at a time,
+        leaving the loop to the rest of the gateway between slices (one huge batch is applied
+        over many turns, never in one)."""
+        if not changes:
+            return
+        slices = in_slices(changes, SLICE_BLOCKS)
+        changes.clear()
+        for k, piece in enumerate(slices):
+            if k:
+                await asyncio.sleep(0)
+                if self._room is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await self._room()
+            self._put(KVCacheEvents(self._clock(), self.instance, piece))
 
     async def _replay(self, rank: int, stream: RankStream, start: int) -> None:
         """Ask the replay socket for every batch from `start` and apply them in order."""

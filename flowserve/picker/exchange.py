@@ -268,7 +268,7 @@ class Exchange:
                 pid = unquote(path.removeprefix("/v1/programs/"))  # flowserve.client quotes odd ids
                 tenant = request_tenant(h, core.gateway.config.keys)
                 programs = core.gateway.programs
-                state = programs.state(pid, tenant) if method == "GET" else await programs.delete(pid, tenant)
+                state = await (programs.state(pid, tenant) if method == "GET" else programs.delete(pid, tenant))
                 return wire.json_response(200, orjson.dumps(state))
             raise APIError(404, f"{method} {path}: not served through the endpoint picker (it routes "
                                 f"/v1/completions and /v1/chat/completions)", code="not_found")

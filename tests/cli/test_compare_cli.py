@@ -49,3 +49,23 @@ def test_programs_are_judged_by_mean_latency(tmp_path):
     lat = {k: v["latency_mean_s"] for k, v in case["results"].items()}
     assert case["best_other_0.95"] == "round_robin"
     assert case["gain_0.95"] == lat["round_robin"] / lat["flowserve"]  # latency ratio, not an SLO scale
+
+
+def test_a_folder_named_like_a_workload_shadows_no_builtin_and_empty_cells_read_dash(tmp_path, monkeypatch):
+    """Issue 44 items 8 and 9: `--out tool_use` makes the folder that a later `--workload
+    mixed` (which holds tool_use) took for a file; llm_sql has no interactive query, so its
+    interactive columns are empty cells, never `nan`."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tool_use").mkdir()
+    (tmp_path / "hetero-1").mkdir()
+    r = runner.invoke(app, ["bench", "compare", "--workload", "mixed", "--workload", "llm_sql", "--policy",
+                            "round_robin", "--queries", "4", "--no-oracle", "--out", "tool_use"])
+    assert r.exit_code == 0, r.output
+    assert "nan" not in r.output.lower()
+    data = json.loads((tmp_path / "tool_use" / "bench-compare.json").read_text())
+    llm_sql = next(c for c in data["cases"] if c["workload"] == "llm_sql")["results"]["round_robin"]
+    assert llm_sql["latency_mean_s"] is None and llm_sql["throughput_qps"] is None
+    assert llm_sql["batch_latency_mean_s"] > 0
+    row = next(line for line in (tmp_path / "tool_use" / "bench-compare.md").read_text().splitlines()
+               if line.startswith("| round_robin") and "—" in line)
+    assert row.count("—") >= 3  # mean s, p99 s, q/s

@@ -21,7 +21,6 @@ from flowserve.gateway.settings import GatewaySettings, serve_config
 KEY = "sk-body"
 AUTH = {"authorization": f"Bearer {KEY}"}
 LIMIT = 64 * 1024
-HEALTH_BOUND_S = 2.0  # generous: ~0.15 s measured (decoding JSON holds the GIL even in a thread)
 
 
 def served(**gateway: object) -> BackgroundServer:
@@ -78,8 +77,9 @@ def test_health_keeps_its_latency_while_a_large_body_is_processed() -> None:
         t.join()
     assert out["resp"].status_code == 400 and "maximum context length" in out["resp"].text  # it was processed
     assert len(latencies) >= 3, latencies  # /health was answered while the body was processed
-    # on the event loop, one /health would wait for most of the processing
-    assert max(latencies) < min(HEALTH_BOUND_S, out["took"] / 3), (max(latencies), out["took"])
+    # on the event loop, one /health would wait for most of the processing: a share of the request's
+    # own time, never an absolute bound (issue 44 item 13)
+    assert max(latencies) < out["took"] / 3, (max(latencies), out["took"])
 
 
 def test_a_chat_of_too_many_messages_is_refused_before_any_work() -> None:

@@ -91,9 +91,12 @@ def test_the_same_decisions_as_the_gateway(two_engines: list[HttpEngine], tmp_pa
             chosen.append(r.headers["x-flowserve-instance"])
             # the next decision sees this call ended, in both (the picker learns it from the response path)
             until(lambda: metric(metrics, "flowserve_instance_inflight") == 0, what="the call's end")
+        read = [httpx.get(f"{url}/v1/programs/{p}", headers={"x-tenant": "gold"}, timeout=30) for p in ("p1", "p2")]
+        assert [r.status_code for r in read] == [200, 200], [r.text for r in read]
+        assert [r.json()["status"] for r in read] == ["open", "open"]
         ended = [httpx.delete(f"{url}/v1/programs/{p}", headers={"x-tenant": "gold"}, timeout=30).json()
                  for p in ("p1", "p2")]
-        return chosen, ended
+        return chosen, [{**e, "calls_read": r.json()["calls"]} for e, r in zip(ended, read, strict=True)]
 
     with gateway(cfg, tmp_path / "gw.log") as gw:
         direct, direct_programs = run(gw, gw + "/metrics")
@@ -103,7 +106,8 @@ def test_the_same_decisions_as_the_gateway(two_engines: list[HttpEngine], tmp_pa
         picked, picked_programs = run(url, p.metrics)
     assert len(set(direct)) == 2  # the workload exercises both instances
     assert picked == direct
-    keys = ("calls", "prompt_tokens", "output_tokens", "instances", "status")
+    assert [p["calls_read"] for p in direct_programs] == [6, 6]  # GET before the end counts every call
+    keys = ("calls", "calls_read", "prompt_tokens", "output_tokens", "instances", "status")
     assert [{k: p[k] for k in keys} for p in picked_programs] == [{k: p[k] for k in keys} for p in direct_programs]
 
 
