@@ -32,7 +32,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from flowserve.apps.base import WorkflowDef
 from flowserve.apps.registry import builtin_workflows
 from flowserve.apps.user import user_workflow
-from flowserve.config import InstanceConfig
 from flowserve.errors import ConfigError, FailureKind, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.backends import BackendFactory
@@ -49,11 +48,11 @@ from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, QueryResult, QueryStatus, Rejected, query_body
 from flowserve.gateway.replica import Replica
 from flowserve.gateway.settings import ServeConfig
+from flowserve.gateway.shared_instances import instance_spec
 from flowserve.gateway.status import StatusBoard, status_page
 from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
 from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.graph.workflow import Workflow
-from flowserve.schema import validate
 from flowserve.tenants import api_keys
 from flowserve.types.work import WorkflowRef
 
@@ -211,23 +210,22 @@ class Gateway:
     # ------------------------------------------------------------------ admin
 
     async def add_instance(self, request: Request) -> Response:
+        """With replicas, the change goes to the state first: every replica applies it."""
         body = decode_json(await request.body())
-        if not isinstance(body, dict):
-            raise APIError(400, "expected an instance object")
         try:
-            cfg = validate(InstanceConfig, body, "instance")
+            spec = instance_spec(body)
         except FlowserveError as e:
             raise APIError(400, str(e)) from None
-        specs = cfg.specs()
-        if len(specs) != 1:
-            raise APIError(400, "count: add one instance at a time", param="count")
-        spec = specs[0]
-        if spec.backend == "openai" and not spec.url:
-            raise APIError(400, "url: backend openai needs a url", param="url")
+        if self.replica is not None:
+            await self.replica.instances.share_add(body, spec)
         up = await self.driver.add_instance(spec)
         return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
+        if name not in {row["name"] for row in self.driver.instances()}:
+            raise APIError(404, f"no instance {name!r}", code="instance_not_found")
+        if self.replica is not None:
+            await self.replica.instances.share_remove(name)
         try:
             await self.driver.remove_instance(name)
         except KeyError:

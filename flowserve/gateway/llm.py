@@ -90,16 +90,20 @@ def error_reply(e: APIError) -> Reply:
     return Reply(e.status, [(b"content-type", b"application/json"), *extra], e.encoded())
 
 
-def _parsed(kind: str, raw: bytes, max_messages: int) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
-    """The request and its chat; the message count is checked before anything else is
-    (a 400 for 50,000 messages costs their JSON decoding, not their validation)."""
+def _parsed(kind: str, raw: bytes, max_messages: int, max_tools: int
+            ) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
+    """The request and its chat; the message and tool counts are checked before anything
+    else is (a 400 for 50,000 messages or 2,000 tools costs their JSON decoding, not their
+    validation)."""
     body = decode_json(raw)
     if kind != "chat":
         return parse(CompletionRequest, body), None
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if isinstance(messages, list) and len(messages) > max_messages:
-        raise APIError(400, f"messages: {len(messages)} messages; at most {max_messages} in one request "
-                            f"(gateway.max_messages)", param="messages")
+    if isinstance(body, dict):
+        for field, limit, setting in (("messages", max_messages, "max_messages"), ("tools", max_tools, "max_tools")):
+            items = body.get(field)
+            if isinstance(items, list) and len(items) > limit:
+                raise APIError(400, f"{field}: {len(items)} {field}; at most {limit} in one request "
+                                    f"(gateway.{setting})", param=field)
     req = parse(ChatRequest, body)
     return req, req.chat()
 
@@ -161,7 +165,9 @@ class LLMRoutes:
         gw = self.gw
         hdr = read_headers(headers, gw.config.keys)
         ph = read_program_headers(headers)
-        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, gw.config.gateway.max_messages)
+        limits = gw.config.gateway
+        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, limits.max_messages,
+                                   limits.max_tools)
         model = gw.model_of(req.model)
         max_tokens = req.max_output_tokens() or gw.config.gateway.default_max_tokens
         limit = self.driver.max_context(model)

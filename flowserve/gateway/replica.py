@@ -27,6 +27,7 @@ from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.query import QueryHandle, query_body
 from flowserve.gateway.settings import GatewaySettings, ServeConfig, StateSettings
+from flowserve.gateway.shared_instances import SharedInstances
 from flowserve.gateway.shared_programs import SharedPrograms
 from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.replicas import fingerprint
@@ -126,12 +127,14 @@ async def check_state(s: StateSettings, instances: Sequence[InstanceSpec], gatew
 
 
 class Replica:
-    def __init__(self, store: StateStore, settings: StateSettings, name: str, number: int, sync: ReplicaSync) -> None:
+    def __init__(self, store: StateStore, settings: StateSettings, name: str, number: int, sync: ReplicaSync,
+                 instances: SharedInstances) -> None:
         self.store = store
         self.settings = settings
         self.name = name
         self.number = number
         self.sync = sync
+        self.instances = instances  # the admin API's changes, shared
         self._answers: OrderedDict[str, bytes] = OrderedDict()  # finished queries not yet written
 
     # ------------------------------------------------------------------ queries
@@ -214,7 +217,13 @@ class Replica:
         driver.number_queries_from((number << ID_BITS) + 1)
         if core.keeps_prefix_index:
             runner.on_send = lambda instance, call: sync.routed(instance, call.prompt)
-        replica = cls(store, settings, name, number, sync)
+        shared_instances = SharedInstances(store, sync, driver.add_instance, driver.remove_instance,
+                                           lambda: {row["name"] for row in driver.instances()})
+        try:  # a replica joining later starts with the instances its peers have
+            await shared_instances.catch_up()
+        except aioredis.ResponseError as e:
+            sync.refuse("instances", f"{store.key('instances')}: {e}")
+        replica = cls(store, settings, name, number, sync, shared_instances)
         shared = SharedPrograms(ProgramRegistry(store, name, settings.programs_ttl_s), sync, programs.settings,
                                 runner.emit, driver.clock, settings.summary_wait_s)
         programs.shared = shared
@@ -223,6 +232,7 @@ class Replica:
         sync.on_resync(lambda: shared.restore_all(programs.open.values()))
         driver.book.on_resolved = replica.finished
         sync.on_tick(replica.publish)
+        sync.on_tick(shared_instances.tick)
         sync.start()
         return replica
 

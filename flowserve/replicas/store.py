@@ -14,6 +14,8 @@ of the same Redis) can share one server:
 | `program:{id}` | hash | the program registry (`flowserve.replicas.programs`) |
 | `open:{tenant}` | set | a tenant's open programs |
 | `query:{id}` | string (TTL) | a finished query's answer |
+| `instances` | hash | the admin API's instance changes: name → the instance as sent (empty: removed) |
+| `instances:version` | string | counter: bumped with each change (replicas re-read the hash when it moves) |
 
 Commands run with a short timeout and no client-side retries: the sync loop decides
 what a failure means (the replica serves on its local view, degraded).
@@ -39,6 +41,11 @@ local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if cur == nil then return 0 end
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
+"""
+
+_INSTANCE = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('INCR', KEYS[2])
 """
 
 _CONFIG = """
@@ -134,6 +141,18 @@ class StateStore:
     async def drop_replicas(self, names: Sequence[str]) -> None:
         if names:
             await self.redis.srem(self.key("replicas"), *names)
+
+    # ------------------------------------------------------------------ instance changes
+
+    async def put_instance(self, name: str, raw: bytes) -> None:
+        """An admin change of one instance (`raw` empty: removed), and a new version."""
+        await self.redis.eval(_INSTANCE, 2, self.key("instances"), self.key("instances", "version"), name, raw)
+
+    async def instances_version(self) -> bytes | None:
+        return await self.redis.get(self.key("instances", "version"))
+
+    async def instance_changes(self) -> dict[bytes, bytes]:
+        return await self.redis.hgetall(self.key("instances"))
 
     # ------------------------------------------------------------------ routed prompts
 

@@ -95,6 +95,25 @@ def test_a_chat_of_too_many_messages_is_refused_before_any_work() -> None:
         assert resp.json()["error"]["code"] == "context_length_exceeded"
 
 
+def test_a_chat_of_too_many_tools_is_refused_before_any_work() -> None:
+    """Issue 44 item 4: 2,000 tools (1.8 MB) were answered after 31-60 s of per-tool work.
+    The tool count is the cheap limit, checked first; 128 tools (OpenAI's limit) are served."""
+    def tool(i: int) -> dict:
+        return {"type": "function", "function": {"name": f"tool_{i}", "description": "look something up " * 20,
+                                                 "parameters": {"type": "object", "properties": {
+                                                     f"arg_{k}": {"type": "string", "description": "x" * 40}
+                                                     for k in range(8)}}}}
+
+    chat = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "which tool?"}],
+            "tools": [tool(i) for i in range(2000)]}
+    with served() as srv, httpx.Client(base_url=srv.url, headers=AUTH, timeout=None) as http:
+        resp = http.post("/v1/chat/completions", json=chat)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "tools", resp.text
+        assert "tools: 2000 tools; at most 128 in one request (gateway.max_tools)" in resp.json()["error"]["message"]
+        resp = http.post("/v1/chat/completions", json={**chat, "tools": chat["tools"][:128]})
+        assert resp.status_code == 200, resp.text
+
+
 def test_health_answers_while_a_long_chat_is_laid_out_and_tokenized() -> None:
     """Issue 35 item 5: the chat's turns were built, laid out (quadratically) and hashed on
     the event loop. No deadline here: every wait is for the answer itself, and what is
