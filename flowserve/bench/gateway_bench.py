@@ -32,12 +32,13 @@ import yaml
 from rich.console import Console
 
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.gateway.settings import load_serve_config
 from flowserve.loadtest.instant_backend import STREAM_TOKENS
 from flowserve.loadtest.procs import served
 from flowserve.loadtest.pyload import SATURATED
 from flowserve.loadtest.wrk import PYLOAD_NOTE, run_load
 from flowserve.metrics.tables import markdown_table, write_json
-from flowserve.picker.envoy import Envoy, render
+from flowserve.picker.envoy import Envoy, envoy_endpoints, render
 
 CELLS = ((1, False), (32, False), (1, True), (32, True))
 MODEL = "llama-3.1-8b"
@@ -165,6 +166,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                 with flowserve(["epp", "--config", cfg, "--port", str(port), "--metrics-port", str(mport)],
                                f"http://127.0.0.1:{mport}/health", f"epp-{policy}.log") as proc, \
                         envoy_in_front("picker.yaml", {"PICKER_PORT": port, "REQUEST_BODY_MODE": body_mode,
+                                                       "ENGINE_ENDPOINTS": envoy_endpoints(load_serve_config(cfg)),
                                                        "RESPONSE_BODY_MODE": "STREAMED"},
                                        out_dir / f"envoy-epp-{policy}.log") as (url, epid):
                     results.append(measure(name, url, [proc.pid, epid], seconds, out_dir))

@@ -22,6 +22,7 @@ headers and body, then its response headers and body, each answered in turn.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -53,6 +54,7 @@ class PickerHost(Protocol):
 
     def count(self, outcome: str) -> None: ...
     def routed(self, instance: str, held_s: float) -> None: ...
+    def fallbacks(self, instance: str) -> list[tuple[str, str]]: ...
     def health(self) -> tuple[int, dict[str, Any]]: ...
 
 log = logging.getLogger("flowserve.picker")
@@ -75,6 +77,8 @@ class Exchange:
         self.picked_at = 0.0
         self.tally: ResponseTally | None = None
         self.ended = False
+        self.elsewhere: dict[str, str] = {}  # the fallbacks offered: endpoint → instance
+        self.failed_over: str | None = None  # the instance the proxy retried the call on
 
     # ------------------------------------------------------------------ requests
 
@@ -165,9 +169,11 @@ class Exchange:
         self.picked_at = core.clock()
         core.routed(instance, self.picked_at - waited)
         extra = [("x-flowserve-instance", instance)]
+        self.elsewhere = {e: name for name, e in core.fallbacks(instance)}
+        destination = ",".join([endpoint, *self.elsewhere])  # GIE: the pick, then where a retry goes
         if self.full_duplex:
-            return [wire.routed_headers(endpoint, extra), *wire.streamed_body(True, raw, True)]
-        return [wire.routed_body(endpoint, extra)]
+            return [wire.routed_headers(destination, extra), *wire.streamed_body(True, raw, True)]
+        return [wire.routed_body(destination, extra)]
 
     def _on_query(self, target: int | Callable[[], None]) -> None:
         if callable(target):
@@ -187,8 +193,9 @@ class Exchange:
         status = int(h.get(":status", "0") or 0)
         served = wire.served_endpoint(msg)
         if served is not None and served != endpoint:
-            self.core.count("served_elsewhere")
-            log.warning("the proxy served %s on %s, not on the picked %s", instance, served, endpoint)
+            self.core.count("retried")  # the picked engine failed before answering; the proxy went on
+            self.failed_over = self.elsewhere.get(served, served)
+            log.info("the proxy retried a call of %s on %s (%s)", instance, self.failed_over, served)
         now = self.core.clock()
         stream = h.get("content-type", "").startswith("text/event-stream")
         self.tally = ResponseTally(status, stream, self.picked_at, now)
@@ -198,7 +205,7 @@ class Exchange:
             return [wire.immediate(failure_error(FailureKind.ENGINE_ERROR, reason))]
         if msg.response_headers.end_of_stream:
             self._finish()
-        extra = [("x-flowserve-instance", instance)]
+        extra = [("x-flowserve-instance", self.failed_over or instance)]
         if self.id_header is not None:
             extra.append(self.id_header)
         return [wire.continue_headers(False, extra)]
@@ -223,6 +230,8 @@ class Exchange:
         assert self.pick is not None
         if error is not None:
             self.pick.fail(error)
+        elif self.failed_over is not None:  # answered elsewhere: the picked instance's circuit counts a failure
+            self.pick.finish(dataclasses.replace(outcome, failed_over=self.failed_over))
         else:
             self.pick.finish(outcome)
 
