@@ -3,8 +3,9 @@ Envoy: each answer names the engine (`x-engine`), so a test sees where a request
 ran. Tokens are the prompt's UTF-8 bytes (`/tokenize`, also for chats: the messages'
 JSON), so the gateway's and the picker's token ids agree with the engine's. A closed
 gate holds every answer until it opens (`hold()`, `release()`); a failing engine answers
-500 (`fail()`); `wait_arrived(n)` waits until n requests reached the engine. Answers: JSON with usage, or SSE with one event per
-output token and, when asked (`stream_options.include_usage`), a usage event.
+500 (`fail()`); `wait_arrived(n)` waits until n requests reached the engine. Answers: JSON
+with usage, or SSE with one event per output token and, when asked
+(`stream_options.include_usage`), a usage event.
 """
 
 from __future__ import annotations
