@@ -33,7 +33,7 @@ from flowserve.graph.program import PROGRAM_WORKFLOW
 from flowserve.replicas import fingerprint
 from flowserve.replicas.codec import StateError, json_object
 from flowserve.replicas.programs import ProgramRegistry
-from flowserve.replicas.redis_server import PrivateRedis, redis_binary
+from flowserve.replicas.redis_server import INSTALL_HINT, PrivateRedis, redis_binary
 from flowserve.replicas.store import LOST, StateStore, connect
 from flowserve.replicas.sync import ReplicaSync
 from flowserve.types.peers import PeerRouted
@@ -110,7 +110,7 @@ def replicated(config: ServeConfig, workers: int) -> Iterator[ServeConfig]:
         return
     if redis_binary() is None:
         raise ConfigError(f"--workers {workers}: the workers share their state through Redis, and redis-server is "
-                          f"not on PATH: give --state-url redis://HOST:PORT/DB, or install redis-server")
+                          f"not on PATH: give --state-url redis://HOST:PORT/DB, or {INSTALL_HINT}")
     with PrivateRedis() as server:
         yield with_state(config, server.url)
 
