@@ -13,8 +13,10 @@ checked as JSON schemas); llama.cpp's and vLLM's `top_k`, `min_p`, `repeat_penal
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
+import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -36,14 +38,36 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+CACHED_SCHEMA_BYTES = 4096  # schemas up to this size are remembered (4,096 of them: at most 16 MiB)
+# one validator of the meta-schema for every check (jsonschema's `check_schema` builds one per call)
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
 def check_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A JSON schema (draft 2020-12, which OpenAI's tools and response formats use)."""
+    """A JSON schema (draft 2020-12, which OpenAI's tools and response formats use). An agent
+    sends the same tools with every call: a schema checked before is not checked again."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        where = "/".join(str(p) for p in e.path)
-        raise ValueError(f"not a valid JSON schema: {e.message}" + (f" (at {where})" if where else "")) from None
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # nested past orjson's depth, or integers past 64 bits
+        problem = _schema_problem(schema)
+    else:
+        problem = _known_schema_problem(key) if len(key) <= CACHED_SCHEMA_BYTES else _schema_problem(schema)
+    if problem is not None:
+        raise ValueError(problem)
     return schema
+
+
+@lru_cache(maxsize=4096)
+def _known_schema_problem(canonical: bytes) -> str | None:
+    return _schema_problem(orjson.loads(canonical))
+
+
+def _schema_problem(schema: Any) -> str | None:
+    for e in _META.iter_errors(schema):
+        err = SchemaError.create_from(e)
+        where = "/".join(str(p) for p in err.path)
+        return f"not a valid JSON schema: {err.message}" + (f" (at {where})" if where else "")
+    return None
 
 
 def check_name(name: str) -> str:
