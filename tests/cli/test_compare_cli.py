@@ -1,6 +1,7 @@
 """`flowserve bench compare` on tiny sizes: side-by-side figures, JSON, clear errors."""
 
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -61,7 +62,7 @@ def test_a_folder_named_like_a_workload_shadows_no_builtin_and_empty_cells_read_
     r = runner.invoke(app, ["bench", "compare", "--workload", "mixed", "--workload", "llm_sql", "--policy",
                             "round_robin", "--queries", "4", "--no-oracle", "--out", "tool_use"])
     assert r.exit_code == 0, r.output
-    assert "nan" not in r.output.lower()
+    assert not re.search(r"\bnan\b", r.output, re.I)
     data = json.loads((tmp_path / "tool_use" / "bench-compare.json").read_text())
     llm_sql = next(c for c in data["cases"] if c["workload"] == "llm_sql")["results"]["round_robin"]
     assert llm_sql["latency_mean_s"] is None and llm_sql["throughput_qps"] is None
