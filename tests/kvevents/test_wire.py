@@ -86,10 +86,11 @@ def test_a_lora_name_past_the_bound_is_refused_and_nothing_of_it_is_kept() -> No
     try:
         before = tracemalloc.get_traced_memory()[0]
         for i in range(16):  # 16 MiB of names sent
-            payload = encode_batch(0.0, [BlockStored(0, (i,), None, tuple(range(16)), 16, f"{i}" + "x" * (1 << 20))])
+            name = f"{i:02d}" + "x" * (1 << 20)
+            payload = encode_batch(0.0, [BlockStored(0, (i,), None, tuple(range(16)), 16, name)])
             batch = decode_batch(payload)
-            assert batch.changes == () and "lora_name of 1048577 bytes (at most 256)" in batch.broken[0]
-            del payload, batch
+            assert batch.changes == () and "lora_name of 1048578 bytes (at most 256)" in batch.broken[0]
+            del payload, batch, name
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
