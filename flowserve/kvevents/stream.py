@@ -26,10 +26,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from flowserve.kvevents.wire import WireError, decode_batch
+from flowserve.kvevents.wire import WireBatch, WireError, decode_batch
 from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, CacheChange
 
 MAX_HELD = 100_000  # live batches held during a replay; beyond, newer ones are dropped (a gap, replayed later)
+# a batch as read: its bytes, or already decoded (the subscriber decodes large ones off the event loop)
+Payload = bytes | WireBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +79,14 @@ class RankStream:
         self._replay_first: int | None = None
         self._asked: int | None = None  # start of the last replay asked for
         self._covered = -1  # last seq a replay applied: live copies of it that follow are dropped quietly
-        self._held: deque[tuple[int, bytes]] = deque()
+        self._held: deque[tuple[int, Payload]] = deque()
 
     # ------------------------------------------------------------------ inputs
 
     def start(self) -> list[Action]:
         return self._ask(0) if self.has_replay else []
 
-    def live(self, seq: int, payload: bytes) -> list[Action]:
+    def live(self, seq: int, payload: Payload) -> list[Action]:
         if self._replaying is not None:
             if len(self._held) >= MAX_HELD:
                 return [Bad("overflow", f"rank {self.rank}: {MAX_HELD} batches held during a replay; seq {seq} "
@@ -93,7 +95,7 @@ class RankStream:
             return []
         return self._next(seq, payload)
 
-    def replayed(self, seq: int, payload: bytes) -> list[Action]:
+    def replayed(self, seq: int, payload: Payload) -> list[Action]:
         start = self._replaying
         if start is None or seq < start:
             return []  # not asked for
@@ -157,7 +159,7 @@ class RankStream:
             out += self._next(seq, payload)
         return out
 
-    def _next(self, seq: int, payload: bytes) -> list[Action]:
+    def _next(self, seq: int, payload: Payload) -> list[Action]:
         exp = self.expected
         if seq <= self._covered:
             return []  # the replay applied it already (read live while the replay ran)
@@ -187,10 +189,10 @@ class RankStream:
                           + ("" if self.has_replay else " (no replay socket)"), retry=False)
         return gap + self._apply(seq, payload)
 
-    def _apply(self, seq: int, payload: bytes) -> list[Action]:
+    def _apply(self, seq: int, payload: Payload) -> list[Action]:
         self.expected = seq + 1
         try:
-            batch = decode_batch(payload, self.rank)
+            batch = payload if isinstance(payload, WireBatch) else decode_batch(payload, self.rank)
         except WireError as e:
             return [Bad("malformed", f"rank {self.rank} seq {seq}: {e}"),
                     *self._lose(seq, f"batch {seq} is unreadable: {e}", retry=False)]
