@@ -74,8 +74,9 @@ def run_wrk(url: str, clients: int, seconds: float, stream: bool, model: str, wo
 
 
 PYLOAD_NOTE = ("wrk is not installed (Debian/Ubuntu: apt-get install -y wrk): measured with flowserve's Python load "
-               "generator, which is slower than wrk; where it used most of a core (client_cpu_share near 1) the "
-               "figures are its own limit, not the router's")
+               "generator, which is slower than wrk: its own time per request is in every latency (the latency "
+               "added over the bare backend, measured with the same generator, is what compares), and where it "
+               "used most of a core (client_cpu_share near 1) req/s is its own limit, not the router's")
 
 
 def run_load(url: str, clients: int, seconds: float, stream: bool, model: str, work_dir: Path) -> dict[str, Any]:
