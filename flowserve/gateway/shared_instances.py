@@ -113,7 +113,11 @@ class SharedInstances:
         if spec.name != name:
             self.sync.refuse("instances", f"{self.store.key('instances')} {name[:64]!r}: names {spec.name!r}")
             return
-        up = await self._add(spec)
+        try:
+            up = await self._add(spec)
+        except Exception as e:  # refused here as it would be by the admin route: said once, not retried
+            self.sync.refuse("instances", f"instance {name[:64]!r} from a peer replica: {type(e).__name__}: {e}")
+            return
         log.info("instance %s added (by a peer replica; %s)", name, "up" if up else "not answering yet")
 
 
