@@ -182,7 +182,7 @@ class LiveHost:
             await self.replica.join(self.driver, (self.programs,))
         await self.driver.start()
         if self.replica is not None:
-            self.replica.start()
+            await self.replica.start()
         self.programs.start()
         if any(spec.kv_events is not None for spec in self.config.instances):
             # what start-up built lives as long as the host: out of the collector's full passes, which

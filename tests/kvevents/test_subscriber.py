@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,11 +17,12 @@ from live_support import run
 
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.kvevents.publisher import KVPublisher
-from flowserve.kvevents.subscriber import EngineSubscriber
+from flowserve.kvevents.subscriber import SLICE_BLOCKS, EngineSubscriber
 from flowserve.types.kv import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
+    KVCacheEvents,
     KVEventsSpec,
     KVViewChanged,
 )
@@ -46,11 +48,14 @@ class Harness:
         spec = KVEventsSpec(self.ends[0][0], self.ends[0][1], "kv", 16, ranks)
         self.core = make_core([dataclasses.replace(live_spec("a"), kv_events=spec)], "prefix_affinity")
         self.views: list[KVViewChanged] = []
+        self.trace: list[object] = []  # the KVCacheEvents put, in order (and what a test adds between)
         self._changed = asyncio.Condition()
         self.sub = EngineSubscriber("a", spec, self._put, lambda: 0.0, retry_s=retry_s,
                                     replay_timeout_s=replay_timeout_s)
 
     def _put(self, ev: Any) -> None:
+        if isinstance(ev, KVCacheEvents):
+            self.trace.append(ev)
         self.core.handle(ev)
         if isinstance(ev, KVViewChanged):
             self.views.append(ev)
@@ -192,4 +197,43 @@ def test_bad_input_is_counted_and_the_stream_goes_on(layout: str) -> None:
             await h.until(lambda: h.hit() == 32)
             assert h.sub.counts == {"frames": 2, "stale": 1, "malformed": 1, "skipped": 1}
             assert not h.precise() and "unreadable" in h.core.kv_views()[0].reason
+    run(go())
+
+
+def test_a_huge_batch_is_applied_in_slices_with_the_loop_free_between_them() -> None:
+    """Issue 44 item 6: one batch of thousands of blocks went to the core in one turn of the
+    loop. Now a slice of at most SLICE_BLOCKS blocks per turn, a long stored run split with
+    each piece under the last one: another coroutine runs between every two slices (counted,
+    not timed), and the view is the same as if applied at once."""
+    n = 2 * SLICE_BLOCKS + 100
+    tokens = tuple(range(10_000, 10_000 + 16 * n))
+    chain = BlockStored(0, tuple(range(1, n + 1)), None, tokens, 16)
+
+    async def go() -> None:
+        async with setup(layouts=("array",)) as (h, (p,)):
+            log = h.trace
+            h.sub.start()
+            await h.until(h.precise)
+            await p.subscribed()
+            ticking = True
+
+            async def ticker() -> None:
+                while ticking:
+                    log.append("tick")
+                    await asyncio.sleep(0)
+
+            other = asyncio.get_running_loop().create_task(ticker())
+            log.clear()
+            await p.publish([chain, BlockRemoved(0, (n,))])
+            await h.until(lambda: h.core.kv_views()[0].blocks == n - 1)
+            ticking = False
+            await other
+            events = [e for e in log if isinstance(e, KVCacheEvents)]
+            assert len(events) == 3  # 1024 + 1024 + 101 blocks (the last with the removal)
+            for ev in events:
+                assert sum(len(c.block_hashes) for c in ev.changes) <= SLICE_BLOCKS
+            at = [i for i, e in enumerate(log) if isinstance(e, KVCacheEvents)]
+            between = [log[i + 1:j] for i, j in itertools.pairwise(at)]
+            assert all("tick" in part for part in between), [len(part) for part in between]
+            assert h.core.prefix_hit(tokens, "a") == 16 * (n - 1)  # the whole run but its removed last block
     run(go())
