@@ -10,8 +10,7 @@ one), jobs to workers. What the driver did is published as facts (`flowserve.hos
 composition root (`flowserve.host.root`) registered.
 
 Admission (`flowserve.host.admission`) is decided when an arrival is taken off the queue, on the core's own state,
-so it never races with it. The driver reads the core only through its query API; instances come and go through
-`flowserve.host.instances`.
+so it never races with it. The driver reads the core only through its query API.
 """
 
 from __future__ import annotations
