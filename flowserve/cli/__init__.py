@@ -11,6 +11,7 @@ from typing import Any
 from flowserve.cli import (  # noqa: F401  (register the commands)
     bench,
     bench_replicas,
+    bench_slo,
     graph,
     serving,
     simulate,

@@ -31,6 +31,7 @@ from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.policies.least_load import LeastLoad
 from flowserve.policies.llmd import LLMD
+from flowserve.policies.llmd_latency import LLMDPredictedLatency
 from flowserve.policies.plas import ATLASQueue, PLASQueue
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.preble import PrebleE2
@@ -38,12 +39,14 @@ from flowserve.policies.prefix_affinity import PrefixAffinity
 from flowserve.policies.prefix_groups import PrefixGroups
 from flowserve.policies.round_robin import RoundRobin
 from flowserve.policies.sglang import SglangCacheAware
+from flowserve.policies.slo.dispatch import SLOAwareDispatch
 from flowserve.policies.topology import Topology
 from flowserve.policies.urgency import UrgencyQueue
 
 DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
-                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch)
+                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch,
+                               SLOAwareDispatch, LLMDPredictedLatency)
 }
 PolicyKind = Literal["dispatch", "queue"]
 PolicyRef = str | type | DispatchPolicy | QueuePolicy  # a name or import path, a class, or a ready object
