@@ -26,7 +26,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
 # headers the gateway reads one value of: sent twice, a proxy that checked the first and
 # the gateway that read the last would disagree, so a second one is refused
-SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-flowserve-class",
+SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-slo-ttft-ms", b"x-slo-tpot-ms",
+                    b"x-flowserve-class",
                     b"x-flowserve-program", b"x-flowserve-stage", b"x-flowserve-thread", b"content-type"})
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 

@@ -76,7 +76,7 @@ from flowserve.types.events import (
     Tick,
 )
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query, QueryClass, ToolOp, WorkflowRef
+from flowserve.types.work import LatencySLO, Query, QueryClass, ToolOp, WorkflowRef
 
 log = logging.getLogger("flowserve.gateway")
 
@@ -100,8 +100,7 @@ class LiveDriver:
         self._control = self._inbox.control
         self.dispatch = dispatch = make_dispatch(s.dispatch, s.dispatch_params)  # the policy, for status pages
         factory = backend_factory or default_backend
-        self.tokens = GatewayTokens(lambda: self.core.instance_status(),
-                                    self._engine_tokenizer,
+        self.tokens = GatewayTokens(lambda: self.core.instance_status(), self._engine_tokenizer,
                                     self.circuit_state, s.tokenizers, segments, s.chat_templates)
         self.workflows = WorkflowRegistry({SingleCall.name: SingleCall, Program.name: Program,
                                            PlanWorkflow.name: PlanWorkflow, **(workflows or {})})
@@ -198,13 +197,14 @@ class LiveDriver:
 
     def new_query(self, workflow: str, ref: WorkflowRef, model: str | None = None, tenant: str = "default",
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
-                  oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
+                  oracle: Oracle | None = None, cls: QueryClass = "interactive",
+                  latency_slo: LatencySLO | None = None) -> QueryHandle:
         """A query named `workflow` (metrics) running the workflow `ref` names (one of
-        `self.workflows`)."""
-        loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, ref, model, tenant, priority,
-                           None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
-                           oracle, cls=cls, routed=loop.create_future())
+        `self.workflows`); batch work has neither a deadline nor latency objectives."""
+        loop, batch = asyncio.get_running_loop(), cls == "batch"
+        return QueryHandle(next(self._ids), workflow, ref, model, tenant, priority, None if batch else slo_s,
+                           loop.create_future(), loop.create_future(), sink, oracle, cls=cls,
+                           latency_slo=None if batch else latency_slo, routed=loop.create_future())
 
     async def submit(self, handle: QueryHandle) -> QueryHandle:
         """Hand a query to the core; returns once it is accepted (raises `Rejected`)."""
@@ -299,7 +299,7 @@ class LiveDriver:
         self.book.opened(h)
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.workflow_ref, deadline, h.tenant, h.priority,
-                                           h.cls)))
+                                           h.cls, h.latency_slo)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time

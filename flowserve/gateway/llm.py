@@ -195,7 +195,8 @@ class LLMRoutes:
                 on_query(lambda: self.gw.programs.cancel(ch))
             return ch, (b"x-flowserve-program", ph.program.encode())
         ref = WorkflowRef(SingleCall.name, (kind, prompt, max_tokens, model, MappingProxyType(params)))
-        h = self.driver.new_query(kind, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
+        h = self.driver.new_query(kind, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls,
+                                  latency_slo=hdr.latency_slo)
         await self.gw.submit(h)
         if on_query is not None:
             on_query(h.id)

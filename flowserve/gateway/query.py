@@ -13,7 +13,7 @@ from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
-from flowserve.types.work import QueryClass, WorkflowRef
+from flowserve.types.work import LatencySLO, QueryClass, WorkflowRef
 
 
 class Rejected(Exception):
@@ -117,6 +117,7 @@ class QueryHandle:
     oracle: Oracle | None = None
     arrival: float | None = None
     cls: QueryClass = "interactive"
+    latency_slo: LatencySLO | None = None  # x-slo-ttft-ms, x-slo-tpot-ms
     calls_finished: int = 0
     call_ids: set[int] = field(default_factory=set)
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
