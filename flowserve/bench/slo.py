@@ -63,8 +63,9 @@ def run_row(name: str, spec: PolicySpec, queries: int, rate: float, seed: int) -
 
 
 def run_slo_bench(out: Path, quick: bool, console: Console, seeds: tuple[int, ...] = SEEDS,
-                  contestants: tuple[str, ...] = tuple(CONTESTANTS), rate: float = RATE) -> dict[str, Any]:
-    queries = 300 if quick else 1200
+                  contestants: tuple[str, ...] = tuple(CONTESTANTS), rate: float = RATE,
+                  queries: int | None = None) -> dict[str, Any]:
+    queries = queries or (300 if quick else 1200)
     seeds = seeds[:2] if quick else seeds
     rows = []
     for seed in seeds:
