@@ -105,9 +105,18 @@ class LatencyPredictor:
         self._pending: dict[int, tuple[str, Hashable, tuple[float, ...], float]] = {}
         self.learned = 0
 
+    def _model(self, key: Hashable) -> LatencyModel | None:
+        """The group's model, made on first use (None: the analytic estimate, no model)."""
+        if self._factory is None:
+            return None
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = self._factory(self._seed + len(self._models))
+        return model
+
     def ready(self, inst: InstanceState) -> bool:
         """Whether predictions for `inst` come from a learned model (False: the fallback, or none)."""
-        model = self._models.get(self._group(inst))
+        model = self._model(self._group(inst))
         return model is not None and model.samples >= self.warmup
 
     def predict(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> list[Latency | None]:
@@ -156,8 +165,7 @@ class LatencyPredictor:
             base = self._fallback(x)  # type: ignore[misc]
             ttft -= base[0]
             tpot = None if tpot is None else tpot - base[1]
-        model = self._models.get(key)
-        if model is None:
-            model = self._models[key] = self._factory(self._seed + len(self._models))
+        model = self._model(key)
+        assert model is not None  # a factory made the pending entry
         model.learn(x, ttft, tpot)
         self.learned += 1
