@@ -4,7 +4,7 @@ the predictor learns, its headroom tiers and its shedding — with a hand-writte
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import ClassVar, cast
 
 import pytest
 from helpers import ScriptProgram, call_state, ref_of
@@ -27,7 +27,7 @@ MODEL = "llama-3.1-8b"
 class PerPodModel:
     """Predicts a TTFT and TPOT set per number of running requests (feature 3), as if learned."""
 
-    table: dict[float, tuple[float, float]] = {}
+    table: ClassVar[dict[float, tuple[float, float]]] = {}
 
     def __init__(self, seed: int) -> None:
         self.samples = 0

@@ -7,10 +7,10 @@ import pytest
 from helpers import TEST_WORKFLOWS, ScriptedDriver, ScriptProgram, call_state, llm, ref_of
 
 from flowserve.core.harness import PolicyHarness
+from flowserve.core.scheduler import SchedulerCore
 from flowserve.core.state import InstanceState, QueryState
 from flowserve.errors import ConfigError, FailureKind
 from flowserve.graph.runtime import QueryRun
-from flowserve.core.scheduler import SchedulerCore
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.policies.flowserve_dispatch import FlowserveDispatch
 from flowserve.policies.flowserve_queue import FlowserveQueue

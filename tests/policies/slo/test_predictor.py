@@ -5,7 +5,7 @@ tests need no learning library."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import ClassVar, cast
 
 import pytest
 from helpers import call_state
@@ -25,7 +25,7 @@ from flowserve.types.work import LLMCall
 class MeanModel:
     """Predicts the mean of what it learned (a stand-in with hand-computable answers)."""
 
-    made: list[MeanModel] = []
+    made: ClassVar[list[MeanModel]] = []
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -92,7 +92,7 @@ def test_a_finished_call_teaches_its_profiles_model_what_the_estimate_missed() -
 
 def test_stale_failed_and_unknown_reports_teach_nothing() -> None:
     MeanModel.made.clear()
-    h, (a0, a1, _) = setup()
+    h, (a0, _, _) = setup()
     p = LatencyPredictor(cast(str, MeanModel), warmup=0)
     for cid in (1, 2):
         p.remember(call(cid), a0, h.view)
