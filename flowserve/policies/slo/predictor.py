@@ -166,6 +166,6 @@ class LatencyPredictor:
             ttft -= base[0]
             tpot = None if tpot is None else tpot - base[1]
         model = self._model(key)
-        assert model is not None  # a factory made the pending entry
-        model.learn(x, ttft, tpot)
+        if model is not None:  # always: only a model's predictor keeps pending calls
+            model.learn(x, ttft, tpot)
         self.learned += 1
