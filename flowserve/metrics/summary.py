@@ -99,6 +99,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         ],
         "sim_wall_s": result.sim_wall_s,
         "sim_events": result.events,
+        # requests with TTFT/TPOT objectives: the share meeting both (None without any)
+        "latency_slo": latency_slo_attainment(result) if any(q.slo for q in result.queries) else None,
     }
 
 

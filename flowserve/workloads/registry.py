@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from flowserve.errors import ConfigError
-from flowserve.limits import Seed
+from flowserve.limits import Queries, Seed
 from flowserve.schema import Strict, load_mapping, validate
 from flowserve.types.work import LatencySLO
 from flowserve.workloads import agent_trace, preble
@@ -58,9 +58,11 @@ class LatencySLOConfig(Strict):
                                        "or a workload mapping")
     classes: list[SLOClassConfig] = Field(min_length=1, max_length=64, description="the SLO classes")
     seed: Seed = Field(0, description="seed of the draw of each request's class")
+    queries: Queries | None = Field(None, description="the base's first queries to keep (default: all)")
 
     def build(self) -> Workload:
-        return with_latency_slos(load_workload(self.base), [c.slo_class() for c in self.classes], self.seed)
+        wl = with_latency_slos(load_workload(self.base), [c.slo_class() for c in self.classes], self.seed)
+        return wl if self.queries is None else replace(wl, queries=wl.queries[: self.queries])
 
 
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
