@@ -12,7 +12,8 @@ numbers on every GPU, and so assumes a homogeneous pool).
     busy_s           the running batch's mean remaining call × how full the engine is
     slot_wait_s      the wait for a slot where the queue holds calls beyond its batch limit
     own_prefill_s    the call's own prefill of its uncached tokens
-    step_s           one decode step of the batch the call would join (the call included)
+    step_s           one decode step of the batch the call would decode in: the running calls,
+                     the queued ones before it and itself, up to the batch limit or the slots
     running          calls running on the instance
     ahead            calls its queue would release before it
 
@@ -38,19 +39,21 @@ def call_features(cs: CallState, inst: InstanceState, view: ClusterView) -> tupl
     queue = inst.queue
     ahead = queue.waiting_before(cs)
     n = len(inst.running) + inst.peer_running  # peer replicas' calls share the engine
+    limit = queue.batch_limit(inst)
     busy = wait = 0.0
     if n:
         mean_call = max(inst.outstanding - queue.waiting_work_s(), 0.0) / (n + inst.peer_queued)
         busy = mean_call * occupancy(inst)
-        limit = queue.batch_limit(inst)
         if limit is not None:
             wait = slot_wait(n + ahead.calls + 1 - limit, n, mean_call)
     cached = view.cached_tokens(cs, inst)
     own_ctx = cs.input_tokens + cs.predicted_output / 2
     ctx = (queue.running_context(inst) if n else 0.0) + own_ctx
+    # the batch it decodes in: the running calls, itself, and the calls released before it up to the limit
+    batch = max(n + 1, min(n + ahead.calls + 1, limit or inst.spec.engine.max_num_seqs))
     return (ahead.prefill_s + queue.running_prefill_s(inst, view.now), busy, wait,
             inst.cost.prefill_time(cs.input_tokens - cached, cached),
-            inst.cost.decode_step_time(n + 1, ctx), float(n), float(ahead.calls))
+            inst.cost.decode_step_time(batch, ctx * batch / (n + 1)), float(n), float(ahead.calls))
 
 
 def analytic_latency(x: tuple[float, ...]) -> tuple[float, float]:

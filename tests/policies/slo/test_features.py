@@ -49,7 +49,8 @@ def test_queued_and_running_calls_show_as_work_ahead_and_a_bigger_batch() -> Non
     assert x[5] == 1 and x[6] == 1  # one running, one queued ahead
     assert x[0] == pytest.approx(waiting.t_comp)  # FCFS counts a queued call's whole work as its prefill
     assert x[1] == pytest.approx(first.t_comp * occupancy(a)) and x[2] == 0.0  # no batch limit: no slot wait
-    assert x[4] == pytest.approx(A100.decode_step_time(2, (500 + 25) + (400 + 5)))
+    # it decodes beside the running call and the queued one: a batch of 3, its context scaled alike
+    assert x[4] == pytest.approx(A100.decode_step_time(3, ((500 + 25) + (400 + 5)) * 3 / 2))
 
 
 def test_observed_latency_from_the_decision_and_the_engines_report() -> None:
