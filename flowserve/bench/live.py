@@ -39,7 +39,7 @@ from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_build import ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
-from flowserve.engines.tinymodel import write_tiny_llama
+from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
 from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.settings import GatewaySettings
 from flowserve.loadtest.procs import llama_servers, served
@@ -210,23 +210,31 @@ def validate_bench(model: Path, binary: Path, console: Console, say: Callable[[s
     return llama_fidelity(model, binary, console, say, OUT)
 
 
-def peer_part(model: Path, binary: Path, queries: int, rate: float, reps: int, slots: Sequence[int],
-              console: Console, say: Callable[[str], None]) -> dict[str, Any]:
+def peer_part(model: TinyModel, binary: Path, queries: int, rate: float, reps: int, slots: Sequence[int],
+              console: Console, say: Callable[[str], None], seed: int = 0) -> dict[str, Any]:
     """flowserve serve against sglang-router on the same two llama-servers (`bench.peer_live`);
-    the engines' profile (for flowserve) is fitted once, on a fresh server."""
-    from flowserve.bench.peer_live import peer_bench, table
+    the engines' profile (for flowserve) is fitted once, on a fresh server, and how much slower
+    one engine serves while its sibling works too is measured for the simulated twin."""
+    from flowserve.bench.peer_live import contention_probe, peer_bench, requests, table
+    from flowserve.bench.peer_twin import engine_contention
 
-    with llama_servers(1, model, binary, SLOTS, OUT) as (server,):
+    with llama_servers(2, model.gguf, binary, SLOTS, OUT) as servers:
         say("profiling the engine")
-        profile = asyncio.run(_profile(server, OUT / "tiny-np4.yaml", ProfileSettings()))
-    data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say)
+        profile = asyncio.run(_profile(servers[0], OUT / "tiny-np4.yaml", ProfileSettings()))
+        say("measuring the engines' contention")
+        alone, together = contention_probe([s.base_url for s in servers], requests(9, seed + 1000)[0])
+    contention = engine_contention(alone, together)
+    data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say, seed, contention)
+    data["contention"] = {"alone_s": alone, "together_s": together, "factor": contention}
     console.print(table(data["summary"]), highlight=False)
+    console.print(f"the twin's engines run ×{contention:.2f} slower than profiled (two engines busy at once)",
+                  highlight=False)
     return data
 
 
 def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], queries: int, rate: float,
                    overhead_requests: int, parts: set[str], reps: int = 3,
-                   slots: Sequence[int] = (1, 4)) -> dict[str, Any]:
+                   slots: Sequence[int] = (1, 4), seed: int = 0) -> dict[str, Any]:
     def say(msg: str) -> None:
         console.print(f"[dim]{msg}[/]")
 
@@ -242,9 +250,10 @@ def run_live_bench(json_out: Path, console: Console, policies: Sequence[str], qu
         data["admission"] = admission_bench(console)
     if parts & {"prefix", "validate", "peer"}:
         binary = ensure_llama_server(progress=say)
-        model = write_tiny_llama(OUT / "tiny.gguf").gguf
+        tiny = write_tiny_llama(OUT / "tiny.gguf")
+        model = tiny.gguf
         if "peer" in parts:
-            data["peer"] = peer_part(model, binary, queries, rate, reps, slots, console, say)
+            data["peer"] = peer_part(tiny, binary, queries, rate, reps, slots, console, say, seed)
         if "prefix" in parts:
             data["prefix"] = prefix_bench(policies, queries, rate, model, binary, console, say)
         if "validate" in parts:

@@ -9,6 +9,11 @@ two fresh llama-servers (the project's tiny model, one thread, `-np SLOTS` slot 
 repetitions of each, the routers alternating. Figures: client-side mean and p99 latency,
 and the engines' hit rate from their `/metrics` (cached / all prompt tokens).
 
+Each live run is followed by its simulated twin (`flowserve.bench.peer_twin`): the same
+requests and arrival times through the simulator with the engines' fitted profile, so the
+table shows what the simulator predicted beside what was measured. Repetition k draws its
+requests from `--seed` + k.
+
 The client is open-loop (requests sent at their arrival times whatever the answers), on
 its own event loop in this process; it reports how late it sent requests (`send_lag`),
 so a slow client would show.
@@ -21,6 +26,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +34,31 @@ import httpx
 import numpy as np
 import yaml
 
+from flowserve.bench.peer_twin import simulate_twin, tokenize, twin_workload
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.engines.tinymodel import TinyModel
 from flowserve.loadtest.procs import llama_servers, served
 from flowserve.metrics.tables import markdown_table
 
 MODEL = "tiny-llama"
 PREFIXES, PREFIX_WORDS, QUESTION_WORDS, OUTPUT = 8, 700, 14, 16  # ~1.5k and ~32 tokens (the tiny vocabulary)
 ROUTERS = ("flowserve", "sglang-router")
+SUMMED = ("mean_s", "p99_s", "hit_rate", "sim_mean_s", "sim_p99_s", "sim_hit_rate")
 
 
-def prompts(queries: int, seed: int) -> list[str]:
-    """Each request: one of PREFIXES documents (drawn uniformly) + a unique question."""
+def requests(queries: int, seed: int) -> tuple[list[str], list[int]]:
+    """Each request: one of PREFIXES documents (drawn uniformly) + a unique question; the
+    prompts and each one's document."""
     rng = np.random.default_rng(seed)
     docs = [f"document {k}: " + " ".join(f"w{(k * 31 + i) % 211}" for i in range(PREFIX_WORDS))
             for k in range(PREFIXES)]
-    out = []
+    texts, which = [], []
     for i in range(queries):
-        doc = docs[int(rng.integers(PREFIXES))]
-        out.append(f"{doc}\nquestion {i}: " + " ".join(f"q{int(rng.integers(997))}" for _ in range(QUESTION_WORDS)))
-    return out
+        k = int(rng.integers(PREFIXES))
+        which.append(k)
+        question = " ".join(f"q{int(rng.integers(997))}" for _ in range(QUESTION_WORDS))
+        texts.append(f"{docs[k]}\nquestion {i}: {question}")
+    return texts, which
 
 
 def arrivals(queries: int, rate: float, seed: int) -> list[float]:
@@ -65,6 +77,25 @@ def engine_hits(urls: Sequence[str]) -> dict[str, float]:
                 computed += float(line.split()[1])
     total = cached + computed
     return {"cached_tokens": cached, "computed_tokens": computed, "hit_rate": cached / total if total else 0.0}
+
+
+def contention_probe(urls: Sequence[str], texts: Sequence[str], n: int = 4) -> tuple[list[float], list[float]]:
+    """Seconds of whole requests (no prompt cache) on the first engine alone, then with the
+    second one serving the same kind of request at the same time (`peer_twin.engine_contention`)."""
+    def one(url: str, text: str) -> float:
+        start = time.perf_counter()
+        r = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": text, "max_tokens": OUTPUT,
+                                                      "temperature": 0, "cache_prompt": False}, timeout=300)
+        r.raise_for_status()
+        return time.perf_counter() - start
+
+    one(urls[0], texts[-1])  # the first request pays one-off allocations
+    one(urls[1], texts[-1])
+    alone = [one(urls[0], t) for t in texts[:n]]
+    with ThreadPoolExecutor(2) as pool:
+        pairs = [pool.map(one, urls[:2], (t, t)) for t in texts[n:2 * n]]
+        together = [t for pair in pairs for t in pair]
+    return alone, together
 
 
 async def replay(url: str, texts: Sequence[str], times: Sequence[float]) -> dict[str, Any]:
@@ -122,23 +153,30 @@ def router(name: str, urls: Sequence[str], profile: Path, slots: int, out: Path)
         yield f"http://127.0.0.1:{port}"
 
 
-def peer_bench(model: Path, binary: Path, profile: Path, out: Path, queries: int, rate: float, reps: int,
-               slot_settings: Sequence[int], say: Callable[[str], None]) -> dict[str, Any]:
+def peer_bench(model: TinyModel, binary: Path, profile: Path, out: Path, queries: int, rate: float, reps: int,
+               slot_settings: Sequence[int], say: Callable[[str], None], seed: int = 0,
+               contention: float = 1.0) -> dict[str, Any]:
+    """Each repetition k draws its requests and arrivals from seed + k; each live run is
+    followed by its simulated twin (`flowserve.bench.peer_twin`), its engines `contention`
+    times slower than profiled."""
     out.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     for slots in slot_settings:
         for rep in range(reps):
-            texts, times = prompts(queries, rep), arrivals(queries, rate, rep)
+            (texts, docs), times = requests(queries, seed + rep), arrivals(queries, rate, seed + rep)
+            twin = twin_workload(tokenize(texts, model.tokenizer_json), times, docs, OUTPUT)
             order = ROUTERS if rep % 2 == 0 else ROUTERS[::-1]  # alternate who runs first
             for name in order:
                 say(f"{name}, {slots} slot(s) per server, repetition {rep + 1}: {queries} requests at {rate}/s")
-                with llama_servers(2, model, binary, slots, out, MODEL) as servers:
+                with llama_servers(2, model.gguf, binary, slots, out, MODEL) as servers:
                     urls = [s.base_url for s in servers]
                     with router(name, urls, profile, slots, out) as url:
                         res = asyncio.run(replay(url, texts, times))
                     res.update(engine_hits(urls))
-                runs.append({"router": name, "slots": slots, "rep": rep, **res})
-    return {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "output_tokens": OUTPUT},
+                res.update(simulate_twin(name, twin, profile, slots, contention))
+                runs.append({"router": name, "slots": slots, "rep": rep, "seed": seed + rep, **res})
+    return {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "output_tokens": OUTPUT,
+                         "seeds": [seed + rep for rep in range(reps)]},
             "engines": "2 × llama-server, tiny model, 1 thread, -np SLOTS, --cache-ram 0, fresh per run",
             "runs": runs, "summary": summarize(runs)}
 
@@ -151,11 +189,12 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         cell = {}
         for name in ROUTERS:
             mine = [r for r in runs if r["slots"] == slots and r["router"] == name]
-            cell[name] = {k: float(np.mean([r[k] for r in mine])) for k in ("mean_s", "p99_s", "hit_rate")}
+            cell[name] = {k: float(np.mean([r[k] for r in mine])) for k in SUMMED}
             cell[name]["reps"] = len(mine)
+            cell[name]["sim_error_pct"] = 100.0 * abs(cell[name]["sim_mean_s"] / cell[name]["mean_s"] - 1.0)
         f, s = cell["flowserve"], cell["sglang-router"]
         rows.append({"slots": slots, **cell, "flowserve_better": f["mean_s"] < s["mean_s"] and f["p99_s"] < s["p99_s"]
-                     and f["hit_rate"] > s["hit_rate"]})
+                     and f["hit_rate"] > s["hit_rate"], "mean_ratio": f["mean_s"] / s["mean_s"]})
     return rows
 
 
@@ -164,5 +203,9 @@ def table(summary: Sequence[dict[str, Any]]) -> str:
     for row in summary:
         for name in ROUTERS:
             c = row[name]
-            rows.append([row["slots"], name, c["mean_s"], c["p99_s"], c["hit_rate"], c["reps"]])
-    return markdown_table(["slots per server", "router", "mean s", "p99 s", "engine hit rate", "reps"], rows)
+            rows.append([row["slots"], name, c["mean_s"], c["p99_s"], c["hit_rate"], c["reps"], c["sim_mean_s"],
+                         c["sim_hit_rate"], f"{c['sim_error_pct']:.0f}%"])
+    ratios = "; ".join(f"{row['slots']} slot(s): flowserve / sglang-router mean ×{row['mean_ratio']:.2f}"
+                       for row in summary)
+    return markdown_table(["slots per server", "router", "mean s", "p99 s", "engine hit rate", "reps",
+                           "sim mean s", "sim hit rate", "sim off by"], rows) + "\n" + ratios

@@ -130,6 +130,8 @@ def bench_live(
     reps: Annotated[int, typer.Option(help="repetitions per setting of the peer part")] = LIVE_REPS,
     slots: Annotated[str, typer.Option(help="comma-separated slots per server (and max_inflight) of the "
                                             "peer part")] = LIVE_SLOTS,
+    seed: Annotated[int, typer.Option(help="the peer part's first seed: repetition k draws its requests and "
+                                           "arrivals from seed + k")] = 0,
 ) -> None:
     """Live benchmarks: prefix-aware vs round-robin on two llama-servers, gateway overhead
     with simulated engines, `validate` against llama-server, and flowserve against the
@@ -154,8 +156,8 @@ def bench_live(
 
             if importlib.util.find_spec("sglang_router") is None:
                 raise ConfigError("the peer part needs the bench extra (sglang-router): pip install -e '.[bench]'")
-        elif reps != LIVE_REPS or slots != LIVE_SLOTS:
-            raise ConfigError("--reps and --slots set the peer part, which is not chosen "
+        elif reps != LIVE_REPS or slots != LIVE_SLOTS or seed:
+            raise ConfigError("--reps, --slots and --seed set the peer part, which is not chosen "
                               "(--peer sglang-router, or `peer` in --parts)")
         try:
             settings = [int(s) for s in slots.split(",") if s.strip()]
@@ -164,7 +166,7 @@ def bench_live(
         if reps < 1 or not settings or min(settings) < 1:
             raise ConfigError("--reps and --slots must be positive")
         run_live_bench(json_out, console, [p.strip() for p in policies.split(",") if p.strip()], queries, rate,
-                       overhead_requests, chosen, reps, settings)
+                       overhead_requests, chosen, reps, settings, seed)
 
 
 @bench_app.command("gateway")

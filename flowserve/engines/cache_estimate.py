@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.types.events import PrefixEvicted
+from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import Tokens
+
+
+def estimated_sequences(spec: InstanceSpec, configured: int | None = None) -> int | None:
+    """How many cached prompts the estimate keeps for an instance: the gateway's
+    `cache_sequences` for it, else its fitted profile's slots (llama-server keeps one
+    prompt per slot), else no bound."""
+    if configured:
+        return configured
+    return spec.profile.slots if spec.profile is not None else None
 
 
 class CacheEstimate:

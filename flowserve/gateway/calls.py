@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowserve.engines.backend import Backend, EngineError, EngineRequest
-from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.engines.cache_estimate import CacheEstimate, estimated_sequences
 from flowserve.errors import FailureKind
 from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
 from flowserve.gateway.metrics import GatewayMetrics
@@ -82,7 +82,7 @@ class CallRunner:
                                                             s.breaker_max_cooldown_s))
         if spec.backend != "sim" and self._core.keeps_prefix_index:
             size = s.cache_tokens.get(spec.name) or kv_capacity(spec)
-            seqs = s.cache_sequences.get(spec.name) or (spec.profile.slots if spec.profile is not None else None)
+            seqs = estimated_sequences(spec, s.cache_sequences.get(spec.name))
             self.caches[spec.name] = CacheEstimate(spec.name, size or DEFAULT_CACHE_TOKENS, seqs)
         if self.kv is not None:
             self.kv.open(spec, self.backends[spec.name], self.caches.get(spec.name))

@@ -20,7 +20,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from flowserve.core.state import CallState, InstanceState, replica_share
 from flowserve.core.tenants import parse_weights
 from flowserve.core.view import ClusterView
-from flowserve.policies.flowserve_gate import Gate, batch_gap, engine_slots, entitled_slots, gate_limit, hurt_by
+from flowserve.policies.flowserve_gate import (
+    Gate,
+    batch_gap,
+    engine_slots,
+    entitled_slots,
+    gate_limit,
+    hurt_by,
+    slot_caches,
+)
 from flowserve.policies.flowserve_programs import ProgramBook
 from flowserve.policies.queue_books import Ahead, RunningBook, ServiceMeter, WaitingTally
 from flowserve.policies.urgency import UrgencyQueue
@@ -172,8 +180,9 @@ class FlowserveQueue(UrgencyQueue):
 
     def batch_limit(self, inst: InstanceState) -> int:
         """How many interactive calls the engine runs at once (`flowserve_gate`): its sweet
-        spot at the running calls' context while nobody waits or the open gate would hurt a
-        fragile call; its slots otherwise. A call sent here meets it with itself waiting."""
+        spot at the running calls' context while nobody waits or the gate must hold (a
+        fragile call, or slots that are the engine's prefix cache); its slots otherwise. A
+        call sent here meets it with itself waiting."""
         return self._limit(inst, 1)
 
     # ------------------------------------------------------------------ the gate
@@ -188,9 +197,9 @@ class FlowserveQueue(UrgencyQueue):
         if not self.adapt or not waiting:
             return spot
         view = self._view
-        overloaded = view is not None and bool(book.fragile) and not self._pressed and \
-            self._gate.overloaded(inst, ctx, view.now)
-        return gate_limit(spot, engine_slots(inst), waiting, book.fragile, self._pressed, overloaded)
+        hold = bool(book.fragile) or slot_caches(inst)
+        overloaded = view is not None and hold and not self._pressed and self._gate.overloaded(inst, ctx, view.now)
+        return gate_limit(spot, engine_slots(inst), waiting, hold, self._pressed, overloaded)
 
     def _fragile(self, cs: CallState, inst: InstanceState, now: float) -> bool:
         """A call being released that opening the gate would hurt: a call with a deadline, of a

@@ -21,11 +21,12 @@ from dataclasses import replace
 from typing import Literal
 
 from flowserve.cache.radix import RadixNode
-from flowserve.engines.cache_estimate import CacheEstimate
+from flowserve.engines.cache_estimate import CacheEstimate, estimated_sequences
 from flowserve.profiles.cost_model import CostModel
+from flowserve.profiles.slot_config import SlotConfig
 from flowserve.sim.engine import SimEngine
 from flowserve.sim.sequence import Seq
-from flowserve.sim.slots import make_engine
+from flowserve.sim.slots import SlotEngine, make_engine
 from flowserve.types.events import CallFailed, CallFinished
 from flowserve.types.kv import KVEventsSpec
 from flowserve.types.specs import InstanceSpec
@@ -61,26 +62,22 @@ class PublishingEngine(SimEngine):
         return self.blocks.announce(now)
 
 
-class EstimatingEngine(SimEngine):
-    """Reports nothing; the driver's estimate of its cache reports estimated evictions. The
-    estimate believes the cache holds `believed` tokens (the gateway's `cache_tokens`,
-    by default the catalog's KV capacity), which a real engine's may not (vLLM keeps
-    memory for activations and CUDA graphs out of its cache)."""
+class _Estimated:
+    """The driver's estimate of an engine's cache beside the engine model: the engine reports
+    nothing; the estimate reports estimated evictions, as the gateway's does."""
 
-    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, believed: int | None = None) -> None:
-        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=False)
-        self.estimate = CacheEstimate(spec.name, max(believed or kv_capacity, 1))
+    estimate: CacheEstimate
 
     def submit(self, call: LLMCall, now: float, output_tokens: int | None = None,
                marks: tuple[int, ...] = ()) -> list:
         evicted = self.estimate.on_send(call.id, call.prompt, now)  # as the gateway's driver, at SendCall
-        return evicted + self._ended(super().submit(call, now, output_tokens, marks))
+        return evicted + self._ended(super().submit(call, now, output_tokens, marks))  # type: ignore[misc]
 
     def advance(self, now: float) -> list:
-        return self._ended(super().advance(now))
+        return self._ended(super().advance(now))  # type: ignore[misc]
 
     def abort(self, call_id: int, now: float) -> None:
-        super().abort(call_id, now)
+        super().abort(call_id, now)  # type: ignore[misc]
         self.estimate.on_end(call_id)
 
     def _ended(self, events: list) -> list:
@@ -88,6 +85,29 @@ class EstimatingEngine(SimEngine):
             if isinstance(ev, CallFinished | CallFailed):
                 self.estimate.on_end(ev.call_id)
         return events
+
+
+class EstimatingEngine(_Estimated, SimEngine):
+    """A vLLM/SGLang-like engine that reports nothing; the driver's estimate of its cache
+    believes it holds `believed` tokens (the gateway's `cache_tokens`, by default the
+    catalog's KV capacity), which a real engine's may not (vLLM keeps memory for
+    activations and CUDA graphs out of its cache)."""
+
+    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, believed: int | None = None) -> None:
+        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=False)
+        self.estimate = CacheEstimate(spec.name, max(believed or kv_capacity, 1))
+
+
+class EstimatingSlotEngine(_Estimated, SlotEngine):
+    """A llama-server (its slot caches, `flowserve.sim.slots`) under the gateway's estimate,
+    which keeps at most one cached prompt per slot (`estimated_sequences`), LRU: what the
+    router believes of a llama-server, while the slots themselves keep what llama-server's
+    own slot choice leaves them."""
+
+    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, config: SlotConfig,
+                 believed: int | None = None) -> None:
+        super().__init__(spec.name, spec.engine, cost, kv_capacity, config, report_evictions=False)
+        self.estimate = CacheEstimate(spec.name, max(believed or kv_capacity, 1), estimated_sequences(spec))
 
 
 def viewed_spec(spec: InstanceSpec, view: CacheView | None) -> InstanceSpec:
@@ -106,5 +126,7 @@ def viewed_engine(spec: InstanceSpec, cost: CostModel, kv_capacity: int, report_
     if spec.kv_events is not None and spec.engine.prefix_caching:
         return PublishingEngine(spec, cost, kv_capacity)
     if view in ("estimated", "configured") and report_evictions and spec.engine.prefix_caching:
+        if cost.slot_config is not None:
+            return EstimatingSlotEngine(spec, cost, kv_capacity, cost.slot_config, believed)
         return EstimatingEngine(spec, cost, kv_capacity, believed)
     return make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
