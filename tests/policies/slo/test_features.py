@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import pytest
-from helpers import call_state
+from helpers import ScriptProgram, call_state, ref_of
 
 from flowserve.core.harness import PolicyHarness
-from flowserve.core.state import InstanceState
+from flowserve.core.state import InstanceState, QueryState
+from flowserve.graph.runtime import QueryRun
 from flowserve.policies.fcfs import FCFS
 from flowserve.policies.flowserve_gate import occupancy
 from flowserve.policies.slo.features import FEATURES, analytic_latency, call_features, observed_latency
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.types.events import CallFinished
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import LLMCall
+from flowserve.types.work import LLMCall, Query
 
 A100, L4 = cost_model_for("A100-80G", "llama-3.1-8b"), cost_model_for("L4", "llama-3.1-8b")
+
+
+def call(cid: int, prompt: tuple[int, ...], out: int):
+    q = Query(cid, 0.0, "w", ref_of(ScriptProgram([])))
+    return call_state(LLMCall(cid, cid, "n", "s", "w", prompt, out, out), QueryState(q, QueryRun(ScriptProgram([]), cid)))
 
 
 def instance(name: str, gpu: str, cost) -> InstanceState:
@@ -37,14 +43,14 @@ def test_an_idle_instance_shows_only_the_calls_own_work_in_its_own_hardware_seco
 def test_queued_and_running_calls_show_as_work_ahead_and_a_bigger_batch() -> None:
     a = instance("a", "A100-80G", A100)
     h = PolicyHarness([a])
-    first = call_state(LLMCall(1, 1, "n", "s", "w", tuple(range(500)), 50, 50))
+    first = call(1, tuple(range(500)), 50)
     first.t_comp = A100.call_time(500, 50)
     h.enqueue(first, a)
     h.release(first, a)
-    waiting = call_state(LLMCall(2, 2, "n", "s", "w", tuple(range(900, 1700)), 50, 50))
+    waiting = call(2, tuple(range(900, 1700)), 50)
     waiting.t_comp = A100.call_time(800, 50)
     h.enqueue(waiting, a)
-    cs = call_state(LLMCall(3, 3, "n", "s", "w", tuple(range(2000, 2400)), 10, 10))
+    cs = call(3, tuple(range(2000, 2400)), 10)
     x = call_features(cs, a, h.view)
     assert x[5] == 1 and x[6] == 1  # one running, one queued ahead
     assert x[0] == pytest.approx(waiting.t_comp)  # FCFS counts a queued call's whole work as its prefill
