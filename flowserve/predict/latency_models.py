@@ -142,6 +142,10 @@ class QuantileBoostLatency:
     def __init__(self, seed: int = 0, window: int = 5000, refit: int = 100, quantile: float = 0.9,
                  rounds: int = 50) -> None:
         from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        # one thread: its OpenMP threads on a busy machine made every fit and prediction ~100× slower
+        self._one_thread = lambda: threadpool_limits(1, user_api="openmp")
 
         def reg() -> Any:
             return HistGradientBoostingRegressor(loss="quantile", quantile=quantile, max_iter=rounds,
@@ -164,12 +168,14 @@ class QuantileBoostLatency:
     def _fit(self, rows: list[tuple[Sequence[float], float]]) -> Any:
         if len(rows) < 20:
             return None
-        return self._new().fit(np.asarray([r[0] for r in rows], dtype=float), np.asarray([r[1] for r in rows]))
+        with self._one_thread():
+            return self._new().fit(np.asarray([r[0] for r in rows], dtype=float), np.asarray([r[1] for r in rows]))
 
     def predict(self, xs: Sequence[Sequence[float]]) -> list[Latency]:
         arr = np.asarray(xs, dtype=float)
-        ttft = self._ttft.predict(arr) if self._ttft is not None else np.zeros(len(xs))
-        tpot = self._tpot.predict(arr) if self._tpot is not None else np.zeros(len(xs))
+        with self._one_thread():
+            ttft = self._ttft.predict(arr) if self._ttft is not None else np.zeros(len(xs))
+            tpot = self._tpot.predict(arr) if self._tpot is not None else np.zeros(len(xs))
         return list(zip(ttft.tolist(), tpot.tolist(), strict=True))
 
 
