@@ -15,7 +15,7 @@ from flowserve.cli.common import bench_app, console, output_folder, user_errors
 def bench_slo(
     quick: Annotated[bool, typer.Option("--quick", help="300 requests on two seeds instead of 1,200 on five")] = False,
     seed: Annotated[list[int] | None, typer.Option(help="workload seeds (default 31, 37, 41, 43, 47)")] = None,
-    rate: Annotated[float, typer.Option(min=0.1, max=1000, help="requests per second")] = 14.0,
+    rate: Annotated[float, typer.Option(min=0.1, max=1000, help="requests per second")] = 60.0,
     out: Annotated[Path, output_folder(help="folder for slo.json")] = Path("out/bench-slo"),
 ) -> None:
     """The share of requests meeting both their TTFT and TPOT objectives on a pool of four GPU

@@ -40,7 +40,7 @@ from flowserve.types.commands import Command
 from flowserve.types.events import Event
 from flowserve.types.work import LatencySLO
 
-DEFAULT_MODEL = "sgd"
+DEFAULT_MODEL = "river"  # `flowserve bench predictor` (docs/policies.md)
 BASES: dict[str, type[DispatchPolicy]] = {c.name: c for c in (FlowserveDispatch, LeastLoad, LLMD, RoundRobin)}
 
 
