@@ -9,16 +9,17 @@ an objective used) and score h = 1 / (1 + r):
 
 * candidates with r ≤ `margin` are *feasible*; the base policy (`base`, the `flowserve`
   dispatch by default) chooses among them with everything else it weighs — prefix reuse,
-  load, deadlines — or, with `within: pack`, the feasible candidate of least headroom
-  (largest r, llm-d's "least" strategy: faster instances stay free for tighter calls);
+  load, deadlines (taking the feasible candidate of least headroom instead, llm-d's "least"
+  strategy, missed more objectives in `bench slo`: the predictions, made at dispatch, do not
+  see the batch grow after it);
 * with none feasible the call goes to the largest h (the least violation), unless it is
   sheddable (`Query.sheddable`) and `shed` is on: then the core refuses it (429 live);
 * a call without objectives goes wherever the base policy sends it.
 
 Every call's features on its instance are kept and learned from when it finishes, so the
 predictor also learns from calls without objectives. Parameters: `base`, `model` (the
-latency model: `analytic`, or a learned one of `flowserve.predict`), `warmup`, `margin`,
-`within`, `shed`, `seed`.
+latency model: `analytic`, or a learned one of `flowserve.predict`), `warmup` (calls a
+hardware profile's model learns before it predicts), `margin`, `shed`, `seed`.
 """
 
 from __future__ import annotations
@@ -55,14 +56,13 @@ class SLOAwareDispatch(DispatchPolicy):
     name = "flowserve_slo"
 
     def __init__(self, base: Literal["flowserve", "least_load", "llmd", "round_robin"] = "flowserve",
-                 model: str = DEFAULT_MODEL, warmup: int = 32, margin: float = 1.0,
-                 within: Literal["base", "pack"] = "base", shed: bool = True, seed: int = 0) -> None:
+                 model: str = DEFAULT_MODEL, warmup: int = 32, margin: float = 1.0, shed: bool = True,
+                 seed: int = 0) -> None:
         if not margin > 0:
             raise ValueError(f"margin must be > 0, got {margin}")
         self.base = BASES[base]()
         self.predictor = LatencyPredictor(model, seed, warmup)
         self.margin = margin
-        self.within = within
         self.shedding = shed
         # the base policy's declarations are the policy's
         self.uses_deadline = self.base.uses_deadline  # type: ignore[misc]
@@ -128,8 +128,6 @@ class SLOAwareDispatch(DispatchPolicy):
         self.counts["predicted_met"] += 1
         if len(feasible) == 1:
             return feasible[0][1]
-        if self.within == "pack":
-            return max(feasible, key=lambda ri: (ri[0], -ri[1].dispatched))[1]
         return self.base.choose(cs, [i for _, i in feasible], view)
 
 

@@ -95,7 +95,7 @@ def test_the_core_sheds_a_sheddable_call_and_queues_the_others() -> None:
 
 
 def test_parameters_are_checked() -> None:
-    assert make_dispatch("flowserve_slo", {"model": "analytic", "within": "pack"}).within == "pack"
+    assert make_dispatch("flowserve_slo", {"model": "analytic", "margin": "0.8"}).margin == 0.8
     with pytest.raises(ConfigError, match="margin"):
         make_dispatch("flowserve_slo", {"margin": "0"})
     with pytest.raises(ConfigError, match="base"):

@@ -20,8 +20,8 @@ A100, L4 = cost_model_for("A100-80G", "llama-3.1-8b"), cost_model_for("L4", "lla
 
 
 def call(cid: int, prompt: tuple[int, ...], out: int):
-    q = Query(cid, 0.0, "w", ref_of(ScriptProgram([])))
-    return call_state(LLMCall(cid, cid, "n", "s", "w", prompt, out, out), QueryState(q, QueryRun(ScriptProgram([]), cid)))
+    qs = QueryState(Query(cid, 0.0, "w", ref_of(ScriptProgram([]))), QueryRun(ScriptProgram([]), cid))
+    return call_state(LLMCall(cid, cid, "n", "s", "w", prompt, out, out), qs)
 
 
 def instance(name: str, gpu: str, cost) -> InstanceState:
