@@ -213,22 +213,14 @@ def validate_bench(model: Path, binary: Path, console: Console, say: Callable[[s
 def peer_part(model: TinyModel, binary: Path, queries: int, rate: float, reps: int, slots: Sequence[int],
               console: Console, say: Callable[[str], None], seed: int = 0) -> dict[str, Any]:
     """flowserve serve against sglang-router on the same two llama-servers (`bench.peer_live`);
-    the engines' profile (for flowserve) is fitted once, on a fresh server, and how much slower
-    one engine serves while its sibling works too is measured for the simulated twin."""
-    from flowserve.bench.peer_live import contention_probe, peer_bench, requests, table
-    from flowserve.bench.peer_twin import engine_contention
+    the engines' profile (for flowserve) is fitted once, on a fresh server."""
+    from flowserve.bench.peer_live import peer_bench, table
 
-    with llama_servers(2, model.gguf, binary, SLOTS, OUT) as servers:
+    with llama_servers(1, model.gguf, binary, SLOTS, OUT) as (server,):
         say("profiling the engine")
-        profile = asyncio.run(_profile(servers[0], OUT / "tiny-np4.yaml", ProfileSettings()))
-        say("measuring the engines' contention")
-        alone, together = contention_probe([s.base_url for s in servers], requests(9, seed + 1000)[0])
-    contention = engine_contention(alone, together)
-    data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say, seed, contention)
-    data["contention"] = {"alone_s": alone, "together_s": together, "factor": contention}
+        profile = asyncio.run(_profile(server, OUT / "tiny-np4.yaml", ProfileSettings()))
+    data = peer_bench(model, binary, profile, OUT / "peer", queries, rate, reps, slots, say, seed)
     console.print(table(data["summary"]), highlight=False)
-    console.print(f"the twin's engines run ×{contention:.2f} slower than profiled (two engines busy at once)",
-                  highlight=False)
     return data
 
 
