@@ -123,8 +123,9 @@ class LightGBMLatency:
     def _fit(self, rows: list[tuple[Sequence[float], float]]) -> Any:
         if len(rows) < 2 * self._params["min_data_in_leaf"]:
             return None
-        data = self._lgb.Dataset(np.asarray([r[0] for r in rows], dtype=float), np.asarray([r[1] for r in rows]),
-                                 params={"verbose": -1})
+        xs = np.asarray([r[0] for r in rows], dtype=float)
+        data = self._lgb.Dataset(xs, np.asarray([r[1] for r in rows]), params={"verbose": -1},
+                                 feature_name=[f"x{k}" for k in range(xs.shape[1])])
         return self._lgb.train(self._params, data, num_boost_round=self._rounds)
 
     def predict(self, xs: Sequence[Sequence[float]]) -> list[Latency]:
