@@ -20,6 +20,12 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
     "hetero-2": _instances("llama-3.1-70b", 8, [
         ("a100-0", "A100-80G"), ("a100-1", "A100-80G"), ("a6000-0", "A6000"), ("l40-0", "L40"),
     ]),
+    # Four GPU types serving Llama-3.1-8B (`bench slo`: per-request TTFT/TPOT objectives on a
+    # heterogeneous pool, where llm-d's guide says its latency predictor must not be used)
+    "hetero-3": _instances("llama-3.1-8b", 1, [
+        ("h100-0", "H100"), ("a100-0", "A100-80G"), ("l40s-0", "L40S"), ("l40s-1", "L40S"), ("l4-0", "L4"),
+        ("l4-1", "L4"),
+    ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
     # LLM-in-SQL's testbed (Liu et al.): Llama-3-8B on one L4

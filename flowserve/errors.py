@@ -24,6 +24,7 @@ class FailureKind(StrEnum):
     TIMEOUT = "timeout"  # an engine, a tool or the query ran out of time
     CANCELLED = "cancelled"  # its client went away, or cancelled it
     LIMIT = "limit"  # a configured limit refused it
+    SHED = "shed"  # a sheddable request that no instance is predicted to serve within its SLOs
     TOOL_ERROR = "tool_error"  # a tool op failed (its workflow reads the error and may go on)
     APP_ERROR = "app_error"  # the workflow's own code failed
     UNANSWERABLE = "unanswerable"  # the application declares it cannot answer (e.g. no table fits)

@@ -12,6 +12,7 @@ from flowserve.cli import (  # noqa: F401  (register the commands)
     bench,
     bench_dispatch,
     bench_replicas,
+    bench_slo,
     graph,
     serving,
     simulate,

@@ -86,6 +86,9 @@ def simulate(
         console.print(f"{summary['calls']} calls, simulated in {summary['sim_wall_s']:.2f} s; cache view {view}: "
                       f"TTFT p90 {seconds(summary['call_ttft_s'].get('p90'))}, token hit rate "
                       f"{summary.get('token_hit_rate') or 0.0:.3f}", highlight=False)
+        if (slo := summary.get("latency_slo")) is not None:
+            console.print(f"TTFT/TPOT objectives: {slo['met']} of {slo['requests']} requests met both "
+                          f"({slo['share_met']:.3f}), {slo['shed']} shed", highlight=False)
         if json_out:
             write_json(json_out, summary)
             console.print(f"summary: {json_out}")

@@ -167,9 +167,20 @@ class Binder:
             self._fail_call(cs, f"no instance is up that serves {cs.node.model or 'any model'}",
                             FailureKind.NO_INSTANCE)
             return
+        if cs.query.query.sheddable and self._shed(cs, candidates):
+            return
         target = self.choose(cs, candidates)
         if not self._wait_for_leader(cs, target):
             self._bind(cs, target)
+
+    def _shed(self, cs: CallState, candidates: list[InstanceState]) -> bool:
+        """The dispatch policy refuses a sheddable call (`DispatchPolicy.shed`): it fails."""
+        self.view.next_decision()
+        reason = self.dispatch.shed(cs, candidates, self.view)
+        if reason is None:
+            return False
+        self._fail_call(cs, reason, FailureKind.SHED)
+        return True
 
     def _bind(self, cs: CallState, inst: InstanceState) -> None:
         call = cs.call

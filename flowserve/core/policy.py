@@ -75,6 +75,12 @@ class DispatchPolicy(ABC):
         """Every event the core handles, after the core applied it; commands to issue."""
         return ()
 
+    def shed(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> str | None:
+        """Asked before `choose` for a call of a sheddable query (`Query.sheddable`), at early
+        binding: a reason to refuse the call now — the core fails it with `FailureKind.SHED`,
+        a 429 live — or None to dispatch it. By default nothing is shed."""
+        return None
+
 
 class QueuePolicy(ABC):
     """Orders one instance's waiting calls; the core releases what `select` names when the

@@ -7,7 +7,7 @@ GET /v1/queries/{id}), GET /v1/workflows, GET/DELETE /v1/programs/{id}, GET /hea
 (Prometheus), GET /status (the live status page) and /status.json (its data; admin keys),
 admin: GET/POST /admin/instances, DELETE /admin/instances/{name}.
 Headers: `x-tenant` (the API key's tenant, or one it acts for: `flowserve.tenants`), `x-priority`,
-`x-slo-ms`, `x-flowserve-class`, and a program's
+`x-slo-ms`, `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-flowserve-class`, and a program's
 `x-flowserve-program`, `x-flowserve-stage`, `x-flowserve-thread` (docs/serving.md).
 Errors have OpenAI's body `{"error": {"message", "type", "param", "code"}}`.
 """
@@ -116,7 +116,7 @@ class Gateway:
             raise APIError(500, f"workflow {name!r} could not be built: {type(e).__name__}: {e}", "server_error",
                            "app_error") from None
         h = self.driver.new_query(name, app_ref(name, inputs, model), model, hdr.tenant, hdr.priority, hdr.slo_s,
-                                  cls=hdr.cls)
+                                  cls=hdr.cls, latency_slo=hdr.latency_slo)
         await self.host.submit(h)
         if body.get("async"):
             return JSONResponse({"id": h.ref, "workflow": name, "status": "running",

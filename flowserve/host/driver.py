@@ -71,7 +71,7 @@ from flowserve.types.events import (
     Tick,
 )
 from flowserve.types.specs import InstanceSpec
-from flowserve.types.work import Query, QueryClass, ToolOp, WorkflowRef
+from flowserve.types.work import LatencySLO, Query, QueryClass, ToolOp, WorkflowRef
 
 log = logging.getLogger("flowserve.gateway")
 
@@ -197,19 +197,19 @@ class LiveDriver:
     # ------------------------------------------------------------------ public API
 
     def number_queries_from(self, first: int) -> None:
-        """Number the next queries from `first` (a replica's start at its number: unique
-        across replicas)."""
+        """Number the next queries from `first` (a replica's start: unique across replicas)."""
         self._ids = itertools.count(first)
 
     def new_query(self, workflow: str, ref: WorkflowRef, model: str | None = None, tenant: str = "default",
                   priority: int = 0, slo_s: float | None = None, sink: TokenSink | None = None,
-                  oracle: Oracle | None = None, cls: QueryClass = "interactive") -> QueryHandle:
+                  oracle: Oracle | None = None, cls: QueryClass = "interactive",
+                  latency_slo: LatencySLO | None = None) -> QueryHandle:
         """A query named `workflow` (metrics) running the workflow `ref` names (one of
-        `self.workflows`)."""
-        loop = asyncio.get_running_loop()
-        return QueryHandle(next(self._ids), workflow, ref, model, tenant, priority,
-                           None if cls == "batch" else slo_s, loop.create_future(), loop.create_future(), sink,
-                           oracle, cls=cls, routed=loop.create_future())
+        `self.workflows`); batch work has neither a deadline nor latency objectives."""
+        loop, batch = asyncio.get_running_loop(), cls == "batch"
+        return QueryHandle(next(self._ids), workflow, ref, model, tenant, priority, None if batch else slo_s,
+                           loop.create_future(), loop.create_future(), sink, oracle, cls=cls,
+                           latency_slo=None if batch else latency_slo, routed=loop.create_future())
 
     async def submit(self, handle: QueryHandle) -> QueryHandle:
         """Hand a query to the core; returns once it is accepted (raises `Rejected`)."""
@@ -304,7 +304,7 @@ class LiveDriver:
         self.book.opened(h, now)
         h.accepted.set_result(None)
         self._feed(QueryArrived(now, Query(h.id, now, h.workflow, h.workflow_ref, deadline, h.tenant, h.priority,
-                                           h.cls)))
+                                           h.cls, h.latency_slo)))
 
     def _feed(self, ev: Event) -> None:
         now = ev.time

@@ -13,7 +13,7 @@ from flowserve.engines.backend import TokenSink
 from flowserve.errors import FailureKind
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.oracle import Oracle
-from flowserve.types.work import QueryClass, WorkflowRef
+from flowserve.types.work import LatencySLO, QueryClass, WorkflowRef
 
 
 class Rejected(Exception):
@@ -135,6 +135,7 @@ class QueryHandle:
     oracle: Oracle | None = None
     arrival: float | None = None
     cls: QueryClass = "interactive"
+    latency_slo: LatencySLO | None = None  # x-slo-ttft-ms, x-slo-tpot-ms
     calls_finished: int = 0
     routed: asyncio.Future[str] | None = None  # the instance of the first call sent
     steps: dict[str, CallHandle] = field(default_factory=dict)  # a program's calls awaiting their answer

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from flowserve.errors import FailureKind
 from flowserve.sim.simulator import SimResult
 
 EPS = 1e-9
@@ -98,7 +99,32 @@ def summarize(result: SimResult) -> dict[str, Any]:
         ],
         "sim_wall_s": result.sim_wall_s,
         "sim_events": result.events,
+        # requests with TTFT/TPOT objectives: the share meeting both (None without any)
+        "latency_slo": latency_slo_attainment(result) if any(q.slo for q in result.queries) else None,
     }
+
+
+def latency_slo_attainment(result: SimResult) -> dict[str, Any]:
+    """Of the queries with TTFT/TPOT objectives (`Query.slo`), the share meeting both: every
+    LLM call of the query met its TTFT (first token − ready) and its TPOT ((end − first
+    token) / (output tokens − 1)), and the query completed. A query shed (refused early)
+    or failed meets nothing; `shed` counts the shed ones."""
+    with_slo = {q.id: q for q in result.queries if q.slo is not None}
+    missed: set[int] = set()
+    for c in result.calls:
+        q = with_slo.get(c.query_id)
+        if q is None or c.query_id in missed:
+            continue
+        ttft = None if c.first_token is None else c.first_token - c.ready
+        tpot = (c.finished - c.first_token) / (c.output_tokens - 1) if c.first_token is not None and \
+            c.output_tokens > 1 else None
+        if not q.slo.met(ttft, tpot):  # type: ignore[union-attr]
+            missed.add(c.query_id)
+    met = [q for q in with_slo.values() if q.failed is None and q.id not in missed]
+    shed = sum(1 for q in with_slo.values() if q.failure is FailureKind.SHED)
+    n = len(with_slo)
+    return {"requests": n, "met": len(met), "share_met": len(met) / n if n else None, "shed": shed,
+            "shed_share": shed / n if n else None}
 
 
 def stage_distribution(result: SimResult, group: Mapping[str, str] | None = None

@@ -29,6 +29,7 @@ from flowserve.policies.fcfs import FCFS
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.policies.least_load import LeastLoad
+from flowserve.policies.llmd_latency import LLMDPredictedLatency
 from flowserve.policies.plas import ATLASQueue, PLASQueue
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.preble import PrebleE2
@@ -45,12 +46,14 @@ from flowserve.policies.scoring import (
 )
 from flowserve.policies.scoring.profile import SHIPPED, shipped_profile
 from flowserve.policies.sglang import SglangCacheAware
+from flowserve.policies.slo.dispatch import SLOAwareDispatch
 from flowserve.policies.topology import Topology
 from flowserve.policies.urgency import UrgencyQueue
 
 DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
     cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity, SglangCacheAware, PowerOfTwo,
-                               AutellixBalancer)
+                               AutellixBalancer, SLOAwareDispatch,
+                               LLMDPredictedLatency)
 }
 PolicyKind = Literal["dispatch", "queue"]
 # a name, import path or profile path, a class, a ready object, or a scoring profile's mapping

@@ -194,7 +194,7 @@ def simulate(
             if spec.cls == "batch":
                 deadline = None  # batch work has no SLO
             yield SimQuery(Query(spec.id, spec.arrival, plan.workflow, ref, deadline,
-                                 spec.tenant, spec.priority, spec.cls), alone, oracle)
+                                 spec.tenant, spec.priority, spec.cls, spec.slo), alone, oracle)
 
     return Simulator(core, engines, queries(), tick_s=core.tick_s, on_query_done=on_query_done,
                      jobs=jobs, op_profiles=op_profiles).run()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from flowserve.core.records import CallRecord, InstanceStatus
+from flowserve.errors import FailureKind
 from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.primitives import op_units
 from flowserve.profiles.ops import OpProfile
@@ -39,7 +40,7 @@ from flowserve.types.commands import (
     Tokenize,
 )
 from flowserve.types.events import Event, InstanceCapacity, JobFinished, OpFinished, QueryArrived, Tick, Tokenized
-from flowserve.types.work import Query
+from flowserve.types.work import LatencySLO, Query
 
 ARRIVAL, ENGINE, OP, TICK = range(4)
 
@@ -62,6 +63,8 @@ class QueryOutcome:
     deadline: float | None
     met: bool | None
     failed: str | None = None
+    slo: LatencySLO | None = None  # the query's per-call TTFT/TPOT objectives
+    failure: FailureKind | None = None  # what failed, when `failed`
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,14 +305,15 @@ class Simulator:
 
     def _query_failed(self, cmd: QueryFailed, t: float, pending: deque[Event],
                       touched: dict[SimEngine, None]) -> None:
-        self._end_query(cmd.query_id, cmd.time, False, cmd.reason)
+        self._end_query(cmd.query_id, cmd.time, False, cmd.reason, cmd.kind)
 
-    def _end_query(self, query_id: int, time: float, met: bool | None, failed: str | None) -> None:
+    def _end_query(self, query_id: int, time: float, met: bool | None, failed: str | None,
+                   failure: FailureKind | None = None) -> None:
         sq = self._sim_queries.pop(query_id)
         q = sq.query
         self._open -= 1
         out = QueryOutcome(q.id, q.workflow, q.arrival, time, time - q.arrival, sq.standalone_s, q.deadline, met,
-                           failed)
+                           failed, q.slo, failure)
         self.outcomes.append(out)
         if self._on_done is not None:
             self._on_done(out)

@@ -5,6 +5,7 @@ Plain frozen data; token ids are tuples (`Tokens`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,6 +73,30 @@ class WorkflowRef:
 
 
 @dataclass(frozen=True, slots=True)
+class LatencySLO:
+    """Per-request latency objectives of every LLM call of a query (llm-d's predicted-latency
+    convention: the `x-slo-ttft-ms` and `x-slo-tpot-ms` headers): time to the first token,
+    from when the call is ready, and mean time per output token after it. None: no
+    objective on that measure."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"LatencySLO.{name}: expected a positive finite number of seconds, got {value!r}")
+
+    def met(self, ttft_s: float | None, tpot_s: float | None) -> bool:
+        """Whether a call's measured TTFT and TPOT meet both objectives. A call without a
+        first token misses a TTFT objective; one of a single output token has no TPOT,
+        which then binds nothing."""
+        if self.ttft_s is not None and (ttft_s is None or ttft_s > self.ttft_s + 1e-9):
+            return False
+        return self.tpot_s is None or tpot_s is None or tpot_s <= self.tpot_s + 1e-9
+
+
+@dataclass(frozen=True, slots=True)
 class Query:
     """One end-to-end application request. `workflow` names it (metrics, predictors);
     `ref` says which workflow it runs (`WorkflowRef`)."""
@@ -86,3 +111,11 @@ class Query:
     # "interactive" work has an SLO; "batch" work has none: it fills idle capacity and
     # yields to interactive work (queue policy `flowserve`)
     cls: QueryClass = "interactive"
+    slo: LatencySLO | None = None  # per-call TTFT/TPOT objectives (llm-d's SLO headers)
+
+    @property
+    def sheddable(self) -> bool:
+        """Whether the core may refuse the query early (429) rather than run it to miss its
+        objectives: a negative priority (the gateway's `x-priority`), as llm-d and the
+        Gateway API Inference Extension mark sheddable requests."""
+        return self.priority < 0

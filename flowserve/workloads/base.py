@@ -11,7 +11,7 @@ from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.plan import CallStep, Plan
 from flowserve.graph.replay import Expectation, PlanWorkflow
 from flowserve.graph.workflow import Workflow
-from flowserve.types.work import QueryClass, WorkflowRef
+from flowserve.types.work import LatencySLO, QueryClass, WorkflowRef
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class QuerySpec:
     tenant: str = "default"
     priority: int = 0
     cls: QueryClass = "interactive"
+    slo: LatencySLO | None = None  # per-call TTFT/TPOT objectives (`flowserve.workloads.latency_slos`)
 
 
 @dataclass(frozen=True)

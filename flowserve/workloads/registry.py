@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from os import PathLike
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from flowserve.errors import ConfigError
+from flowserve.limits import Queries, Seed
 from flowserve.schema import Strict, load_mapping, validate
+from flowserve.types.work import LatencySLO
 from flowserve.workloads import agent_trace, preble
 from flowserve.workloads.app import AppConfig
 from flowserve.workloads.base import Workload
@@ -27,9 +31,40 @@ from flowserve.workloads.config import (
     VideoQAConfig,
 )
 from flowserve.workloads.dag import DagConfig
+from flowserve.workloads.latency_slos import SLOClass, with_latency_slos
 from flowserve.workloads.programs import ProgramsConfig
 from flowserve.workloads.recorded import jsonl_kind
 from flowserve.workloads.teola import TeolaConfig
+
+
+class SLOClassConfig(Strict):
+    """One SLO class of a `slo` workload."""
+
+    share: float = Field(gt=0, description="relative share of the requests in this class")
+    ttft_ms: float | None = Field(None, gt=0, le=1e9, description="time to first token objective, milliseconds")
+    tpot_ms: float | None = Field(None, gt=0, le=1e9, description="time per output token objective, milliseconds")
+    priority: int = Field(0, ge=-1000, le=1000, description="the requests' priority (negative: sheddable)")
+
+    def slo_class(self) -> SLOClass:
+        return SLOClass(self.share, LatencySLO(None if self.ttft_ms is None else self.ttft_ms / 1000,
+                                               None if self.tpot_ms is None else self.tpot_ms / 1000), self.priority)
+
+
+class LatencySLOConfig(Strict):
+    """Any workload with per-request TTFT/TPOT objectives drawn from classes
+    (`flowserve.workloads.latency_slos`)."""
+
+    kind: Literal["slo"] = Field(description="`slo`")
+    base: str | dict[str, Any] = Field(description="the workload the objectives go on: a built-in name, a file, "
+                                       "or a workload mapping")
+    classes: list[SLOClassConfig] = Field(min_length=1, max_length=64, description="the SLO classes")
+    seed: Seed = Field(0, description="seed of the draw of each request's class")
+    queries: Queries | None = Field(None, description="the base's first queries to keep (default: all)")
+
+    def build(self) -> Workload:
+        wl = with_latency_slos(load_workload(self.base), [c.slo_class() for c in self.classes], self.seed)
+        return wl if self.queries is None else replace(wl, queries=wl.queries[: self.queries])
+
 
 WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "llm_sql": LLMSQLConfig,
@@ -46,6 +81,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "mixed": MixedConfig,
     "programs": ProgramsConfig,
     "app": AppConfig,
+    "slo": LatencySLOConfig,
     **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 

@@ -147,6 +147,7 @@ BAD: list[tuple[str, dict[str, Any]]] = [
     ("unsupported field", {"body": {"model": MODEL, "prompt": "x", "best_of": 3}, "headers": KEY}),
     ("over the limit", {"body": {"model": MODEL, "prompt": "x" * 5000}, "headers": KEY}),
     ("bad deadline", {"body": completion("x"), "headers": {"x-slo-ms": "soon", **KEY}}),
+    ("bad TPOT objective", {"body": completion("x"), "headers": {"x-slo-tpot-ms": "-3", **KEY}}),
     ("stage without a program", {"body": completion("x"), "headers": {"x-flowserve-stage": "plan", **KEY}}),
     ("empty body", {"raw": b"", "headers": KEY}),
     ("no API key", {"body": completion("x")}),
@@ -163,7 +164,7 @@ def test_bad_input_gets_the_gateways_json(front: dict[str, Any], tmp_path: Path)
 
     with gateway(front["config"], tmp_path / "gw.log") as gw:
         want = answers(gw)
-    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 401, 401, 400, 413]
+    assert [s for s, _ in want] == [400, 400, 404, 400, 413, 400, 400, 400, 400, 401, 401, 400, 413]
     for mode in MODES:
         for (name, _), w, g in zip([*BAD, ("chunked over the limit", {})], want, answers(front[mode]), strict=True):
             assert g == w, f"{mode}, {name}"

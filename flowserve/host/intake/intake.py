@@ -30,7 +30,8 @@ from flowserve.types.work import Tokens, WorkflowRef
 ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}  # path → the request's kind
 # headers read for one value: sent twice, a proxy that checked the first and the host that
 # read the last would disagree, so a second one is refused
-SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-flowserve-class",
+SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-slo-ttft-ms", b"x-slo-tpot-ms",
+                    b"x-flowserve-class",
                     b"x-flowserve-program", b"x-flowserve-stage", b"x-flowserve-thread", b"content-type"})
 MAX_TOKEN_ID = 2**31 - 1  # engines' vocabularies are int32
 OnQuery = Callable[[int | Callable[[], None]], None]  # a query id, or how to cancel a program's call
@@ -138,7 +139,8 @@ class RequestIntake:
                 on_query(lambda: programs.cancel(ch))
             return ch, (b"x-flowserve-program", ph.program.encode())
         ref = WorkflowRef(SingleCall.name, (kind, prompt, max_tokens, model, MappingProxyType(params)))
-        h = self.driver.new_query(kind, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls)
+        h = self.driver.new_query(kind, ref, model, hdr.tenant, hdr.priority, hdr.slo_s, sink=sink, cls=hdr.cls,
+                                  latency_slo=hdr.latency_slo)
         await self.host.submit(h)
         if on_query is not None:
             on_query(h.id)

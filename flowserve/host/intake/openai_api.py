@@ -79,6 +79,7 @@ FAILURES: Mapping[FailureKind, HTTPFailure] = {
     FailureKind.ENGINE_REJECTED: HTTPFailure(400, _CLIENT, "engine_rejected"),
     FailureKind.UNANSWERABLE: HTTPFailure(422, _CLIENT, "unanswerable"),
     FailureKind.LIMIT: HTTPFailure(429, "rate_limit_error", "limit_exceeded"),
+    FailureKind.SHED: HTTPFailure(429, "rate_limit_error", "slo_unattainable"),
     FailureKind.CANCELLED: HTTPFailure(499, _CLIENT, "cancelled"),
     FailureKind.INTERNAL: HTTPFailure(500, _SERVER, "internal_error"),
     FailureKind.APP_ERROR: HTTPFailure(500, _SERVER, "app_error"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from flowserve.host.intake.openai_api import APIError
 from flowserve.tenants import OPEN_TENANT, ApiKeys, KeyGrant, tenant_name_problem
-from flowserve.types.work import QUERY_CLASSES, QueryClass
+from flowserve.types.work import QUERY_CLASSES, LatencySLO, QueryClass
 
 
 def authenticate(auth: str, keys: ApiKeys) -> KeyGrant | None:
@@ -57,11 +57,35 @@ class Headers:
     priority: int
     slo_s: float | None
     cls: QueryClass = "interactive"
+    latency_slo: LatencySLO | None = None  # x-slo-ttft-ms, x-slo-tpot-ms
+
+
+LATENCY_HEADERS = ("x-slo-ttft-ms", "x-slo-tpot-ms")
+
+
+def latency_slo(h: Mapping[str, str]) -> LatencySLO | None:
+    """llm-d's per-request objectives: `x-slo-ttft-ms` (time to the first token) and
+    `x-slo-tpot-ms` (mean time per output token after it), positive finite milliseconds
+    each (400 naming the header otherwise); None when neither is sent."""
+    values: list[float | None] = []
+    for name in LATENCY_HEADERS:
+        raw = h.get(name)
+        if raw is None:
+            values.append(None)
+            continue
+        try:
+            ms = float(raw)
+        except ValueError:
+            ms = -1.0
+        if not (math.isfinite(ms) and 0 < ms <= 1e9):
+            raise APIError(400, f"{name}: expected a positive finite number of milliseconds, got {raw!r}", param=name)
+        values.append(ms / 1000.0)
+    return None if values == [None, None] else LatencySLO(*values)
 
 
 def read_headers(h: Mapping[str, str], keys: ApiKeys) -> Headers:
-    """The key's tenant (`request_tenant`), x-priority, x-slo-ms, x-flowserve-class from
-    lower-cased request headers."""
+    """The key's tenant (`request_tenant`), x-priority, x-slo-ms, x-flowserve-class and
+    the latency objectives (`latency_slo`) from lower-cased request headers."""
     tenant = request_tenant(h, keys)
     try:
         priority = int(h.get("x-priority", "0"))
@@ -81,4 +105,4 @@ def read_headers(h: Mapping[str, str], keys: ApiKeys) -> Headers:
     cls = query_class(h.get("x-flowserve-class"))
     if cls is None:
         raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}", param="x-flowserve-class")
-    return Headers(tenant, priority, slo_s, cls)  # `new_query` drops a batch query's deadline
+    return Headers(tenant, priority, slo_s, cls, latency_slo(h))  # `new_query` drops a batch query's deadline
