@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flowserve.core.adapters import AdapterBook
 from flowserve.core.lifecycle import TRANSITIONS, CallStatus
 from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
 from flowserve.graph.primitives import op_units
@@ -192,6 +193,9 @@ class InstanceState:
         self.name = spec.name
         self.cost = cost
         self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
+        self.names = spec.served_names()  # the models a request may name to come here (adapters too)
+        lora = spec.engine.lora
+        self.adapters = AdapterBook(lora) if lora is not None else None  # what its LoRA slots are believed to hold
         self.queue = queue
         self.running: dict[int, CallState] = {}
         self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls (peer replicas' included)
@@ -227,7 +231,7 @@ class InstanceState:
         return self.up and self.slots_free > 0 and self.headroom > 0 and not len(self.queue)
 
     def serves(self, model: str | None) -> bool:
-        return model is None or self.spec.model.lower() == model.lower()
+        return model is None or model.lower() in self.names
 
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
