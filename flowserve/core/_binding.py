@@ -242,8 +242,6 @@ class Binder:
             leave_queue(cs, inst, released=True)
             cs.move(S.RELEASED)
             inst.running[cs.id] = cs
-            if inst.adapters is not None:
-                inst.adapters.used(call.model)
             cs.released = self.view.now
             self.tenants.started(call.tenant, max(need, 1))
             if reports:

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flowserve.core.adapters import AdapterBook
 from flowserve.core.lifecycle import TRANSITIONS, CallStatus
 from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
 from flowserve.graph.primitives import op_units
@@ -194,8 +193,6 @@ class InstanceState:
         self.cost = cost
         self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
         self.names = spec.served_names()  # the models a request may name to come here (adapters too)
-        lora = spec.engine.lora
-        self.adapters = AdapterBook(lora) if lora is not None else None  # what its LoRA slots are believed to hold
         self.queue = queue
         self.running: dict[int, CallState] = {}
         self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls (peer replicas' included)

@@ -43,6 +43,7 @@ class QuerySpec:
     tenant: str = "default"
     priority: int = 0
     cls: QueryClass = "interactive"
+    model: str | None = None  # the model (or LoRA adapter) its calls name; None: any instance
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, Segment
 from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
-from flowserve.workloads.base import AppQuery, QuerySpec, Workload
+from flowserve.workloads.base import AppQuery, Workload
 from flowserve.workloads.sql_jobs import llm_sql_job
 
 ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
@@ -50,7 +50,7 @@ def shift_plan(plan: Plan | AppQuery, offset: int) -> Plan | AppQuery:
 
 
 def tag(w: Workload, part: int, tenant: str = "default", cls: QueryClass = "interactive") -> Workload:
-    qs = tuple(QuerySpec(q.id, q.arrival, shift_plan(q.plan, part * ID_STRIDE), tenant, q.priority, cls)
+    qs = tuple(dataclasses.replace(q, plan=shift_plan(q.plan, part * ID_STRIDE), tenant=tenant, cls=cls)
                for q in w.queries)
     return dataclasses.replace(w, queries=qs)
 

@@ -37,6 +37,4 @@ def running(inst: InstanceState, model: str | None, released: float = 0.0, t_com
     cs = adapter_call(model, t_comp=t_comp)
     cs.released = released
     inst.running[cs.id] = cs
-    if inst.adapters is not None:
-        inst.adapters.used(model)
     return cs

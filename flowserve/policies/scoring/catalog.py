@@ -21,7 +21,6 @@ from flowserve.policies.scoring.pickers.max_score import MaxScore
 from flowserve.policies.scoring.pickers.top_k_random import TopKRandom
 from flowserve.policies.scoring.plugin import Filter, Guard, Picker, Plugin, Scorer
 from flowserve.policies.scoring.scorers.active_blocks import ActiveBlocks
-from flowserve.policies.scoring.scorers.adapter_load import AdapterLoad
 from flowserve.policies.scoring.scorers.affinity import SessionAffinity
 from flowserve.policies.scoring.scorers.batch_harm import BatchHarm
 from flowserve.policies.scoring.scorers.finish import ExpectedFinish
@@ -38,7 +37,7 @@ PartKind = Literal["filter", "scorer", "picker", "guard"]
 FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter)}
 SCORERS: dict[str, type[Scorer]] = {c.name: c for c in (
     ExpectedFinish, BatchHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth, SessionAffinity,
-    PrefillBlocks, ActiveBlocks, LoraAffinity, AdapterLoad)}
+    PrefillBlocks, ActiveBlocks, LoraAffinity)}
 PICKERS: dict[str, type[Picker]] = {c.name: c for c in (MaxScore, TopKRandom)}
 GUARDS: dict[str, type[Guard]] = {c.name: c for c in (PinPrefix, LoadBalanceGuard)}
 PARTS: dict[PartKind, tuple[Mapping[str, type[Plugin]], type[Plugin]]] = {

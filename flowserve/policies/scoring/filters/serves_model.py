@@ -6,7 +6,7 @@ a call that names none goes anywhere).
 
 The core hands a policy only instances serving the call's model; in a profile this
 filter states it. An adapter is a model name, as in vLLM's API: an instance that lists
-it can load it (`lora_affinity` and `adapter_load` score whether it must).
+it can load it (`lora_affinity` scores whether it must).
 """
 
 from __future__ import annotations

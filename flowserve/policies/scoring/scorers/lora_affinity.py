@@ -16,9 +16,11 @@ adapter that is never active: it needs no slot.
 
 from __future__ import annotations
 
-from flowserve.core.adapters import adapters_in
+from collections.abc import Iterable
+
 from flowserve.core.state import InstanceState
 from flowserve.policies.scoring.plugin import Decision, Scorer
+from flowserve.types.specs import LoraSpec
 
 
 def lora_affinity_score(active: bool, waiting: bool, in_use: int, max_loras: int) -> float:
@@ -30,6 +32,11 @@ def lora_affinity_score(active: bool, waiting: bool, in_use: int, max_loras: int
     if waiting:
         return 0.6
     return 0.0
+
+
+def adapters_in(models: Iterable[str | None], lora: LoraSpec) -> set[str]:
+    """The distinct adapters some calls' models name (base-model calls left out)."""
+    return {a for a in map(lora.adapter_of, models) if a is not None}
 
 
 def instance_score(inst: InstanceState, model: str | None) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from lora_helpers import adapter_call, lora_instances, running
 from scoring_helpers import decision
 
-from flowserve.policies.scoring.scorers.lora_affinity import LoraAffinity, lora_affinity_score
+from flowserve.policies.scoring.scorers.lora_affinity import LoraAffinity, adapters_in, lora_affinity_score
+from flowserve.types.specs import LoraSpec
 
 
 def test_lora_affinity_score_by_hand() -> None:
@@ -33,3 +34,7 @@ def test_a_base_model_call_scores_one_everywhere() -> None:
     running(insts[0], "b")
     running(insts[0], "c")
     assert LoraAffinity().score(decision(h, adapter_call("llama-3.1-8b"), insts)) == [1.0, 1.0]
+
+
+def test_adapters_in_names_each_adapter_once() -> None:
+    assert adapters_in(["b", "B", None, "llama", "c"], LoraSpec(("A", "b", "c"))) == {"b", "c"}
