@@ -224,12 +224,12 @@ class LoraConfig(Arrivals):
 
     kind: Literal["lora"] = Field(description="`lora`")
     queries: Queries = Field(description="queries to generate (one call each)")
-    adapters: int = Field(16, ge=1, le=4096, description="distinct adapters, named PREFIX0, PREFIX1, …")
+    adapters: int = Field(32, ge=1, le=4096, description="distinct adapters, named PREFIX0, PREFIX1, …")
     zipf: float = Field(1.0, ge=0, le=10, description="Zipf exponent of the adapters' popularity (0: uniform)")
     prefix: str = Field("lora-", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._/-]+$",
                         description="adapter names: the prefix and the adapter's index")
     base_share: float = Field(0.0, ge=0, le=1, description="share of the queries that name the base model, no adapter")
-    system_tokens: int = Field(600, ge=16, le=MAX_PROMPT_TOKENS // 2, description="mean system prompt of an adapter's "
+    system_tokens: int = Field(100, ge=16, le=MAX_PROMPT_TOKENS // 2, description="mean system prompt of an adapter's "
                                "application (shared by its requests)")
     question_tokens: int = Field(200, ge=8, le=MAX_PROMPT_TOKENS // 2, description="mean question of a request")
     output_tokens: int = Field(120, ge=4, le=32_768, description="mean output tokens")

@@ -6,7 +6,7 @@ Each adapter is an application of its own: its requests share its system prompt 
 once per adapter, log-normal), then a question of their own, and name the adapter as
 their model (`lora-0`, `lora-1`, ...; `base_share` of them name no adapter: the base
 model). One call per query. Serve it on instances listing the adapters
-(`lora_adapters:`; the built-in cluster `lora-a100` lists `lora-0` to `lora-15`).
+(`lora_adapters:`; the built-in cluster `lora-a100` lists `lora-0` to `lora-31`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def zipf_weights(n: int, s: float) -> np.ndarray:
     return w / w.sum()
 
 
-def lora_workload(queries: int, rate: float, seed: int = 0, adapters: int = 16, zipf: float = 1.0,
-                  prefix: str = "lora-", base_share: float = 0.0, system_tokens: int = 600,
+def lora_workload(queries: int, rate: float, seed: int = 0, adapters: int = 32, zipf: float = 1.0,
+                  prefix: str = "lora-", base_share: float = 0.0, system_tokens: int = 100,
                   question_tokens: int = 200, output_tokens: int = 120, arrival: str = "poisson",
                   cv: float | None = None) -> Workload:
     rng = np.random.default_rng(seed)

@@ -1,9 +1,9 @@
 """Workloads of `bench compare`: each kind alone, and mixes of kinds, classes and tenants.
 
-`SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes; their batch
-work is LLM-in-SQL statements (`flowserve.workloads.sql_jobs`). Mixing needs
-prompts of different workloads not to share segment ids by accident: each part is
-shifted into its own id range.
+`SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes, `EXTRA` those
+run only when named (`lora`); the mixes' batch work is LLM-in-SQL statements
+(`flowserve.workloads.sql_jobs`). Mixing needs prompts of different workloads not to share
+segment ids by accident: each part is shifted into its own id range.
 """
 
 from __future__ import annotations
@@ -131,6 +131,11 @@ TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the 
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
 SINGLE["llm_sql"] = Case("llm_sql", "preble-a6000", _statements, batch_only=True)
 SINGLE["programs"] = Case("programs", "preble-a6000", _programs, by_latency=True)
+# on request only (`bench compare --workload lora`): requests to 32 LoRA adapters (Zipf) on
+# instances that hold four at a time; four calls per interactive query of the bench's size
+EXTRA: dict[str, Case] = {
+    "lora": Case("lora", "lora-a100", lambda n, seed: load_workload("lora", {"queries": 4 * n, "seed": seed})),
+}
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),
