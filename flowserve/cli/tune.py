@@ -1,5 +1,6 @@
 """`flowserve tune --trace FILE | --workload W ...`: a dispatch profile tuned on a trace in the
-simulator (`flowserve.tune.profile_search`); `flowserve tune alpha` stays Hexgen's α sweep."""
+simulator (`flowserve.tune.profile_search`; `flowserve tune alpha` stays Hexgen's α sweep),
+and `flowserve bench tune`, which measures what tuning gains (`flowserve.bench.tune_bench`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from flowserve.cli.common import CLUSTER_HELP, console, err_console, output_file, tune_app, user_errors
+from flowserve.cli.common import (
+    CLUSTER_HELP,
+    bench_app,
+    console,
+    err_console,
+    output_file,
+    output_folder,
+    tune_app,
+    user_errors,
+)
 from flowserve.errors import ConfigError
 
 
@@ -115,3 +125,34 @@ def report_lines(report) -> str:
                "the default is kept: no tuned profile beat it on the validation part")
     return f"{table}\n{verdict} ({report.simulations} simulations, {report.pruned} of {report.trials} trials pruned)"
 
+
+
+@bench_app.command("tune")
+def bench_tune(
+    out: Annotated[Path, output_folder(help="folder for the markdown and JSON")] = Path("out/bench-tune"),
+    workload: Annotated[list[str] | None, typer.Option(
+        help="workloads of `bench compare` (default: tool_use, text2sql, programming, embodied_agent, lora)")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="workload and sampler seeds (repeat; default 31, 37, "
+                                                        "41)")] = None,
+    queries: Annotated[int, typer.Option(help="interactive queries per workload, as `bench compare --queries`")] = 30,
+    budget: Annotated[int, typer.Option(help="simulations each tuning runs")] = 40,
+    jobs: Annotated[int, typer.Option(help="simulations at once, one process each")] = 2,
+    metric: Annotated[str, typer.Option(help="mean, p90 or p99 query latency")] = "mean",
+    scorer: Annotated[list[str] | None, typer.Option(help="a scorer the search may add (repeat)")] = None,
+) -> None:
+    """`flowserve tune` on workloads of `bench compare`: the tuned profile against the default and
+    every other contestant on each trace's held-out half."""
+    with user_errors():
+        from flowserve.bench.tune_bench import run_tune_bench, table
+        from flowserve.tune.trials import METRICS
+
+        if metric not in METRICS:
+            raise ConfigError(f"--metric: expected one of {', '.join(METRICS)}, got {metric!r}")
+        if queries < 1 or budget < 1:
+            raise ConfigError("--queries and --budget must be at least 1")
+        data = run_tune_bench(out, workload, seed or [31, 37, 41], queries, budget, jobs, metric,  # type: ignore[arg-type]
+                              scorer or [], lambda line: err_console.print(line, highlight=False))
+        console.print(table(data["cases"]), highlight=False)
+        console.print(f"goal (tuned ≥ 1.05× the default where it is not the best contestant, ≥ 0.99× everywhere): "
+                      f"{'met' if data['goal_met'] else 'missed'} ({data['wall_s']:.0f} s)\n"
+                      f"json: {out / 'bench-tune.json'}\ntable: {out / 'bench-tune.md'}", highlight=False)
