@@ -11,7 +11,8 @@ from flowserve.policies.scoring.profile import parse_profile
 from flowserve.tune.profile_search import chosen
 from flowserve.tune.space import Knob, defaults, number_knob, profile_with, search_space, suggest, with_scorers
 
-SPEC = parse_profile({"name": "p", "scorers": [{"name": "finish", "weight": 2}, {"name": "prefix_hit", "block_size": 64},
+SPEC = parse_profile({"name": "p", "scorers": [{"name": "finish", "weight": 2},
+                                               {"name": "prefix_hit", "block_size": 64},
                                                {"name": "uncached_work", "w_free": 0.8}],
                       "guards": ["hbal"], "prefix_window_s": 60}, "test profile")
 
@@ -66,5 +67,5 @@ def test_chosen_knobs() -> None:
     knobs = search_space(SPEC)
     assert [k.key for k in chosen(knobs, ["hbal.t_hbal", "finish.weight"])] == ["hbal.t_hbal", "finish.weight"]
     assert chosen(knobs, []) == knobs
-    with pytest.raises(ConfigError, match="no knob 'finish.wieght'; its knobs: finish.weight, "):
+    with pytest.raises(ConfigError, match=r"no knob 'finish\.wieght'; its knobs: finish\.weight, "):
         chosen(knobs, ["finish.wieght"])
