@@ -72,11 +72,15 @@ class InstanceSpec:
     # Other names clients may send as `model` for the base model (vLLM `--served-model-name`)
     aliases: tuple[str, ...] = ()
 
-    def served_names(self) -> frozenset[str]:
-        """Every `model` a request may name to reach this instance, lower-case: the base model,
-        its aliases and its LoRA adapters."""
+    def names(self) -> tuple[str, ...]:
+        """Every `model` a request may name to reach this instance: the base model, its aliases
+        and its LoRA adapters."""
         lora = self.engine.lora
-        return frozenset(n.lower() for n in (self.model, *self.aliases, *(lora.adapters if lora else ())))
+        return (self.model, *self.aliases, *(lora.adapters if lora else ()))
+
+    def served_names(self) -> frozenset[str]:
+        """`names`, lower-case (requests name models case-insensitively)."""
+        return frozenset(n.lower() for n in self.names())
 
     def serves(self, model: str | None) -> bool:
         """Whether a request naming `model` may go here (None: any instance)."""
