@@ -16,7 +16,7 @@ from rich.progress import Progress
 from flowserve.config import load_cluster
 from flowserve.metrics.plots import plot_attainment
 from flowserve.metrics.tables import POLICY_TABLE_LEGEND, policy_table, rank_policies, write_json
-from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.policies import DISPATCH_NAMES, QUEUE_POLICIES
 from flowserve.sim.evaluate import DEFAULT_SLO_SCALES, evaluate
 from flowserve.sim.run import PolicySpec, standalone_times
 from flowserve.workloads import load_workload
@@ -29,8 +29,8 @@ DESIGNED_PAIRS = (("round_robin", "urgency"), ("least_load", "urgency"), ("hexge
 
 def demo_policies(every_pair: bool = False) -> list[PolicySpec]:
     if every_pair:
-        return [PolicySpec(d, q) for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
-    pairs = [(d, "fcfs") for d in DISPATCH_POLICIES] + [p for p in DESIGNED_PAIRS if p[0] in DISPATCH_POLICIES]
+        return [PolicySpec(d, q) for d in DISPATCH_NAMES for q in QUEUE_POLICIES]
+    pairs = [(d, "fcfs") for d in DISPATCH_NAMES] + [p for p in DESIGNED_PAIRS if p[0] in DISPATCH_NAMES]
     return [PolicySpec(d, q) for d, q in pairs]
 
 

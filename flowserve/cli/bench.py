@@ -187,12 +187,12 @@ def bench_gateway(
     with user_errors():
         from flowserve.bench.gateway_bench import SHAPES, run_gateway_bench
         from flowserve.errors import ConfigError
-        from flowserve.policies import DISPATCH_POLICIES
+        from flowserve.policies import DISPATCH_NAMES
 
-        names = [p.strip() for p in policies.split(",") if p.strip()] or sorted(DISPATCH_POLICIES)
-        unknown = sorted(set(names) - set(DISPATCH_POLICIES))
+        names = [p.strip() for p in policies.split(",") if p.strip()] or sorted(DISPATCH_NAMES)
+        unknown = sorted(set(names) - set(DISPATCH_NAMES))
         if unknown:
-            raise ConfigError(f"--policies: unknown {unknown}; known: {', '.join(sorted(DISPATCH_POLICIES))}")
+            raise ConfigError(f"--policies: unknown {unknown}; known: {', '.join(sorted(DISPATCH_NAMES))}")
         try:
             counts = [int(w) for w in workers.split(",")]
         except ValueError:

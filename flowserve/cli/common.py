@@ -21,11 +21,12 @@ from flowserve import __version__
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.errors import FlowserveError
 from flowserve.output_paths import check_output
-from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.policies import DISPATCH_NAMES as DISPATCH
+from flowserve.policies import QUEUE_POLICIES
 
 CLUSTER_NAMES = ", ".join(BUILTIN_CLUSTERS)
 CLUSTER_HELP = f"cluster or serving YAML (its gateway: section is ignored), or a built-in name: {CLUSTER_NAMES}"
-DISPATCH_NAMES = ", ".join(DISPATCH_POLICIES)
+DISPATCH_NAMES = ", ".join(DISPATCH) + ", or a scoring profile (FILE.yaml)"
 QUEUE_NAMES = ", ".join(QUEUE_POLICIES)
 
 

@@ -21,8 +21,8 @@ from flowserve.policies.scoring.plugin import Plugin
 INTRO = """\
 # Policy catalogue
 
-Generated from the policy registries (`flowserve.policies.DISPATCH_POLICIES`,
-`QUEUE_POLICIES` and the scoring catalogue, `flowserve.policies.scoring`; `python -m
+Generated from the policy registries (`flowserve.policies.DISPATCH_POLICIES`, the
+shipped scoring profiles, `QUEUE_POLICIES` and the scoring catalogue, `flowserve.policies.scoring`; `python -m
 flowserve.docgen`). A **dispatch** policy picks the instance for each ready LLM call (one
 for the whole cluster); a **queue** policy orders the calls waiting at one instance (one
 per instance). Any dispatch policy combines with any queue policy. Parameters are set with

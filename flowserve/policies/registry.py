@@ -25,13 +25,10 @@ from flowserve.core.policy import BINDINGS, DispatchPolicy, QueuePolicy
 from flowserve.errors import ConfigError
 from flowserve.plugins import POLICY_GROUP, is_import_path, load_class, registered
 from flowserve.policies.autellix import AutellixBalancer
-from flowserve.policies.dynamo import DynamoKV
 from flowserve.policies.fcfs import FCFS
-from flowserve.policies.flowserve_dispatch import FlowserveDispatch
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.policies.least_load import LeastLoad
-from flowserve.policies.llmd import LLMD
 from flowserve.policies.plas import ATLASQueue, PLASQueue
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.preble import PrebleE2
@@ -46,14 +43,14 @@ from flowserve.policies.scoring import (
     part_class,
     with_params,
 )
-from flowserve.policies.scoring.profile import shipped_names, shipped_profile
+from flowserve.policies.scoring.profile import SHIPPED, shipped_profile
 from flowserve.policies.sglang import SglangCacheAware
 from flowserve.policies.topology import Topology
 from flowserve.policies.urgency import UrgencyQueue
 
 DISPATCH_POLICIES: dict[str, type[DispatchPolicy]] = {
-    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity,
-                               SglangCacheAware, LLMD, DynamoKV, PowerOfTwo, AutellixBalancer, FlowserveDispatch)
+    cls.name: cls for cls in (RoundRobin, LeastLoad, HexgenWB, PrebleE2, PrefixAffinity, SglangCacheAware, PowerOfTwo,
+                               AutellixBalancer)
 }
 PolicyKind = Literal["dispatch", "queue"]
 # a name, import path or profile path, a class, a ready object, or a scoring profile's mapping
@@ -61,7 +58,8 @@ PolicyRef = str | type | DispatchPolicy | QueuePolicy | Mapping[str, Any]
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {
     cls.name: cls for cls in (FCFS, UrgencyQueue, PrefixGroups, Topology, PLASQueue, ATLASQueue, FlowserveQueue)
 }
-PROFILES: tuple[str, ...] = tuple(shipped_names())  # shipped scoring profiles, dispatch policies by name
+PROFILES: tuple[str, ...] = SHIPPED  # shipped scoring profiles: dispatch policies by name
+DISPATCH_NAMES: tuple[str, ...] = (*DISPATCH_POLICIES, *PROFILES)  # every built-in dispatch policy's name
 
 
 def _profile_ref(kind: PolicyKind, ref: PolicyRef) -> bool:

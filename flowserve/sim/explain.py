@@ -4,7 +4,8 @@ decisions differ, and what each difference cost.
 Both run on the same workload (one of `bench compare`'s, on its cluster, at one SLO scale).
 A `DecisionLog` around each dispatch policy records every decision: the call (its query
 and workflow node, so the two runs' calls match), what the router believed each candidate
-caches of its prompt, and the candidates' load. Each decision is then of one kind:
+caches of its prompt (for a policy without the router's prefix index: where the log saw
+it route prompts), and the candidates' load. Each decision is then of one kind:
 
 * `cold`: no candidate caches a useful part of the prompt (less than `MIN_HIT` tokens);
 * `followed`: it went to an instance caching within one block of the best hit;
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.config import load_cluster
 from flowserve.core.policy import DispatchPolicy, DriverServices
 from flowserve.core.state import CallRecord, CallState, InstanceState
@@ -79,8 +81,10 @@ class DecisionLog(DispatchPolicy):
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
         self.uses_deadline = inner.uses_deadline  # type: ignore[misc]
-        # the index only where the policy reads it (it changes what the core does): without one, hits are 0
+        # the core's index only where the policy reads it (it changes the core's estimates); without it the
+        # log remembers where it routed prompts (`shadow`), as a router without an index would believe
         self.needs_prefix_index = inner.needs_prefix_index  # type: ignore[misc]
+        self.shadow = None if inner.needs_prefix_index else PrefixIndex(window_s=0.0)
         self.prefix_window_s = inner.prefix_window_s
         self.binding = inner.binding
         self.tick_s = inner.tick_s
@@ -91,6 +95,12 @@ class DecisionLog(DispatchPolicy):
         log = DecisionLog(copy.deepcopy(self.inner, memo))
         log.seen = self.seen
         return log
+
+    def _hits(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> dict[str, int]:
+        if self.shadow is None or cs.call is None:
+            return {i.name: view.cached_tokens(cs, i) for i in candidates}
+        per = self.shadow.match_by_instance(cs.call.prompt)[1]
+        return {i.name: min(per.get(i.name, 0), cs.input_tokens - 1) for i in candidates}
 
     @property
     def stats(self) -> Mapping[str, int]:  # type: ignore[override]
@@ -105,8 +115,9 @@ class DecisionLog(DispatchPolicy):
     def choose(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> InstanceState:
         chosen = self.inner.choose(cs, candidates, view)
         self.seen.append(Seen(cs.id, (cs.query.id, cs.node.key, cs.attempts), view.now, cs.input_tokens, chosen.name,
-                              {i.name: view.cached_tokens(cs, i) for i in candidates},
-                              {i.name: len(i.queue) for i in candidates}))
+                              self._hits(cs, candidates, view), {i.name: len(i.queue) for i in candidates}))
+        if self.shadow is not None and cs.call is not None:
+            self.shadow.add(cs.call.prompt, chosen.name, view.now, count=False)
         return chosen
 
 
@@ -148,9 +159,8 @@ def extra_prefill_s(run: Run, costs: Mapping[str, Any]) -> tuple[int, int, float
         best = min(s.best_hit, rec.input_tokens - 1)
         if rec.cached_tokens < best:
             redone += 1
-            cost = costs[rec.instance]
-            seconds += cost.prefill_time(rec.input_tokens, rec.cached_tokens) - cost.prefill_time(rec.input_tokens,
-                                                                                                   best)
+            cost, n = costs[rec.instance], rec.input_tokens
+            seconds += cost.prefill_time(n - rec.cached_tokens, rec.cached_tokens) - cost.prefill_time(n - best, best)
     return left, redone, seconds
 
 

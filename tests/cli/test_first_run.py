@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from flowserve import __version__
 from flowserve.cli import app
 from flowserve.metrics.plots import panel_groups, series_styles
-from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES
+from flowserve.policies import DISPATCH_NAMES, QUEUE_POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -78,19 +78,19 @@ def test_version():
 def test_help_lists_every_registered_policy():
     for args in (["--help"], ["simulate", "--help"]):
         out = " ".join(runner.invoke(app, args, terminal_width=200).output.split())
-        for name in [*DISPATCH_POLICIES, *QUEUE_POLICIES]:
+        for name in [*DISPATCH_NAMES, *QUEUE_POLICIES]:
             assert name in out, (args, name)
 
 
 def test_every_policy_pair_looks_different_and_they_group_by_dispatch():
-    labels = [f"{d}+{q}" for d in DISPATCH_POLICIES for q in QUEUE_POLICIES]
+    labels = [f"{d}+{q}" for d in DISPATCH_NAMES for q in QUEUE_POLICIES]
     assert len(labels) >= 15
     styles = series_styles(labels)
     looks = {(mcolors.to_hex(s["color"]), s["ls"], s["marker"]) for s in styles.values()}
     assert len(looks) == len(labels)
     assert len({mcolors.to_hex(s["color"]) for s in styles.values()}) == min(len(labels), 20)
     groups = panel_groups(labels)
-    assert list(groups) == list(DISPATCH_POLICIES)
+    assert list(groups) == list(DISPATCH_NAMES)
     assert all(len(v) == len(QUEUE_POLICIES) for v in groups.values())
     for members in groups.values():  # within a panel no two lines share a dash pattern
         assert len({str(styles[label]["ls"]) for label in members}) == len(members)

@@ -11,17 +11,8 @@ from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.graph.runtime import QueryRun
-from flowserve.policies import DISPATCH_POLICIES, QUEUE_POLICIES, make_dispatch, queue_factory
+from flowserve.policies import DISPATCH_NAMES, QUEUE_POLICIES, make_dispatch, queue_factory
 from flowserve.policies.fcfs import FCFS
-from flowserve.policies.flowserve_dispatch import (
-    FlowserveDispatch,
-    backlog,
-    batch_slowdown,
-    completion_score,
-    externality,
-    occupancy,
-    slack_fraction,
-)
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.types.specs import InstanceSpec
@@ -52,38 +43,8 @@ def call(prompt: tuple[int, ...] = P, cls: str = "interactive", tenant: str = "d
     return cs
 
 
-def test_formulas_by_hand() -> None:
-    assert slack_fraction(10.0, 4.0) == 0.6  # (10 − 4) / 10
-    assert slack_fraction(10.0, 12.0) == 0.0
-    assert slack_fraction(-1.0, 1.0) == 0.0
-    assert slack_fraction(10.0, 0.0) == 1.0
-    assert completion_score(2.0, 0.5, 0.3) == 2.8  # 2 + 0.5 + 0.3
-    step = COST.decode_step_time
-    # 10 steps: each 10 steps longer at batch 4 with 3000 + 500 tokens than alone with 500
-    assert batch_slowdown(COST, 10, 500.0, 3, 3000.0) == pytest.approx(10 * (step(4, 3500.0) - step(1, 500.0)))
-    assert batch_slowdown(COST, 10, 500.0, 0, 0.0) == 0.0
-    # the 3 running calls each get 10 longer steps: batch 3 → 4, context 3000 → 3500
-    assert externality(COST, 10, 500.0, 3, 3000.0) == pytest.approx(3 * 10 * (step(4, 3500.0) - step(3, 3000.0)))
-    assert externality(COST, 0, 500.0, 3, 3000.0) == 0.0
-
-
-def test_occupancy_and_backlog_by_hand() -> None:
-    _, (a, b) = view_with(["a", "b"])
-    for _ in range(64):  # a quarter of 256 sequence slots
-        cs = call()
-        a.running[cs.id] = cs
-    assert occupancy(a) == 0.25 and occupancy(b) == 0.0
-    a.kv_capacity, a.kv_free = 1000, 400
-    assert occupancy(a) == 0.25  # the engine does not report KV: slots only
-    a.spec = InstanceSpec("a", "A100-80G", "llama-3.1-8b", reports_capacity=True)
-    assert occupancy(a) == 0.6  # 60% of the KV in use
-    assert backlog([a, b]) == pytest.approx(0.3)  # mean occupancy (0.6 + 0) / 2
-    b.queue.push(call())
-    assert backlog([a, b]) == 0.5  # one of two instances has calls waiting
-
-
 def test_registered_and_validated() -> None:
-    assert DISPATCH_POLICIES["flowserve"] is FlowserveDispatch
+    assert "flowserve" in DISPATCH_NAMES and make_dispatch("flowserve").profile.name == "flowserve"
     assert QUEUE_POLICIES["flowserve"] is FlowserveQueue
     assert make_dispatch("flowserve").uses_deadline
     weighted = queue_factory("flowserve", {"tenant_weights": "gold:3,free:1"})()
@@ -98,8 +59,10 @@ def test_registered_and_validated() -> None:
         queue_factory("flowserve", {"gain": "2"})
     with pytest.raises(ConfigError, match="tenant weight"):
         queue_factory("flowserve", {"tenant_weights": "gold:-3"})
-    with pytest.raises(ConfigError, match="w_free"):
-        make_dispatch("flowserve", {"w_free": "2"})
+    with pytest.raises(ConfigError, match="w_free must be in"):
+        make_dispatch("flowserve", {"uncached_work.w_free": "2"})
+    with pytest.raises(ConfigError, match="has no parameter 'w_free'"):
+        make_dispatch("flowserve", {"w_free": "0.2"})
 
 
 def test_slack_trades_the_earliest_finish_for_a_cheaper_call() -> None:
@@ -111,19 +74,15 @@ def test_slack_trades_the_earliest_finish_for_a_cheaper_call() -> None:
     assert tc_a < tc_b
     # a (cached) finishes later than idle b by a margin smaller than the saving
     a.outstanding = tc_b - tc_a + 0.5 * (tc_b - tc_a)
-    tight = FlowserveDispatch(w_free=0.0, wait_model="serial", efficiency=1.0)
-    loose = FlowserveDispatch(w_free=1.0, wait_model="serial", efficiency=1.0)
+    def flowserve(w_free: float) -> object:
+        return make_dispatch("flowserve", {"finish.wait_model": "serial", "uncached_work.weight": 1,
+                                           "uncached_work.w_free": w_free, "pin.w_free": w_free,
+                                           "pin.wait_model": "serial"})
+
+    tight, loose = flowserve(0.0), flowserve(1.0)
     assert tight.choose(cs, [a, b], view) is b  # no slack: the earliest finish
     assert loose.choose(cs, [a, b], view) is a  # slack: the cheaper call
     assert tight.choose(call(P + (9,), cls="batch"), [a, b], view) is a  # batch: always w = 1
-
-
-def test_deadline_slack_from_the_remaining_work() -> None:
-    view, (a, b) = view_with(["a", "b"])
-    pol = FlowserveDispatch()
-    far, near = call(deadline=1000.0), call(deadline=0.01)
-    assert pol.slack(far, [a, b], view) > 0.99
-    assert pol.slack(near, [a, b], view) == 0.0
 
 
 def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> None:
@@ -137,42 +96,9 @@ def test_interactive_work_ignores_batch_queued_ahead_but_batch_does_not() -> Non
     inter, batch = call(), call(cls="batch")
     assert a.queue.waiting_before(inter).calls == 0  # batch work goes after it
     assert a.queue.waiting_before(batch).work_s == pytest.approx(a.outstanding)
-    serial = FlowserveDispatch(wait_model="serial")
+    serial = make_dispatch("flowserve", {"finish.wait_model": "serial", "pin.wait_model": "serial"})
     assert serial.choose(inter, [a, b], view) is a  # a's queue is all batch
     assert serial.choose(batch, [a, b], view) is b
-    prefill = a.queue.waiting_prefill_s()
-    assert prefill > 0 and a.queue.waiting_before(batch).prefill_s == pytest.approx(prefill)
-    batched = FlowserveDispatch()
-    assert batched.wait(a, inter, now=0.0) == 0.0
-    assert batched.wait(a, batch, now=0.0) == pytest.approx(prefill)
-
-
-def test_batched_wait_counts_prefill_ahead_and_the_running_batch() -> None:
-    _, (a,) = view_with(["a"], FlowserveQueue)
-    queued = call()
-    queued.instance = "a"
-    a.queue.push(queued)  # not cached anywhere: its whole prompt's prefill
-    running = [call(), call()]
-    for cs in running:  # released through the queue, as the core does (after their prefill)
-        cs.instance = "a"
-        a.queue.push(cs)
-        a.queue.remove(cs, released=True)
-        a.running[cs.id] = cs
-    a.outstanding = queued.t_comp + 3.0  # the running calls' predicted 3 s
-    later = 100.0  # their prefills are long done
-    # queued prefill + the mean running call (1.5 s) × occupancy (2 of 256 slots); no slot wait (below the spot)
-    expected = COST.prefill_time(len(P), 0) + 3.0 / 2 * 2 / 256
-    assert FlowserveDispatch().wait(a, call(), now=later) == pytest.approx(expected)
-    a.queue.remove(queued, released=True)  # released at t = 0: its prefill is still owed at t = 0.05
-    a.running[queued.id] = queued
-    a.outstanding = queued.t_comp + 3.0
-    owed = 3 * COST.prefill_time(len(P), 0) - 3 * 0.05  # the three released at t = 0, 0.05 s later
-    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(owed)
-    assert a.queue.running_prefill_s(a, 100.0) == 0.0
-    for cs in running:
-        del a.running[cs.id]
-    assert a.queue.running_prefill_s(a, 0.05) == pytest.approx(COST.prefill_time(len(P), 0) - 0.05)  # two left
-    assert FlowserveDispatch(wait_model="serial").wait(a, call(), now=0.0) == pytest.approx(a.outstanding)
 
 
 def test_queue_serves_interactive_first_then_batch_fills_the_engine() -> None:

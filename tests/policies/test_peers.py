@@ -11,9 +11,7 @@ from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.errors import ConfigError
 from flowserve.policies import DISPATCH_POLICIES, make_dispatch
-from flowserve.policies.dynamo import DynamoKV, dynamo_logit
 from flowserve.policies.fcfs import FCFS
-from flowserve.policies.llmd import LLMD, llmd_prefix_score, llmd_queue_score
 from flowserve.policies.power_of_two import PowerOfTwo
 from flowserve.policies.sglang import SglangCacheAware, sglang_imbalanced
 from flowserve.profiles.cost_model import cost_model_for
@@ -50,30 +48,25 @@ P = tuple(range(1000))
 
 
 def test_registered_with_defaults_and_validated() -> None:
-    for name, cls in (("sglang_cache_aware", SglangCacheAware), ("llmd", LLMD), ("dynamo_kv", DynamoKV),
-                      ("power_of_two", PowerOfTwo)):
+    for name, cls in (("sglang_cache_aware", SglangCacheAware), ("power_of_two", PowerOfTwo)):
         assert DISPATCH_POLICIES[name] is cls
     s = make_dispatch("sglang_cache_aware")
     assert (s.cache_threshold, s.balance_abs_threshold, s.balance_rel_threshold) == (0.5, 32, 1.0001)
-    d = make_dispatch("llmd")
-    assert (d.prefix_weight, d.kv_weight, d.queue_weight) == (3.0, 2.0, 2.0)
-    assert make_dispatch("dynamo_kv").overlap_score_weight == 1.0
+    d = make_dispatch("llmd")  # a shipped scoring profile
+    assert [(p.name, p.weight) for p in d.profile.scorers] == [("prefix_hit", 3.0), ("kv_free", 2.0),
+                                                              ("queue_depth", 2.0)]
+    assert not d.shares_prefills and d.prefix_window_s == 0.0
+    assert [p.weight for p in make_dispatch("dynamo_kv").profile.scorers] == [1.0, 1.0]
     with pytest.raises(ConfigError, match="cache_threshold"):
         make_dispatch("sglang_cache_aware", {"cache_threshold": "1.5"})
-    with pytest.raises(ConfigError, match="weights"):
-        make_dispatch("llmd", {"queue_weight": "-1"})
+    with pytest.raises(ConfigError, match="weight must be a finite number ≥ 0"):
+        make_dispatch("llmd", {"queue_depth.weight": "-1"})
 
 
 def test_formulas_by_hand() -> None:
     assert sglang_imbalanced(40, 5, 32, 1.0001)  # 35 > 32 and 40 > 5.0005
     assert not sglang_imbalanced(36, 5, 32, 1.0001)  # 31 ≤ 32
     assert not sglang_imbalanced(0, 0, -1, 1.0001)  # 0 > 0 fails
-    assert llmd_queue_score(3, 1, 5) == 0.5  # (5 − 3) / (5 − 1)
-    assert llmd_queue_score(2, 2, 2) == 1.0
-    assert llmd_prefix_score(130, 256, 64) == 0.5  # 2 whole blocks of 4
-    assert llmd_prefix_score(0, 0, 64) == 0.0
-    assert dynamo_logit(320, 7, 16, 1.0) == 27.0  # 320/16 + 7
-    assert dynamo_logit(320, 7, 16, 2.0) == 47.0
 
 
 def test_sglang_follows_its_own_tree_above_the_threshold_else_the_smallest_tree() -> None:
@@ -120,12 +113,12 @@ def test_llmd_weighs_prefix_3_kv_2_queue_2() -> None:
     load(a, queued=2)
     cs = call(P + tuple(range(5000, 5024)))  # 1024 tokens = 16 blocks, 15 cached on a
     # a: 3·15/16 + 2·1 + 2·0 = 4.8125; b: 0 + 2 + 2·1 = 4.0 → a
-    assert LLMD().choose(cs, [a, b], view) is a
+    assert make_dispatch("llmd").choose(cs, [a, b], view) is a
     load(a, queued=2)  # queue 4 vs 0: unchanged normalised score → a
-    assert LLMD().choose(cs, [a, b], view) is a
+    assert make_dispatch("llmd").choose(cs, [a, b], view) is a
     # a's KV 60% used by running calls: a = 2.8125 + 2·0.4 = 3.6125 < 4.0 → b
     load(a, running=1, tokens=5984)
-    assert LLMD().choose(cs, [a, b], view) is b
+    assert make_dispatch("llmd").choose(cs, [a, b], view) is b
 
 
 def test_dynamo_trades_prefill_blocks_against_active_blocks() -> None:
@@ -134,11 +127,11 @@ def test_dynamo_trades_prefill_blocks_against_active_blocks() -> None:
     h.prefix_index.add(P, "a", 0.0)
     cs = call(P + tuple(range(5000, 5024)))  # 1024 tokens: 64 blocks, 1000 cached on a
     # a: 24/16 + 64 = 65.5; b: 1024/16 + 64 = 128 → a
-    assert DynamoKV().choose(cs, [a, b], view) is a
+    assert make_dispatch("dynamo_kv").choose(cs, [a, b], view) is a
     load(a, running=4, tokens=320)  # a: 1.5 + 4·20 + 64 = 145.5 > 128 → b
-    assert DynamoKV().choose(cs, [a, b], view) is b
+    assert make_dispatch("dynamo_kv").choose(cs, [a, b], view) is b
     # a weight of 3 on prefill: a 4.5 + 144 = 148.5; b 192 + 64 = 256 → a
-    assert DynamoKV(overlap_score_weight=3.0).choose(cs, [a, b], view) is a
+    assert make_dispatch("dynamo_kv", {"prefill_blocks.weight": 3}).choose(cs, [a, b], view) is a
 
 
 def test_power_of_two_takes_the_less_loaded_of_two_samples() -> None:

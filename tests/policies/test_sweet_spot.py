@@ -13,7 +13,6 @@ from flowserve.core.harness import PolicyHarness
 from flowserve.core.state import CallState, InstanceState, QueryState
 from flowserve.core.tenants import TenantLedger
 from flowserve.graph.runtime import QueryRun
-from flowserve.policies.flowserve_dispatch import FlowserveDispatch, pinned, slot_wait
 from flowserve.policies.flowserve_gate import (
     Gate,
     batch_gap,
@@ -25,6 +24,8 @@ from flowserve.policies.flowserve_gate import (
 )
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.queue_books import RunningBook, WaitingTally
+from flowserve.policies.scoring.guards.pin import pinned
+from flowserve.policies.scoring.scorers.finish import slot_wait
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.profiles.sweet_spot import (
     SweetSpots,
@@ -258,26 +259,6 @@ def test_a_tenant_over_its_share_goes_after_the_others_and_beside_shielded_calls
     assert q.select(a, h.view) is None  # beside it free is held like batch work: 11 running ≥ 4
     del a.running[later.id]
     assert q.select(a, h.view) is free[9]  # the shielded call ended: work-conserving again
-
-
-def test_pin_before_replicate_for_deadline_free_calls() -> None:
-    h, (a, b) = harness_with(["a", "b"], FlowserveQueue)
-    h.prefix_index.add(P, "a", 0.0)
-    h.enqueue(call(tuple(range(10**6, 10**6 + 5000))), a)  # a owes an uncached 5000-token prefill first
-    free_call = call(P + (9,))
-    wait_a = COST.prefill_time(5000, 0)
-    finish_a = wait_a + h.view.t_comp(free_call, a)  # queued prefill, then its own uncached tail
-    finish_b = h.view.t_cold(free_call, b)  # idle b computes the whole prompt
-    assert finish_b < finish_a < 2.0 * finish_b and finish_a > 1.5 * finish_b
-    # without pinning the earliest finish wins
-    assert FlowserveDispatch(w_free=1.0, efficiency=0.0, pin=False).choose(free_call, [a, b], h.view) is b
-    # w_free = 1: pinned while a finishes within (1 + 1) × b's finish
-    pinning = FlowserveDispatch(w_free=1.0, efficiency=0.0)
-    assert pinning.choose(free_call, [a, b], h.view) is a and pinning.stats["pinned"] == 1
-    # w_free = 0, but one of two instances has calls waiting (backlog 0.5): guard 1.5 < finish_a / finish_b
-    tight = FlowserveDispatch(w_free=0.0, efficiency=0.0)
-    assert tight.choose(call(P + (8,)), [a, b], h.view) is b and tight.stats["replicated"] == 1
-    assert tight.choose(call(P + (6,), deadline=100.0), [a, b], h.view) is b  # deadlines: the score decides
 
 
 def test_running_book_and_waiting_tally() -> None:

@@ -26,7 +26,9 @@ from flowserve.policies.scoring.scorers.batch_harm import BatchHarm
 from flowserve.policies.scoring.scorers.finish import ExpectedFinish
 from flowserve.policies.scoring.scorers.kv_free import KVFree
 from flowserve.policies.scoring.scorers.lora_affinity import LoraAffinity
+from flowserve.policies.scoring.scorers.outstanding import Outstanding
 from flowserve.policies.scoring.scorers.prefill_blocks import PrefillBlocks
+from flowserve.policies.scoring.scorers.prefill_harm import PrefillHarm
 from flowserve.policies.scoring.scorers.prefix_hit import PrefixHit
 from flowserve.policies.scoring.scorers.queue_depth import QueueDepth
 from flowserve.policies.scoring.scorers.speculative_hit import SpeculativeHit
@@ -36,8 +38,8 @@ PartKind = Literal["filter", "scorer", "picker", "guard"]
 
 FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter)}
 SCORERS: dict[str, type[Scorer]] = {c.name: c for c in (
-    ExpectedFinish, BatchHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth, SessionAffinity,
-    PrefillBlocks, ActiveBlocks, LoraAffinity)}
+    ExpectedFinish, Outstanding, BatchHarm, PrefillHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth,
+    SessionAffinity, PrefillBlocks, ActiveBlocks, LoraAffinity)}
 PICKERS: dict[str, type[Picker]] = {c.name: c for c in (MaxScore, TopKRandom)}
 GUARDS: dict[str, type[Guard]] = {c.name: c for c in (PinPrefix, LoadBalanceGuard)}
 PARTS: dict[PartKind, tuple[Mapping[str, type[Plugin]], type[Plugin]]] = {

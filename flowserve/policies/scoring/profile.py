@@ -38,7 +38,6 @@ from flowserve.policies.scoring.catalog import PartKind, build_part
 from flowserve.schema import Strict, parse_yaml, read_yaml, validate
 
 PATH_SUFFIXES = (".yaml", ".yml", ".json")
-Entry = str | dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -82,10 +81,11 @@ class ProfileFile(Strict):
 
     name: str | None = Field(None, min_length=1, description="how reports name the profile")
     description: str = Field("", description="what the profile is for")
-    filters: list[Entry] = Field(default_factory=list, description="filters, in order")
-    scorers: list[Entry] = Field(min_length=1, description="scorers, added by weight")
-    picker: Entry = Field("max_score", description="the picker")
-    guards: list[Entry] = Field(default_factory=list, description="guards, in order")
+    # entries are checked one by one (`_part`), so an error names the entry
+    filters: list[Any] = Field(default_factory=list, description="filters, in order")
+    scorers: list[Any] = Field(min_length=1, description="scorers, added by weight")
+    picker: Any = Field("max_score", description="the picker")
+    guards: list[Any] = Field(default_factory=list, description="guards, in order")
     shares_prefills: bool = Field(True, description="the core's prefill sharing")
     prefix_window_s: float | None = Field(None, ge=0, description="the prefix index's request-history window")
 
@@ -178,8 +178,11 @@ def with_params(spec: ProfileSpec, params: Mapping[str, Any], source: str) -> Pr
     return parse_profile(data, source, spec.name)
 
 
+SHIPPED = ("llmd", "dynamo_kv", "flowserve")  # the profiles flowserve ships, in the order listings show them
+
+
 def shipped_names() -> list[str]:
-    """The profiles flowserve ships, by name."""
+    """The profile files in `shipped/` (each is in `SHIPPED`: a test checks it)."""
     folder = resources.files("flowserve.policies.scoring").joinpath("shipped")
     return sorted(Path(f.name).stem for f in folder.iterdir() if f.name.endswith(".yaml"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scoring_helpers import COST, P, call, decision, harness_with
+from scoring_helpers import COST, call, decision, harness_with
 
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.scoring.guards.pin import PinPrefix, pinned
@@ -10,6 +10,9 @@ from flowserve.policies.scoring.guards.pin import PinPrefix, pinned
 
 def test_pinned_by_hand() -> None:
     assert pinned(3.0, 2.0, 1.5) and not pinned(3.1, 2.0, 1.5)
+
+
+P = tuple(range(2000))
 
 
 def test_pin_before_replicate_for_deadline_free_calls() -> None:
