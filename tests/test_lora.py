@@ -41,7 +41,7 @@ def test_defaults_are_vllms_one_slot(tmp_path) -> None:
 def test_the_built_in_lora_cluster_keeps_its_adapters() -> None:
     specs = load_cluster("lora-a100")
     assert len(specs) == 4 and all(s.engine.lora is not None and s.engine.lora.max_loras == 4 for s in specs)
-    assert all(s.serves("lora-15") and not s.serves("lora-16") for s in specs)
+    assert all(s.serves("lora-31") and not s.serves("lora-32") for s in specs)
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -21,6 +21,8 @@ from flowserve.cli.common import (
 )
 from flowserve.errors import ConfigError
 
+SEARCH_ADDS = ("prefix_hit", "queue_depth")  # scorers the search may add unless told otherwise
+
 
 @tune_app.callback(invoke_without_command=True)
 def tune(
@@ -41,7 +43,8 @@ def tune(
     slo_scale: Annotated[float | None, typer.Option(
         help="deadlines of this many standalone latencies (default: none)")] = None,
     scorer: Annotated[list[str] | None, typer.Option(
-        help="a scorer the search may add to the profile (repeat for more)")] = None,
+        help="a scorer the search may add to the profile (repeat; default: prefix_hit and queue_depth, llm-d's; "
+             "`none`: none)")] = None,
     knob: Annotated[list[str] | None, typer.Option(
         help="search only this knob, e.g. finish.weight or uncached_work.w_free (repeat; default: every one)")] = None,
     peer: Annotated[list[str] | None, typer.Option(
@@ -76,7 +79,7 @@ def tune(
         specs = load_cluster(cluster)
         wl = _queries(trace, workload, seed, queries, specs)
         req = TuneRequest(wl, specs, profile_of(profile), budget, seed, jobs, queue, metric,  # type: ignore[arg-type]
-                          slo_scale, tuple(scorer or ()), tuple(knob or ()), min_gain, contestants(peer or []))
+                          slo_scale, added_scorers(scorer), tuple(knob or ()), min_gain, contestants(peer or []))
         report = tune_profile(req, lambda line: err_console.print(line, highlight=False))
         write_profile(out, report.profile.describe(), _origin(trace, workload, seed, cluster, report))
         console.print(report_lines(report), highlight=False)
@@ -84,6 +87,13 @@ def tune(
         if json_out:
             write_json(json_out, report.describe())
             console.print(f"json: {json_out}")
+
+
+def added_scorers(given: list[str] | None) -> tuple[str, ...]:
+    """The scorers the search may add: as given, llm-d's prefix and queue scorers by default, none for `none`."""
+    if given is None:
+        return SEARCH_ADDS
+    return () if given == ["none"] else tuple(given)
 
 
 def _queries(trace: Path | None, workload: str | None, seed: int, queries: int | None, specs):
@@ -138,7 +148,8 @@ def bench_tune(
     budget: Annotated[int, typer.Option(help="simulations each tuning runs")] = 40,
     jobs: Annotated[int, typer.Option(help="simulations at once, one process each")] = 2,
     metric: Annotated[str, typer.Option(help="mean, p90 or p99 query latency")] = "mean",
-    scorer: Annotated[list[str] | None, typer.Option(help="a scorer the search may add (repeat)")] = None,
+    scorer: Annotated[list[str] | None, typer.Option(
+        help="a scorer the search may add (repeat; default: prefix_hit and queue_depth; `none`: none)")] = None,
 ) -> None:
     """`flowserve tune` on workloads of `bench compare`: the tuned profile against the default and
     every other contestant on each trace's held-out half."""
@@ -151,7 +162,7 @@ def bench_tune(
         if queries < 1 or budget < 1:
             raise ConfigError("--queries and --budget must be at least 1")
         data = run_tune_bench(out, workload, seed or [31, 37, 41], queries, budget, jobs, metric,  # type: ignore[arg-type]
-                              scorer or [], lambda line: err_console.print(line, highlight=False))
+                              added_scorers(scorer), lambda line: err_console.print(line, highlight=False))
         console.print(table(data["cases"]), highlight=False)
         console.print(f"goal (tuned ≥ 1.05× the default where it is not the best contestant, ≥ 0.99× everywhere): "
                       f"{'met' if data['goal_met'] else 'missed'} ({data['wall_s']:.0f} s)\n"

@@ -178,7 +178,7 @@ def with_params(spec: ProfileSpec, params: Mapping[str, Any], source: str) -> Pr
     return parse_profile(data, source, spec.name)
 
 
-SHIPPED = ("llmd", "dynamo_kv", "flowserve")  # the profiles flowserve ships, in the order listings show them
+SHIPPED = ("llmd", "llmd_lora", "dynamo_kv", "flowserve")  # the shipped profiles, in the order listings show them
 
 
 def shipped_names() -> list[str]:
