@@ -90,3 +90,9 @@ def test_fuzz_lora_settings_are_accepted_or_a_config_error(models, adapters, max
     if lora is not None:
         assert lora.max_loras >= 1 and 0 <= lora.load_s <= 600
         assert all(specs[0].serves(a) for a in lora.adapters)
+
+
+def test_a_lora_spec_refuses_what_no_engine_runs() -> None:
+    for bad in ((), 1, 0.0), (("a",), 0, 0.0), (("a",), 1, -1.0):
+        with pytest.raises(ValueError, match="a LoRA spec needs adapters"):
+            LoraSpec(*bad)

@@ -4,8 +4,9 @@ and `flowserve bench tune`, which measures what tuning gains (`flowserve.bench.t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +21,11 @@ from flowserve.cli.common import (
     user_errors,
 )
 from flowserve.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flowserve.tune.profile_search import TuneReport
+    from flowserve.types.specs import InstanceSpec
+    from flowserve.workloads.base import Workload
 
 SEARCH_ADDS = ("prefix_hit", "queue_depth")  # scorers the search may add unless told otherwise
 
@@ -72,8 +78,6 @@ def tune(
             raise ConfigError("--out: where to write the tuned profile (a .yaml file)")
         if metric not in METRICS:
             raise ConfigError(f"--metric: expected one of {', '.join(METRICS)}, got {metric!r}")
-        if budget < 1:
-            raise ConfigError(f"--budget: expected at least 1 simulation, got {budget}")
         if queries is not None and workload is None:
             raise ConfigError("--queries sizes a generated workload: give it with --workload")
         specs = load_cluster(cluster)
@@ -96,7 +100,8 @@ def added_scorers(given: list[str] | None) -> tuple[str, ...]:
     return () if given == ["none"] else tuple(given)
 
 
-def _queries(trace: Path | None, workload: str | None, seed: int, queries: int | None, specs):
+def _queries(trace: Path | None, workload: str | None, seed: int, queries: int | None,
+             specs: Sequence[InstanceSpec]) -> Workload:
     from flowserve.profiles.instance import max_context
     from flowserve.workloads.recorded import read_jsonl_trace
     from flowserve.workloads.registry import load_workload
@@ -108,7 +113,7 @@ def _queries(trace: Path | None, workload: str | None, seed: int, queries: int |
     return load_workload(workload, overrides, min(llm) if llm else None)
 
 
-def _origin(trace: Path | None, workload: str | None, seed: int, cluster: str, report) -> str:
+def _origin(trace: Path | None, workload: str | None, seed: int, cluster: str, report: TuneReport) -> str:
     what = f"trace {trace}" if trace is not None else f"workload {workload} (seed {seed})"
     verdict = (f"tuned: {report.metric} latency ×{report.gain:.3f} the default's on the held-out half" if report.tuned
                else "the default: no tuned profile beat it on the validation part")
@@ -123,7 +128,7 @@ def write_profile(path: Path, data: dict, origin: str) -> None:
     path.write_text(f"# {origin}\n" + yaml.safe_dump(data, sort_keys=False))
 
 
-def report_lines(report) -> str:
+def report_lines(report: TuneReport) -> str:
     from flowserve.metrics.tables import markdown_table
 
     rows = [["default", report.default_validation, report.default_test]]
@@ -134,7 +139,6 @@ def report_lines(report) -> str:
     verdict = (f"tuned profile kept: ×{report.gain:.3f} the default on the held-out half" if report.tuned else
                "the default is kept: no tuned profile beat it on the validation part")
     return f"{table}\n{verdict} ({report.simulations} simulations, {report.pruned} of {report.trials} trials pruned)"
-
 
 
 @bench_app.command("tune")

@@ -64,7 +64,7 @@ class TuneRequest:
             raise ConfigError(f"--min-gain: expected a share in [0, 1), got {self.min_gain}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuneReport:
     profile: ProfileSpec  # what to serve: the tuned profile, or the default when the guard kept it
     tuned: bool  # the tuned profile passed the validation guard

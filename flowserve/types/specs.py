@@ -18,12 +18,16 @@ class LoraSpec:
     """The LoRA adapters an engine serves beside its base model (vLLM `--enable-lora
     --lora-modules NAME=PATH ... --max-loras N`): a request names an adapter as its model;
     at most `max_loras` adapters are in GPU slots at once (the adapters of one batch), and
-    one not in a slot is loaded into the least recently used free slot first, in
-    `load_s` seconds during which the engine's iteration waits."""
+    one not in a slot is loaded into a free slot or the least recently used one no running
+    request needs, in `load_s` seconds during which the engine's iteration waits."""
 
     adapters: tuple[str, ...]
     max_loras: int = 1  # vLLM's default
     load_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not self.adapters or self.max_loras < 1 or not self.load_s >= 0:
+            raise ValueError(f"a LoRA spec needs adapters, max_loras ≥ 1 and load_s ≥ 0, got {self}")
 
     def adapter_of(self, model: str | None) -> str | None:
         """The adapter a request's `model` names (case-insensitive), None for anything else."""

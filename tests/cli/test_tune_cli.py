@@ -20,7 +20,7 @@ SMALL = ["--workload", "tool_use", "--queries", "24", "--cluster", "preble-a6000
     (["--budget", "2", "--out", "p.yaml"], "give the queries to tune on: --trace FILE"),
     (["--trace", "t.jsonl", "--workload", "tool_use", "--out", "p.yaml"], "not both"),
     ([*SMALL, "--budget", "2"], "--out: where to write the tuned profile"),
-    ([*SMALL, "--budget", "0", "--out", "p.yaml"], "--budget: expected at least 1 simulation, got 0"),
+    ([*SMALL, "--budget", "0", "--out", "p.yaml"], "--budget: expected 1 to 10,000 simulations, got 0"),
     ([*SMALL, "--metric", "p50", "--out", "p.yaml"], "--metric: expected one of mean, p90, p99, got 'p50'"),
     ([*SMALL, "--scorer", "prefix_hits", "--out", "p.yaml"], "--scorer: unknown scorer 'prefix_hits'"),
     ([*SMALL, "--knob", "finish.w", "--out", "p.yaml"], "--knob: the profile has no knob 'finish.w'"),

@@ -20,21 +20,18 @@ LORA = LoraSpec(("a", "b", "c"), max_loras=2, load_s=0.5)
 _ids = itertools.count(50_000)
 
 
-def lora_instances(names: list[str], lora: LoraSpec | None = LORA) -> tuple[PolicyHarness, list[InstanceState]]:
-    insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b", engine=EngineParams(lora=lora)), COST, FCFS())
+def lora_instances(names: list[str]) -> tuple[PolicyHarness, list[InstanceState]]:
+    insts = [InstanceState(InstanceSpec(n, "A100-80G", "llama-3.1-8b", engine=EngineParams(lora=LORA)), COST, FCFS())
              for n in names]
     return PolicyHarness(insts, prefix_index=PrefixIndex()), insts
 
 
-def adapter_call(model: str | None, out: int = 16, t_comp: float = 1.0) -> CallState:
-    cs = call_state(LLMCall(next(_ids), 1, "n", "s", "w", (1, 2, 3), out, out, model))
-    cs.t_comp = t_comp
-    return cs
+def adapter_call(model: str | None) -> CallState:
+    return call_state(LLMCall(next(_ids), 1, "n", "s", "w", (1, 2, 3), 16, 16, model))
 
 
-def running(inst: InstanceState, model: str | None, released: float = 0.0, t_comp: float = 1.0) -> CallState:
-    """A call naming `model` sent to `inst`'s engine at `released`, predicted to compute `t_comp` s."""
-    cs = adapter_call(model, t_comp=t_comp)
-    cs.released = released
+def running(inst: InstanceState, model: str | None) -> CallState:
+    """A call naming `model` sent to `inst`'s engine."""
+    cs = adapter_call(model)
     inst.running[cs.id] = cs
     return cs
