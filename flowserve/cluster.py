@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flowserve.profiles.ops import PAPER_PROFILES
-from flowserve.types.specs import EngineParams, InstanceSpec
+from flowserve.types.specs import EngineParams, InstanceSpec, LoraSpec
 
 
 def _instances(model: str, tp: int, layout: list[tuple[str, str]],
@@ -27,6 +27,10 @@ BUILTIN_CLUSTERS: dict[str, tuple[InstanceSpec, ...]] = {
         ("l4-1", "L4"),
     ]),
     "preble-a6000": _instances("mistral-7b", 1, [(f"a6000-{i}", "A6000") for i in range(4)]),
+    # LoRA serving (docs/policies.md, models and adapters): Llama-3.1-8B with 32 adapters on
+    # four A100s, four adapters per batch (`--max-loras 4`), for the `lora` workload
+    "lora-a100": _instances("llama-3.1-8b", 1, [(f"a100-{i}", "A100-80G") for i in range(4)],
+                            EngineParams(lora=LoraSpec(tuple(f"lora-{k}" for k in range(32)), max_loras=4))),
     "preble-h100": _instances("llama-3-70b", 4, [(f"h100x4-{i}", "H100") for i in range(2)]),
     # LLM-in-SQL's testbed (Liu et al.): Llama-3-8B on one L4
     "paper-l4": _instances("llama-3.1-8b", 1, [("l4", "L4")]),

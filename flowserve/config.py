@@ -35,13 +35,14 @@ from flowserve.limits import (
     InstanceCount,
     ParamsB,
 )
+from flowserve.lora import adapters_apart, check_lora, lora_fields, lora_spec, served_names
 from flowserve.profiles.cost_model import kv_capacity_tokens
 from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
 from flowserve.profiles.ops import op_profile
 from flowserve.schema import Strict, at_most, looks_like_path, read_yaml, validate
-from flowserve.types.specs import EngineParams, InstanceSpec
+from flowserve.types.specs import EngineParams, InstanceSpec, LoraSpec
 
 # Llama-3.1-405B has 126 layers, hidden 16,384, 128 heads: 2^20 is beyond any model.
 ArchInt = Annotated[int, Field(ge=1), at_most(1 << 20, "larger than any released model's")]
@@ -132,7 +133,22 @@ class InstanceConfig(Strict):
                                               "(`flowserve.profiles.ops`)")
     kv_events: KVEventsConfig | None = Field(None, description="where the engine publishes its KV-cache events "
                                              "(vLLM, SGLang); its prefix view is then the engine's own cache")
+    models: list[str] = Field(default_factory=list, description="other names clients may send as `model` for the "
+                              "base model (vLLM `--served-model-name`)")
+    lora_adapters: list[str] | None = Field(None, description="LoRA adapters the engine serves beside the base model "
+                                            "(vLLM `--lora-modules NAME=PATH`, by NAME): a request names one as its "
+                                            "`model` and goes only to instances serving it")
+    max_loras: Annotated[int, Field(ge=1), at_most(1024, "more adapters than one batch holds")] | None = Field(
+        None, description="adapters in GPU slots at once, the most one batch mixes (vLLM `--max-loras`; default 1); "
+        "one not in a slot is loaded into the least recently used free one")
+    lora_load_s: float | None = Field(None, ge=0, le=600, description="seconds the engine's iteration waits to load an "
+                                      "adapter not in a slot (default 0.05, an assumption: measure yours)")
     _profile: FittedCostModel | None = PrivateAttr(None)
+
+    @field_validator("models", "lora_adapters")
+    @classmethod
+    def _served_names(cls, v: list[str] | None) -> list[str] | None:
+        return served_names(v)
 
     @field_validator("url")
     @classmethod
@@ -174,6 +190,8 @@ class InstanceConfig(Strict):
     def _complete(self) -> InstanceConfig:
         where = f"instance {self.name!r}"
         if self.kind != "llm":
+            if self.models or self.lora_adapters is not None:
+                raise ValueError(f"{where}: models and lora_adapters are for LLM instances, not kind {self.kind}")
             try:
                 op_profile(self.kind, self.op_profile)
             except ConfigError as e:
@@ -181,6 +199,8 @@ class InstanceConfig(Strict):
             return self
         if self.op_profile is not None:
             raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
+        check_lora(where, self.model, self.models, self.lora_adapters, {"max_loras": self.max_loras,
+                                                                        "lora_load_s": self.lora_load_s})
         if self.url is not None and self.backend == "sim":
             raise ValueError(f"{where}: url is for backend openai (a simulated engine has none)")
         if self.kv_events is not None:
@@ -204,6 +224,9 @@ class InstanceConfig(Strict):
                 raise ValueError(f"{where}: {field} is required unless the instance has a profile")
         self._fits(where)
         return self
+
+    def lora(self) -> LoraSpec | None:
+        return lora_spec(self.lora_adapters, self.max_loras, self.lora_load_s)
 
     def _fits(self, where: str) -> None:
         """The model must shard over tp and leave KV room on the GPUs (vLLM refuses to
@@ -237,11 +260,13 @@ class InstanceConfig(Strict):
         model = self.model or (prof.model if prof else "")
         gpu = self.gpu or (prof.device if prof else "")
         arch = None if self.model_arch is None else ModelSpec(model, **self.model_arch.model_dump())
-        engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching)
+        engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching,
+                              self.lora())
         names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
         kv = None if self.kv_events is None else self.kv_events.spec(self.block_size)
         return [InstanceSpec(n, gpu, model, self.tp, inflight, engine, self.backend, self.url,
-                             reports_capacity=self.backend == "sim", model_spec=arch, profile=prof, kv_events=kv)
+                             reports_capacity=self.backend == "sim", model_spec=arch, profile=prof, kv_events=kv,
+                             aliases=tuple(self.models))
                 for n in names]
 
 
@@ -274,6 +299,7 @@ class ClusterConfig(Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"cluster: duplicate instance names {dup}")
+        adapters_apart(out)
         ends = [s.kv_events.endpoint for s in out if s.kv_events is not None and s.kv_events.endpoint]
         shared = sorted({e for e in ends if ends.count(e) > 1})
         if shared:
@@ -287,7 +313,8 @@ def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[
     section is left out); `overrides` set engine fields."""
     if ref in BUILTIN_CLUSTERS and not looks_like_path(ref):  # a folder of that name shadows no built-in
         data = {"instances": [
-            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
+            {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp, **lora_fields(s.engine.lora)}
+            if s.kind == "llm"
             else {"name": s.name, "kind": s.kind, **({} if s.op_profile is None else
                                                       {"op_profile": dataclasses.asdict(s.op_profile)})}
             for s in BUILTIN_CLUSTERS[ref]

@@ -18,6 +18,7 @@ from flowserve.cli import (  # noqa: F401  (register the commands)
     simulate,
     sql,
     text2sql,
+    tune,
 )
 from flowserve.cli.common import app
 

@@ -277,7 +277,8 @@ def bench_compare(
     out: Annotated[Path, output_folder(help="folder for the markdown and JSON")] = Path("out/bench-compare"),
     quick: Annotated[bool, typer.Option("--quick", help="small workloads (30 interactive queries each)")] = False,
     workload: Annotated[list[str] | None, typer.Option(
-        help="workloads (default: every single one and mix), or a trace the gateway recorded (FILE.jsonl)")] = None,
+        help="workloads (default: every single one and mix; `lora` only when named), or a trace the gateway "
+             "recorded (FILE.jsonl)")] = None,
     policy: Annotated[list[str] | None, typer.Option(
         help="contestants (default: all): a label of the bench, or DISPATCH[+QUEUE] by name or import path "
              "(package.module:Class)")] = None,

@@ -53,7 +53,8 @@ app.add_typer(bench_app, name="bench")
 engines_app = typer.Typer(**PLAIN_HELP,
                           help="Real engines: build llama-server, get a real model, write the tiny test model.")
 app.add_typer(engines_app, name="engines")
-tune_app = typer.Typer(**PLAIN_HELP, help="Tune policy parameters by simulation.")
+tune_app = typer.Typer(**PLAIN_HELP, help="Tune a dispatch profile on a trace by simulation (--trace or --workload), "
+                                           "or Hexgen's α (alpha).")
 app.add_typer(tune_app, name="tune")
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)

@@ -40,7 +40,7 @@ class ReadyPool:
     def pop_for(self, inst: InstanceState) -> CallState | None:
         """The first call `inst` can serve that it did not fail before, removed from the pool."""
         best: list | None = None
-        for model in (inst.spec.model.lower(), None):
+        for model in (*inst.names, None):
             heap = self._heaps.get(model)
             while heap and heap[0][3].id not in self._live:
                 heapq.heappop(heap)

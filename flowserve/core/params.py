@@ -26,9 +26,10 @@ from flowserve.errors import ConfigError
 REQUIRED = inspect.Parameter.empty
 
 
-def Help(text: str) -> Any:
-    """The help of one parameter, in its annotation."""
-    return Field(description=" ".join(text.split()))
+def Help(text: str, *, ge: float | None = None, le: float | None = None) -> Any:
+    """The help of one parameter, in its annotation, and the range it takes when it is a
+    number (`ge`, `le`: what `flowserve tune` searches within; the class still checks it)."""
+    return Field(description=" ".join(text.split()), ge=ge, le=le)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ class Parameter:
     annotation: Any
     default: Any
     help: str
+    low: float | None = None  # the range `Help` declares (None: unbounded)
+    high: float | None = None
 
 
 def help_of(annotated: Any) -> str:
@@ -49,6 +52,17 @@ def help_of(annotated: Any) -> str:
         if isinstance(meta, FieldInfo) and meta.description:
             return meta.description
     return ""
+
+
+def bounds_of(annotated: Any) -> tuple[float | None, float | None]:
+    """The (ge, le) range the `Help` in an `Annotated[...]` annotation declares."""
+    low = high = None
+    if typing.get_origin(annotated) is typing.Annotated:
+        for meta in typing.get_args(annotated)[1:]:
+            for m in meta.metadata if isinstance(meta, FieldInfo) else ():
+                low = getattr(m, "ge", low)
+                high = getattr(m, "le", high)
+    return low, high
 
 
 def parameters(cls: type) -> list[Parameter]:
@@ -63,7 +77,7 @@ def parameters(cls: type) -> list[Parameter]:
             continue
         annotated = full.get(name, Any)
         plain = typing.get_args(annotated)[0] if typing.get_origin(annotated) is typing.Annotated else annotated
-        out.append(Parameter(name, plain, p.default, help_of(annotated)))
+        out.append(Parameter(name, plain, p.default, help_of(annotated), *bounds_of(annotated)))
     return out
 
 

@@ -225,6 +225,7 @@ class InstanceState:
         self.name = spec.name
         self.cost = cost
         self.profile = (spec.gpu.lower(), spec.model.lower(), spec.tp, spec.model_spec, spec.profile)
+        self.names = spec.served_names()  # the models a request may name to come here (adapters too)
         self.queue = queue
         self.running: dict[int, CallState] = {}
         self.outstanding = 0.0  # Σ predicted t_comp of queued + running calls (peer replicas' included)
@@ -260,7 +261,7 @@ class InstanceState:
         return self.up and self.slots_free > 0 and self.headroom > 0 and not len(self.queue)
 
     def serves(self, model: str | None) -> bool:
-        return model is None or self.spec.model.lower() == model.lower()
+        return model is None or model.lower() in self.names
 
     # ------------------------------------------------------------------ what the core's books do to it
 

@@ -92,6 +92,10 @@ class OpenAIBackend:
     async def _run(self, call: LLMCall, req: EngineRequest) -> CallOutcome:
         client = await self.client()
         params = dict(call.params)
+        lora = self.spec.engine.lora
+        adapter = lora.adapter_of(call.model) if lora is not None else None
+        if adapter is not None:  # vLLM runs a LoRA adapter when the request names it as its model
+            params["model"] = adapter
         temperature = float(params.pop("temperature", 0.0))
         sink = req.sink
         relay = None

@@ -253,10 +253,10 @@ class LiveDriver:
         return self.live.rows()
 
     def models(self) -> list[str]:
-        return sorted({s.spec.model for s in self.live.status() if s.up})
+        return sorted({n for s in self.live.status() if s.up for n in s.spec.names()})
 
     def serves(self, model: str) -> bool:
-        return any(s.spec.model.lower() == model.lower() for s in self.live.status())
+        return any(s.spec.serves(model) for s in self.live.status())
 
     def max_context(self, model: str | None) -> int | None:
         return self.core.max_context(model)

@@ -62,7 +62,7 @@ class GatewayTokens:
     # ------------------------------------------------------------------ synchronous
 
     def _serving(self, model: str | None) -> list[InstanceStatus]:
-        return [s for s in self._status() if s.up and (model is None or s.spec.model.lower() == model.lower())]
+        return [s for s in self._status() if s.up and s.spec.serves(model)]
 
     def _local_text(self, model: str | None) -> Callable[[str], list[int]] | None:
         serving = self._serving(model)

@@ -91,6 +91,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "call_ttft_s": percentiles(ttft),
         "call_tpot_s": percentiles(tpot),
         "preemptions": sum(i.preemptions for i in result.instances),
+        "adapter_loads": sum(i.adapter_loads for i in result.instances),
         "instances": [
             {"name": i.name, "gpu": i.gpu, "utilization": i.busy_s / makespan,
              "calls": i.completed, "prefilled_tokens": i.prefilled_tokens,

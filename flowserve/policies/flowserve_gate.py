@@ -77,6 +77,16 @@ def gate_limit(spot: int, slots: int, waiting: int, hold: bool, pressed: bool, o
     return spot
 
 
+def batch_room(limit: int, slots: int, interactive_running: int, interactive_rate: float, holds_cache: bool) -> int:
+    """How many calls batch work may run at once: the gate's limit, or — while no interactive
+    call runs or arrived here within the rate window, on an engine whose slots are not its
+    prefix cache — every slot: batch work alone is judged by its throughput, which a bigger
+    batch raises, and nobody's latency is at stake (the spot keeps running calls fast)."""
+    if interactive_running or interactive_rate > 0.0 or holds_cache:
+        return limit
+    return max(limit, slots)
+
+
 def slot_caches(inst: InstanceState) -> bool:
     """Does the engine keep its prefix cache in its slots, one prompt each (llama-server, as
     its fitted profile says: `FittedCostModel.slot_config`)?"""

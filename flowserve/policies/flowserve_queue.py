@@ -25,6 +25,7 @@ from flowserve.core.view import ClusterView
 from flowserve.policies.flowserve_gate import (
     Gate,
     batch_gap,
+    batch_room,
     engine_slots,
     entitled_slots,
     gate_limit,
@@ -315,7 +316,8 @@ class FlowserveQueue(UrgencyQueue):
                     return None
                 return self._pick("flood", top)
             return top
-        if not self._batch or len(inst.running) >= limit:
+        if not self._batch or len(inst.running) >= batch_room(limit, engine_slots(inst), book.interactive,
+                                                              self._gate.rate(now), slot_caches(inst)):
             return None
         if book.interactive and (now < self._next["batch"] or len(inst.running) >= self._gate.beside(inst, ctx)):
             return None  # beside interactive calls: a smaller batch, one batch prefill at a time (`batch_gap`)

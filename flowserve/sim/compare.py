@@ -1,8 +1,8 @@
 """The policy comparison (`flowserve.compare()`, `flowserve bench compare`): flowserve
 against every paper and peer policy, and the oracle.
 
-Per workload (`workloads.mixes`: each kind alone, then the mixes), every contestant's
-minimum SLO scale at 95% and 99% attainment of the interactive queries (batch work has
+Per workload (`workloads.mixes`: each kind alone, then the mixes; `lora` on request), every
+contestant's minimum SLO scale at 95% and 99% attainment of the interactive queries (batch work has
 no SLO), mean and p99 interactive latency, throughput, batch rows per second and each
 tenant's share of the engine tokens. `best other` is the best non-flowserve contestant
 on that workload; `oracle` is flowserve with a clairvoyant output predictor (exact
@@ -33,7 +33,7 @@ from flowserve.sim.simulator import SimResult
 from flowserve.tune.alpha import JOBS
 from flowserve.workloads import load_workload
 from flowserve.workloads.base import Workload
-from flowserve.workloads.mixes import MIXED, SINGLE, Case, mix, tag
+from flowserve.workloads.mixes import EXTRA, MIXED, SINGLE, Case, mix, tag
 from flowserve.workloads.programs import PROGRAM_SLO_SCALE
 from flowserve.workloads.sql_jobs import calls_of, llm_sql_job
 
@@ -298,8 +298,8 @@ def run_compare_bench(out: Path, quick: bool, console: Printer, workloads: Seque
                       queries: int | None = None, classes_check_on: bool = True,
                       cluster: str = "hetero-1") -> dict[str, Any]:
     """cluster: where a recorded trace given as a workload (`FILE.jsonl`) runs."""
-    every = {**SINGLE, **MIXED}
-    names = list(workloads or every)
+    every = {**SINGLE, **MIXED, **EXTRA}
+    names = list(workloads or {**SINGLE, **MIXED})
     for name in names:
         if name not in every and name.endswith(".jsonl"):
             every[name] = recorded_case(name, cluster)

@@ -6,7 +6,9 @@ Behaviour modelled:
   prefill chunks, oldest admission first (chunked prefill);
 * paged KV memory of `capacity` tokens (GPU memory minus weights); a radix-tree prefix
   cache whose unreferenced blocks are evicted LRU when memory is needed;
-* preemption by recompute (newest sequence first) when decode growth runs out of KV.
+* preemption by recompute (newest sequence first) when decode growth runs out of KV;
+* LoRA adapters (`EngineParams.lora`): at most `max_loras` in one batch, an adapter not in
+  a GPU slot loaded before the iteration that first runs it (`flowserve.sim.adapter_slots`).
 
 Between two events the batch composition is fixed, so the engine plans a *stretch* of k
 identical iterations: up to the first prefill completion, decode completion or KV
@@ -25,9 +27,10 @@ from collections import deque
 from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.errors import FailureKind
 from flowserve.profiles.cost_model import CostModel
+from flowserve.sim.adapter_slots import AdapterSlots
 from flowserve.sim.marks import OutputMarks
 from flowserve.sim.sequence import DECODE, PREFILL, WAITING, Capacity, Seq
-from flowserve.sim.stretch import attended_tokens, prefill_portions
+from flowserve.sim.stretch import attended_tokens, computing_ahead, prefill_portions
 from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefillDone, PrefixEvicted
 from flowserve.types.specs import EngineParams
 from flowserve.types.work import LLMCall
@@ -69,6 +72,7 @@ class SimEngine:
         # request_overhead_s): completions reach the caller that much later.
         self.overhead = float(cost.request_overhead_s)
         self._delayed: list[tuple[float, int, CallFinished]] = []
+        self.loras = AdapterSlots(params.lora) if params.lora is not None else None
 
     # ------------------------------------------------------------------ interface
 
@@ -187,12 +191,13 @@ class SimEngine:
             free = self.capacity_tokens - self.used
             assert free >= n_dec, "decode room was ensured before planning"
             k = min(k, free // n_dec)
-        k = max(1, k)
+        load = self.loras.owed if self.loras is not None else 0.0
+        k = 1 if load else max(1, k)  # the iteration that waits for adapter loads runs alone
         # iteration time at the stretch's mid-point
         prefill_tokens = sum(n for _, n in portions)
         attended = attended_tokens(portions, k)
         ctx = self.dec_ctx + n_dec * (k - 1) / 2
-        dt = self.cost.iteration_time(prefill_tokens, attended, n_dec, ctx)
+        dt = self.cost.iteration_time(prefill_tokens, attended, n_dec, ctx) + load
         assert dt > 0
         self.t0, self.k, self.dt, self._portions = now, k, dt, portions
         self.busy_time += k * dt
@@ -201,6 +206,8 @@ class SimEngine:
     def _apply(self, k: int, now: float) -> None:
         """Apply k iterations of the current stretch; finish what completes at `now`."""
         n_dec = len(self.decoding)
+        if self.loras is not None:
+            self.loras.paid()
         self.dec_iter += k
         self.dec_ctx += n_dec * k
         self.private += n_dec * k
@@ -272,6 +279,8 @@ class SimEngine:
 
     def _free(self, s: Seq) -> None:
         self.private -= s.kv_now(self.dec_iter)
+        if self.loras is not None:
+            self.loras.released(s.call.id)
         lock = s.free()
         if lock is not None and self.tree is not None:
             self.tree.release(lock)
@@ -290,6 +299,7 @@ class SimEngine:
     def _admit(self, now: float) -> None:
         self._ensure_decode_room(now)
         budget = self.p.token_budget - len(self.decoding)
+        skipped: list[Seq] = []  # waiting for a LoRA slot: those behind them may go first
         while self.waiting:
             if len(self.prefilling) + len(self.decoding) >= self.p.max_num_seqs:
                 break
@@ -297,11 +307,14 @@ class SimEngine:
             if backlog >= budget and (self.prefilling or self.decoding):
                 break
             s = self.waiting[0]
+            if self.loras is not None and not self.loras.admissible(s.call):
+                skipped.append(self.waiting.popleft())
+                continue
             cached, node = 0, None
             if self.tree is not None:
                 cached = self._match(s, now)
                 node = s.matched[1] if s.matched is not None else None
-                if self._computing(s, cached):
+                if computing_ahead(s, cached, self.prefilling, self.p.token_budget):
                     break
             uncached = s.prompt_len - cached + s.pending
             # room for its prompt and first token, and for the decoders' next tokens
@@ -315,18 +328,10 @@ class SimEngine:
             s.admit(cached, uncached, uncached, now, lock)
             self.private += uncached
             self.stats["cached"] += cached
+            if self.loras is not None:
+                self.loras.admitted(s.call)
             self.prefilling.append(s)
-
-    def _computing(self, s: Seq, cached: int) -> bool:
-        """Whether a sequence in prefill is computing at least a chunk more of `s`'s prompt
-        than the cache holds: then `s` waits for it to land in the cache instead of
-        computing it twice (SGLang's in-batch prefix caching does the same)."""
-        prompt = s.call.prompt
-        need = cached + self.p.token_budget  # a shared prefix this long makes waiting pay
-        if not self.prefilling or len(prompt) < need:
-            return False
-        head = prompt[:need]
-        return any(p.pending == 0 and p.call.prompt[:need] == head for p in self.prefilling)
+        self.waiting.extendleft(reversed(skipped))
 
     def _reserve(self, tokens: int, now: float, keep: RadixNode | None = None) -> bool:
         """Make `tokens` of KV free, evicting unreferenced cache if needed."""

@@ -185,7 +185,7 @@ def simulate(
             if isinstance(plan, AppQuery):
                 ref, oracle = WorkflowRef(APP, (i,)), plan.oracle
             else:
-                ref, oracle = workload.plan_ref(plan), plan_oracle(plan)
+                ref, oracle = workload.plan_ref(plan, spec.model), plan_oracle(plan)
             if deadlines is not None:
                 rel = deadlines[i]
                 deadline = None if rel is None else spec.arrival + rel

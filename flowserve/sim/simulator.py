@@ -78,6 +78,7 @@ class InstanceOutcome:
     cached_tokens: int
     preemptions: int
     evicted_tokens: int
+    adapter_loads: int = 0  # LoRA adapters loaded into a GPU slot
 
 
 @dataclass
@@ -205,7 +206,7 @@ class Simulator:
                 InstanceOutcome(
                     e.name, status[e.name].spec.gpu, e.busy_time, status[e.name].dispatched,
                     status[e.name].completed, e.stats["prefilled"], e.stats["cached"],
-                    e.stats["preemptions"], e.stats["evicted"])
+                    e.stats["preemptions"], e.stats["evicted"], e.loras.loads if e.loras is not None else 0)
                 for e in self.engines.values()
             ],
             policy_changes=self.policy_changes,

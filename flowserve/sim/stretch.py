@@ -40,3 +40,15 @@ def attended_tokens(portions: Sequence[tuple[Seq, int]], k: int) -> float:
         offset = done + (n * (k - 1) / 2 if len(portions) == 1 else 0)
         attended += n * offset + n * (n + 1) / 2
     return attended
+
+
+def computing_ahead(s: Seq, cached: int, prefilling: Sequence[Seq], budget: int) -> bool:
+    """Whether a sequence in prefill is computing at least a chunk (`budget`) more of `s`'s
+    prompt than the cache holds: then `s` waits for it to land in the cache instead of
+    computing it twice (SGLang's in-batch prefix caching does the same)."""
+    prompt = s.call.prompt
+    need = cached + budget  # a shared prefix this long makes waiting pay
+    if not prefilling or len(prompt) < need:
+        return False
+    head = prompt[:need]
+    return any(p.pending == 0 and p.call.prompt[:need] == head for p in prefilling)

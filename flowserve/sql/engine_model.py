@@ -10,7 +10,7 @@ instruction) — the prefix-sharing rules of the simulated engine (`flowserve.si
   prompt lands in the cache when its prefill completes;
 * a waiting call that shares at least its cached prefix plus one token budget with a call
   in prefill waits for it instead of computing it twice (SGLang's in-batch prefix
-  caching, as `SimEngine._computing`);
+  caching, as `flowserve.sim.stretch.computing_ahead`);
 * a call that names another (`after`: a prefix warm-up, or later a group leader that the
   scheduler releases first) is released once that call's prefill completed;
 * the cache holds the KV capacity minus the running calls' own tokens, least recently

@@ -14,6 +14,30 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class LoraSpec:
+    """The LoRA adapters an engine serves beside its base model (vLLM `--enable-lora
+    --lora-modules NAME=PATH ... --max-loras N`): a request names an adapter as its model;
+    at most `max_loras` adapters are in GPU slots at once (the adapters of one batch), and
+    one not in a slot is loaded into a free slot or the least recently used one no running
+    request needs, in `load_s` seconds during which the engine's iteration waits."""
+
+    adapters: tuple[str, ...]
+    max_loras: int = 1  # vLLM's default
+    load_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not self.adapters or self.max_loras < 1 or not self.load_s >= 0:
+            raise ValueError(f"a LoRA spec needs adapters, max_loras ≥ 1 and load_s ≥ 0, got {self}")
+
+    def adapter_of(self, model: str | None) -> str | None:
+        """The adapter a request's `model` names (case-insensitive), None for anything else."""
+        if model is None:
+            return None
+        low = model.lower()
+        return next((a for a in self.adapters if a.lower() == low), None)
+
+
+@dataclass(frozen=True, slots=True)
 class EngineParams:
     """What a vLLM/SGLang-like engine is configured with (the simulator models it)."""
 
@@ -22,6 +46,7 @@ class EngineParams:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     prefix_caching: bool = True
+    lora: LoraSpec | None = None  # LoRA adapters served beside the base model
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +73,19 @@ class InstanceSpec:
     # Where the engine publishes its KV-cache events (vLLM/SGLang `--kv-events-config`);
     # None: it publishes none and its view is the router's estimate.
     kv_events: KVEventsSpec | None = None
+    # Other names clients may send as `model` for the base model (vLLM `--served-model-name`)
+    aliases: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        """Every `model` a request may name to reach this instance: the base model, its aliases
+        and its LoRA adapters."""
+        lora = self.engine.lora
+        return (self.model, *self.aliases, *(lora.adapters if lora else ()))
+
+    def served_names(self) -> frozenset[str]:
+        """`names`, lower-case (requests name models case-insensitively)."""
+        return frozenset(n.lower() for n in self.names())
+
+    def serves(self, model: str | None) -> bool:
+        """Whether a request naming `model` may go here (None: any instance)."""
+        return model is None or model.lower() in self.served_names()

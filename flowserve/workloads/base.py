@@ -44,6 +44,7 @@ class QuerySpec:
     priority: int = 0
     cls: QueryClass = "interactive"
     slo: LatencySLO | None = None  # per-call TTFT/TPOT objectives (`flowserve.workloads.latency_slos`)
+    model: str | None = None  # the model (or LoRA adapter) its calls name; None: any instance
 
 
 @dataclass(frozen=True)

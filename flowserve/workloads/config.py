@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from flowserve.limits import MAX_CANDIDATES, MAX_PROMPT_TOKENS, MAX_QUERIES, Candidates, Queries, Rounds, Seed
 from flowserve.schema import Strict
-from flowserve.workloads import agent_trace, preble, text2sql
+from flowserve.workloads import agent_trace, lora, preble, text2sql
 from flowserve.workloads.base import SegmentIds, Workload
 from flowserve.workloads.trace import read_trace
 
@@ -217,3 +217,24 @@ class LLMSQLConfig(Strict):
         from flowserve.workloads.llm_sql import llm_sql_workload
 
         return llm_sql_workload(self.table, self.query, self.optimize, self.seed)
+
+
+class LoraConfig(Arrivals):
+    """Requests to many LoRA adapters of one base model, Zipf popularity (`flowserve.workloads.lora`)."""
+
+    kind: Literal["lora"] = Field(description="`lora`")
+    queries: Queries = Field(description="queries to generate (one call each)")
+    adapters: int = Field(32, ge=1, le=4096, description="distinct adapters, named PREFIX0, PREFIX1, …")
+    zipf: float = Field(1.0, ge=0, le=10, description="Zipf exponent of the adapters' popularity (0: uniform)")
+    prefix: str = Field("lora-", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._/-]+$",
+                        description="adapter names: the prefix and the adapter's index")
+    base_share: float = Field(0.0, ge=0, le=1, description="share of the queries that name the base model, no adapter")
+    system_tokens: int = Field(100, ge=16, le=MAX_PROMPT_TOKENS // 2, description="mean system prompt of an adapter's "
+                               "application (shared by its requests)")
+    question_tokens: int = Field(200, ge=8, le=MAX_PROMPT_TOKENS // 2, description="mean question of a request")
+    output_tokens: int = Field(120, ge=4, le=32_768, description="mean output tokens")
+
+    def build(self) -> Workload:
+        return lora.lora_workload(self.queries, self.rate, self.seed, self.adapters, self.zipf, self.prefix,
+                                  self.base_share, self.system_tokens, self.question_tokens, self.output_tokens,
+                                  self.arrival, self.cv)

@@ -1,9 +1,9 @@
 """Workloads of `bench compare`: each kind alone, and mixes of kinds, classes and tenants.
 
-`SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes; their batch
-work is LLM-in-SQL statements (`flowserve.workloads.sql_jobs`). Mixing needs
-prompts of different workloads not to share segment ids by accident: each part is
-shifted into its own id range.
+`SINGLE` names every workload run alone (cluster, builder), `MIXED` the mixes, `EXTRA` those
+run only when named (`lora`); the mixes' batch work is LLM-in-SQL statements
+(`flowserve.workloads.sql_jobs`). Mixing needs prompts of different workloads not to share
+segment ids by accident: each part is shifted into its own id range.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from flowserve.graph.plan import CallStep, DagNode, DagPlan, Plan, Segment
 from flowserve.types.work import QueryClass
 from flowserve.workloads import load_workload
-from flowserve.workloads.base import AppQuery, QuerySpec, Workload
+from flowserve.workloads.base import AppQuery, Workload
 from flowserve.workloads.sql_jobs import llm_sql_job
 
 ID_STRIDE = 10_000_000  # segment ids of one mix part: [k·stride, (k+1)·stride)
@@ -50,7 +50,7 @@ def shift_plan(plan: Plan | AppQuery, offset: int) -> Plan | AppQuery:
 
 
 def tag(w: Workload, part: int, tenant: str = "default", cls: QueryClass = "interactive") -> Workload:
-    qs = tuple(QuerySpec(q.id, q.arrival, shift_plan(q.plan, part * ID_STRIDE), tenant, q.priority, cls)
+    qs = tuple(dataclasses.replace(q, plan=shift_plan(q.plan, part * ID_STRIDE), tenant=tenant, cls=cls)
                for q in w.queries)
     return dataclasses.replace(w, queries=qs)
 
@@ -131,6 +131,11 @@ TEOLA_RATES = {"search_gen": 1.7, "naive_rag": 0.5, "advanced_rag": 0.5}  # the 
 SINGLE.update({app: Case(app, "teola", _builtin(app, rate)) for app, rate in TEOLA_RATES.items()})
 SINGLE["llm_sql"] = Case("llm_sql", "preble-a6000", _statements, batch_only=True)
 SINGLE["programs"] = Case("programs", "preble-a6000", _programs, by_latency=True)
+# on request only (`bench compare --workload lora`): requests to 32 LoRA adapters (Zipf) on
+# instances that hold four at a time; four calls per interactive query of the bench's size
+EXTRA: dict[str, Case] = {
+    "lora": Case("lora", "lora-a100", lambda n, seed: load_workload("lora", {"queries": 4 * n, "seed": seed})),
+}
 MIXED: dict[str, Case] = {
     "mixed": Case("mixed", "hetero-1", _mixed_classes, "gold:3,free:1", mixed=True),
     "two-tenants": Case("two-tenants", "hetero-1", _two_tenants, "gold:3,free:1", mixed=True),

@@ -22,6 +22,7 @@ from flowserve.workloads.config import (
     EmbodiedAgentConfig,
     LLMSQLConfig,
     LongDocQAConfig,
+    LoraConfig,
     MixedConfig,
     PrebleConfig,
     ProgrammingConfig,
@@ -82,6 +83,7 @@ WORKLOAD_KINDS: dict[str, type[Strict]] = {
     "programs": ProgramsConfig,
     "app": AppConfig,
     "slo": LatencySLOConfig,
+    "lora": LoraConfig,
     **dict.fromkeys(("search_gen", "naive_rag", "advanced_rag"), TeolaConfig),
 }
 
@@ -94,6 +96,8 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     **{kind: {"kind": kind, "rate": 2.0, "queries": 500} for kind in preble.KINDS},
     "mixed": {"kind": "mixed", "rate": 2.0, "queries": 500},
     "programs": {"kind": "programs", "rate": 1.0, "queries": 300},
+    # 32 LoRA adapters (Zipf 1.0) for the built-in `lora-a100` cluster, which it keeps busy
+    "lora": {"kind": "lora", "rate": 24.0, "queries": 600},
     # Teola's apps (on the built-in `teola` cluster), at `bench teola`'s high rates: the paper
     # baseline's busiest engine ~60 % busy (the embedder for RAG, one search at a time)
     **{kind: {"kind": kind, "rate": rate, "queries": 200}

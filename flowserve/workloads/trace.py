@@ -1,7 +1,8 @@
 """JSONL traces: record every query a simulation ran, and replay such a file exactly.
 
-One line per query: id, arrival, tenant, priority, workflow, attrs and its steps, with
-prompts as segment lists ([id, length]), so sharing structure survives.
+One line per query: id, arrival, tenant, priority, workflow, attrs, its model (when it names
+one: a LoRA adapter, say) and its steps, with prompts as segment lists ([id, length]), so
+sharing structure survives.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def query_to_json(q: QuerySpec) -> dict[str, Any]:
                           f"workloads can be recorded as a trace (apps record their live runs)")
     d: dict[str, Any] = {"id": q.id, "arrival": q.arrival, "tenant": q.tenant, "priority": q.priority,
                          "workflow": q.plan.workflow, "attrs": dict(q.plan.attrs)}
+    if q.model is not None:
+        d["model"] = q.model
     if isinstance(q.plan, DagPlan):
         d["dag"] = [{"key": n.key, "deps": list(n.deps), **_item(n.item)} for n in q.plan.nodes]
     else:
@@ -126,8 +129,11 @@ def read_trace(path: str | Path) -> Workload:
             arrival = float(d["arrival"])
             if not math.isfinite(arrival) or arrival < 0:
                 raise ValueError(f"arrival must be a finite time ≥ 0, got {arrival}")
+            model = d.get("model")
+            if model is not None and not isinstance(model, str):
+                raise ValueError(f"model must be a string, got {model!r}")
             specs.append(QuerySpec(int(d["id"]), arrival, plan,
-                                   str(d.get("tenant", "default")), int(d.get("priority", 0))))
+                                   str(d.get("tenant", "default")), int(d.get("priority", 0)), model=model))
         except RecursionError:
             raise ConfigError(f"{path}:{n}: not a flowserve trace line (JSON nested too deeply)") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AssertionError, OverflowError) as e:

@@ -54,3 +54,21 @@ def test_flowserve_simulate_replays_a_recorded_trace(recorded: Path, tmp_path: P
     assert res.exit_code == 0, res.output
     summary = json.loads(out.read_text())
     assert summary["queries"] == summary["completed"] == 6
+
+
+def test_flowserve_tune_tunes_on_a_recorded_trace(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flowserve.cli import app
+    from flowserve.policies.scoring.profile import load_profile
+
+    shape = ProgramShape(system_tokens=300, user_tokens=100, tool_result_tokens=100, output_tokens=30)
+    trace = tmp_path / "trace-recorded.jsonl"
+    trace.write_text("".join(json.dumps(query_json(q, {"id": i})) + "\n"
+                             for i, q in enumerate(program_traces(8, 1.0, 43, shape))))
+    out = tmp_path / "tuned.yaml"
+    res = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--cluster", "preble-a6000", "--budget", "2",
+                                   "--jobs", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "2 queries to search on, 2 to validate on, 4 held out" in " ".join(res.output.split())
+    assert load_profile(str(out)).scorers

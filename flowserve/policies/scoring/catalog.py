@@ -10,6 +10,7 @@ from typing import Any, Literal
 from flowserve.core.params import construct
 from flowserve.errors import ConfigError
 from flowserve.plugins import is_import_path, load_class
+from flowserve.policies.scoring.filters.cache_affinity import CacheAffinity
 from flowserve.policies.scoring.filters.fits_context import FitsContext
 from flowserve.policies.scoring.filters.gate_open import GateOpen
 from flowserve.policies.scoring.filters.healthy import Healthy
@@ -25,6 +26,7 @@ from flowserve.policies.scoring.scorers.affinity import SessionAffinity
 from flowserve.policies.scoring.scorers.batch_harm import BatchHarm
 from flowserve.policies.scoring.scorers.finish import ExpectedFinish
 from flowserve.policies.scoring.scorers.kv_free import KVFree
+from flowserve.policies.scoring.scorers.lora_affinity import LoraAffinity
 from flowserve.policies.scoring.scorers.outstanding import Outstanding
 from flowserve.policies.scoring.scorers.prefill_blocks import PrefillBlocks
 from flowserve.policies.scoring.scorers.prefill_harm import PrefillHarm
@@ -35,10 +37,11 @@ from flowserve.policies.scoring.scorers.uncached_work import UncachedWork
 
 PartKind = Literal["filter", "scorer", "picker", "guard"]
 
-FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter)}
+FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter,
+                                                         CacheAffinity)}
 SCORERS: dict[str, type[Scorer]] = {c.name: c for c in (
-    ExpectedFinish, Outstanding, BatchHarm, PrefillHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth,
-    SessionAffinity, PrefillBlocks, ActiveBlocks)}
+    ExpectedFinish, Outstanding, BatchHarm, PrefillHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree,
+    QueueDepth, SessionAffinity, PrefillBlocks, ActiveBlocks, LoraAffinity)}
 PICKERS: dict[str, type[Picker]] = {c.name: c for c in (MaxScore, TopKRandom)}
 GUARDS: dict[str, type[Guard]] = {c.name: c for c in (PinPrefix, LoadBalanceGuard)}
 PARTS: dict[PartKind, tuple[Mapping[str, type[Plugin]], type[Plugin]]] = {

@@ -8,6 +8,7 @@ flowserve ships (`shipped/*.yaml`: `flowserve`, `llmd`, `dynamo_kv`).
     scorers:                   # at least one; weight ≥ 0 (default 1); other keys: the scorer's parameters
       - {name: finish, weight: 1}
       - {name: prefix_hit, weight: 2, block_size: 64}
+      - {name: outstanding, weight: 1, classes: [batch]}   # only for batch calls (default: every call)
     picker: max_score          # the default
     guards: [pin]
     shares_prefills: true      # the core's prefill sharing (`DispatchPolicy.shares_prefills`)
@@ -36,17 +37,21 @@ from pydantic import Field
 from flowserve.errors import ConfigError
 from flowserve.policies.scoring.catalog import PartKind, build_part
 from flowserve.schema import Strict, parse_yaml, read_yaml, validate
+from flowserve.types.work import QUERY_CLASSES, QueryClass
 
 PATH_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 @dataclass(frozen=True)
 class PartSpec:
-    """One part of a profile: its name (or import path), parameters and — a scorer's — weight."""
+    """One part of a profile: its name (or import path), parameters, a scorer's weight, and
+    the query classes whose calls it applies to (llm-d picks a scheduling profile per
+    request; here a part may serve only `batch` or only `interactive` calls)."""
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     weight: float = 1.0
+    classes: tuple[QueryClass, ...] = QUERY_CLASSES
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class ProfileSpec:
     def describe(self) -> dict[str, Any]:
         """The profile as the YAML that would rebuild it."""
         def entry(p: PartSpec, weighted: bool = False) -> dict[str, Any]:
-            return {"name": p.name, **({"weight": p.weight} if weighted else {}), **dict(p.params)}
+            classes = {"classes": list(p.classes)} if p.classes != QUERY_CLASSES else {}
+            return {"name": p.name, **({"weight": p.weight} if weighted else {}), **classes, **dict(p.params)}
         return {"name": self.name, "description": self.description,
                 "filters": [entry(p) for p in self.filters], "scorers": [entry(p, True) for p in self.scorers],
                 "picker": entry(self.picker), "guards": [entry(p) for p in self.guards],
@@ -108,6 +114,13 @@ def _number(text: str, where: str) -> float:
         raise ConfigError(f"{where}: expected a number, got {text!r}") from None
 
 
+def _classes(value: Any, where: str) -> tuple[QueryClass, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or any(c not in QUERY_CLASSES for c in items):
+        raise ConfigError(f"{where}: classes must name some of {list(QUERY_CLASSES)}, got {value!r}")
+    return tuple(c for c in QUERY_CLASSES if c in items)
+
+
 def _part(kind: PartKind, entry: Any, where: str) -> PartSpec:
     if isinstance(entry, str):
         spec = PartSpec(entry)
@@ -117,10 +130,13 @@ def _part(kind: PartKind, entry: Any, where: str) -> PartSpec:
             raise ConfigError(f"{where}: expected a 'name' (a {kind}'s name or import path), got {name!r}")
         if "weight" in entry and kind != "scorer":
             raise ConfigError(f"{where}: only scorers take a weight ({kind} {name!r})")
-        params = {k: v for k, v in entry.items() if k not in ("name", "weight")}
+        if "classes" in entry and kind == "picker":
+            raise ConfigError(f"{where}: the picker serves every call (no classes)")
+        params = {k: v for k, v in entry.items() if k not in ("name", "weight", "classes")}
         if not all(isinstance(k, str) for k in params):
             raise ConfigError(f"{where}: parameter names must be strings")
-        spec = PartSpec(name, params, _weight(entry.get("weight", 1.0), where))
+        spec = PartSpec(name, params, _weight(entry.get("weight", 1.0), where),
+                        _classes(entry.get("classes", list(QUERY_CLASSES)), where))
     else:
         raise ConfigError(f"{where}: expected a {kind}'s name or a mapping with 'name', got {entry!r}"[:300])
     build_part(kind, spec.name, spec.params, where)  # every fault now, with where it is
@@ -178,7 +194,7 @@ def with_params(spec: ProfileSpec, params: Mapping[str, Any], source: str) -> Pr
     return parse_profile(data, source, spec.name)
 
 
-SHIPPED = ("llmd", "dynamo_kv", "flowserve")  # the profiles flowserve ships, in the order listings show them
+SHIPPED = ("llmd", "llmd_lora", "dynamo_kv", "flowserve")  # the shipped profiles, in the order listings show them
 
 
 def shipped_names() -> list[str]:

@@ -1,10 +1,12 @@
-"""`serves_model`: instances that serve the call's model (case-insensitive; a call that
-names none goes anywhere).
+"""`serves_model`: instances that serve the call's model or LoRA adapter (case-insensitive;
+a call that names none goes anywhere).
 
-    keep_i = the call names no model, or i's model is the call's
+    keep_i = the call names no model, or the call's model is i's base model, one of its
+             other served names (`models:`) or one of its LoRA adapters (`lora_adapters:`)
 
 The core hands a policy only instances serving the call's model; in a profile this
-filter states it, and is where serving LoRA adapters extends it.
+filter states it. An adapter is a model name, as in vLLM's API: an instance that lists
+it can load it (`lora_affinity` scores whether it must).
 """
 
 from __future__ import annotations

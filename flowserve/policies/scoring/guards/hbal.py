@@ -18,7 +18,7 @@ class LoadBalanceGuard(Guard):
     name = "hbal"
 
     def __init__(self, t_hbal: Annotated[float, Help("the largest ratio of the pick's finish to the earliest "
-                                                     "finish, ≥ 1 (Preble: 1.5)")] = 1.5,
+                                                     "finish, ≥ 1 (Preble: 1.5)", ge=1)] = 1.5,
                  wait_model: Annotated[WaitModel, Help("how `finish` counts the work ahead (see `finish`)")]
                  = "batched") -> None:
         if t_hbal < 1.0:

@@ -32,7 +32,7 @@ class PinPrefix(Guard):
     name = "pin"
     needs_prefix_index = True
 
-    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP)] = 0.5,
+    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP, ge=0, le=1)] = 0.5,
                  wait_model: Annotated[WaitModel, Help("how `finish` counts the work ahead (see `finish`)")]
                  = "batched") -> None:
         self.slack = SlackBook(w_free)

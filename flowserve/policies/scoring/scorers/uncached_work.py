@@ -37,7 +37,7 @@ class UncachedWork(CostScorer):
     needs_prefix_index = True
     unit = "s"
 
-    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP)] = 0.5) -> None:
+    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP, ge=0, le=1)] = 0.5) -> None:
         self.slack = SlackBook(w_free)
 
     def cost(self, d: Decision) -> list[float]:
