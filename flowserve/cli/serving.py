@@ -199,12 +199,20 @@ def epp(
         help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
     queue: Annotated[str | None, typer.Option(
         help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
+    envoy_endpoints: Annotated[bool, typer.Option(
+        "--envoy-endpoints", help="print the engines as the Envoy cluster's endpoints (examples/envoy/picker.yaml's "
+                                  "${ENGINE_ENDPOINTS}) and exit")] = False,
 ) -> None:
     """Run flowserve as Envoy's endpoint picker (Gateway API Inference Extension, ext_proc)."""
     with user_errors():
         from flowserve.api import epp as run_picker
         from flowserve.host.settings import load_serve_config
 
+        if envoy_endpoints:
+            from flowserve.picker.envoy import envoy_endpoints as endpoints
+
+            typer.echo(endpoints(load_serve_config(config)))
+            return
         run_picker(load_serve_config(config), host, port, metrics_port=metrics_port, dispatch=dispatch,
                    queue=queue, log_level=log_level)
 

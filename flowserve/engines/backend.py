@@ -32,6 +32,7 @@ class CallOutcome:
     first_token: float | None = None
     extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
     own: Mapping[str, Any] | None = None  # what the engine says of its answer: its id, created, system_fingerprint
+    failed_over: str | None = None  # the proxy answered from this other instance after the call's own failed
 
 
 class TokenSink:

@@ -25,7 +25,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.apps.base import WorkflowDef
-from flowserve.config import InstanceConfig
 from flowserve.errors import FailureKind, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.batch_api import BatchAPI
@@ -46,7 +45,7 @@ from flowserve.host.query import QueryResult, QueryStatus, query_body
 from flowserve.host.root import LiveHost
 from flowserve.host.served import app_ref
 from flowserve.host.settings import ServeConfig
-from flowserve.schema import validate
+from flowserve.host.shared_instances import instance_spec
 from flowserve.tenants import api_keys
 
 
@@ -151,23 +150,22 @@ class Gateway:
     # ------------------------------------------------------------------ admin
 
     async def add_instance(self, request: Request) -> Response:
+        """With replicas, the change goes to the state first: every replica applies it."""
         body = decode_json(await request.body())
-        if not isinstance(body, dict):
-            raise APIError(400, "expected an instance object")
         try:
-            cfg = validate(InstanceConfig, body, "instance")
+            spec = instance_spec(body)
         except FlowserveError as e:
             raise APIError(400, str(e)) from None
-        specs = cfg.specs()
-        if len(specs) != 1:
-            raise APIError(400, "count: add one instance at a time", param="count")
-        spec = specs[0]
-        if spec.backend == "openai" and not spec.url:
-            raise APIError(400, "url: backend openai needs a url", param="url")
+        if self.replica is not None:
+            await self.replica.instances.share_add(body, spec)
         up = await self.driver.add_instance(spec)
         return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
+        if name not in {row["name"] for row in self.driver.instances()}:
+            raise APIError(404, f"no instance {name!r}", code="instance_not_found")
+        if self.replica is not None:
+            await self.replica.instances.share_remove(name)
         try:
             await self.driver.remove_instance(name)
         except KeyError:

@@ -105,7 +105,7 @@ class CallRunner:
 
     # ------------------------------------------------------------------ calls
 
-    def send(self, lc: LiveCall, now: float) -> None:
+    def send(self, lc: LiveCall) -> None:
         """Run the call's current attempt (`LiveCall.attempt`) on its instance."""
         call, channel = lc.call, lc.channel
         assert call is not None and lc.instance is not None
@@ -162,7 +162,12 @@ class CallRunner:
                     self._put(CallFailed(self._clock(), call.id, name, f"{type(e).__name__}: {e}", False,
                                         FailureKind.INTERNAL))
                     return
-                if breaker.record_success() and name not in self.removed:
+                if out.failed_over is not None:  # its engine failed, the proxy's retry answered
+                    self._metrics.engine_errors.labels(name, "true").inc()
+                    if breaker.record_failure(self._clock()):
+                        self._instance_failed(name, f"circuit opened: the proxy retried its calls on "
+                                                    f"{out.failed_over}")
+                elif breaker.record_success() and name not in self.removed:
                     self._put(InstanceUp(self._clock(), self.specs[name]))
                 if out.first_token is not None:
                     self._metrics.ttft.labels(name).observe(max(out.first_token - sent, 0.0))

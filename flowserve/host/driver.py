@@ -6,13 +6,11 @@ task takes the items one at a time, stamps them with the driver's clock (`time.m
 `core.handle` and executes the commands it returns through one table (`LiveDriver.COMMANDS`): calls go to the call
 runner (`flowserve.host.calls`: engine tasks, retries, circuit breakers; it never chooses an instance), ops to
 tools, tokenizations to the engines' tokenizers, a query's end to its client's future (every accepted query gets
-one), jobs to workers. What the driver did is published as facts (`flowserve.host.facts`: a call sent or ended, a
-query ended, a policy's new parameters) to the listeners the composition root registered
-(`flowserve.host.root`, which builds the driver and everything it drives).
+one), jobs to workers. What the driver did is published as facts (`flowserve.host.facts`) to the listeners the
+composition root (`flowserve.host.root`) registered.
 
 Admission (`flowserve.host.admission`) is decided when an arrival is taken off the queue, on the core's own state,
-so it never races with it. The driver reads the core only through its query API; instances come and go through
-`flowserve.host.instances`.
+so it never races with it. The driver reads the core only through its query API.
 """
 
 from __future__ import annotations
@@ -50,6 +48,7 @@ from flowserve.host.routing_tokens import GatewayTokens
 from flowserve.host.settings import GatewaySettings
 from flowserve.host.tasks import TaskSet
 from flowserve.host.tools import ToolRunner
+from flowserve.retrieval.executors import RetrievalTools
 from flowserve.types.commands import (
     CancelCall,
     PolicyChanged,
@@ -97,6 +96,7 @@ class DriverParts:
     params: PolicyParams
     admission: Admission
     tools: ToolRunner
+    retrieval: RetrievalTools  # the tools' retrieval components
     jobs: JobRunner
     book: QueryBook
     listeners: Listeners
@@ -126,6 +126,7 @@ class LiveDriver:
         self.params = parts.params
         self.admission = parts.admission
         self.tools = parts.tools
+        self.retrieval = parts.retrieval
         self.jobs = parts.jobs
         self.book = parts.book
         self.facts = parts.listeners  # who hears what the host did (`flowserve.host.facts`)
@@ -331,7 +332,7 @@ class LiveDriver:
                 ch.routed.set_result(cmd.instance)
         lc.attempt(call, cmd.instance, now)
         self._publish(CallSent(now, call, cmd.instance, h.ticket if h is not None else None))
-        self.runner.send(lc, now)
+        self.runner.send(lc)
 
     def _cancel(self, cmd: CancelCall, now: float) -> None:
         if self.runner.cancel(cmd.call_id, cmd.instance):

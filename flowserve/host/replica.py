@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
@@ -32,15 +33,19 @@ from flowserve.host.driver import LiveDriver
 from flowserve.host.facts import CallSent, Listener, QueryEnded
 from flowserve.host.query import query_body
 from flowserve.host.settings import GatewaySettings, ServeConfig, StateSettings
+from flowserve.host.shared_instances import SharedInstances
 from flowserve.replicas import fingerprint
 from flowserve.replicas.codec import StateError, json_object
 from flowserve.replicas.programs import ProgramRegistry
-from flowserve.replicas.redis_server import PrivateRedis, redis_binary
+from flowserve.replicas.redis_server import INSTALL_HINT, PrivateRedis, redis_binary
 from flowserve.replicas.store import LOST, StateStore, connect
 from flowserve.replicas.sync import ReplicaSync
 from flowserve.types.specs import InstanceSpec
 
 ID_BITS = 32  # a replica's query ids: its number << 32 + a local count
+# a replica's own number when the state's counter holds a foreign value: drawn at random,
+# above any count a real counter reaches, and small enough for 62-bit ids
+UNCOUNTED_NUMBERS = (1 << 24, (1 << 30) - (1 << 24))
 PENDING_ANSWERS = 10_000  # finished queries held while Redis is lost (the oldest go first)
 
 
@@ -108,7 +113,7 @@ def replicated(config: ServeConfig, workers: int) -> Iterator[ServeConfig]:
         return
     if redis_binary() is None:
         raise ConfigError(f"--workers {workers}: the workers share their state through Redis, and redis-server is "
-                          f"not on PATH: give --state-url redis://HOST:PORT/DB, or install redis-server")
+                          f"not on PATH: give --state-url redis://HOST:PORT/DB, or {INSTALL_HINT}")
     with PrivateRedis() as server:
         yield with_state(config, server.url)
 
@@ -146,6 +151,7 @@ class Replica:
         self._store: StateStore | None = None
         self._sync: ReplicaSync | None = None
         self._programs: ProgramRegistry | None = None
+        self._instances: SharedInstances | None = None
         self._routes = False  # whether peers fold routed prompts into their prefix views
         self._answers: OrderedDict[str, bytes] = OrderedDict()  # finished queries not yet written
 
@@ -171,6 +177,13 @@ class Replica:
         if self._programs is None:
             raise RuntimeError("the replica has not joined its state")
         return self._programs
+
+    @property
+    def instances(self) -> SharedInstances:
+        """The admin API's instance changes, shared with the peers."""
+        if self._instances is None:
+            raise RuntimeError("the replica has not joined its state")
+        return self._instances
 
     # ------------------------------------------------------------------ facts
 
@@ -231,10 +244,13 @@ class Replica:
         mine, ttl = self._mine, 2 * settings.heartbeat_s
         try:
             await claim_config(store, mine, ttl, settings.url)
-            number = await store.claim_number()
         except StateError as e:
             await store.aclose()
             raise ConfigError(str(e)) from None
+        try:
+            number, foreign = await store.claim_number(), None
+        except StateError as e:  # refused like any foreign state: this replica numbers itself
+            number, foreign = UNCOUNTED_NUMBERS[0] + secrets.randbelow(UNCOUNTED_NUMBERS[1]), e
         self.name = f"r{number}-{socket.gethostname()[:32]}-{os.getpid()}"
         self.number = number
         core = driver.core
@@ -246,17 +262,28 @@ class Replica:
                            settings.route_entries, settings.route_blocks, core.own_load, core.tenant_costs,
                            driver.emit, driver.caches.peer_routed, driver.metrics.registry, hold,
                            lambda: sum(part.pending() for part in parts))
+        if foreign is not None:
+            sync.refuse("seq", f"{foreign}: this replica took the random number {number}")
         driver.number_queries_from((number << ID_BITS) + 1)
         self._routes = core.keeps_prefix_index
         sync.on_resync(lambda: store.keep_number(number))
         for part in parts:
             sync.on_resync(part.restore)
+        instances = SharedInstances(store, sync, driver.add_instance, driver.remove_instance,
+                                    lambda: {row["name"] for row in driver.instances()})
         sync.on_tick(self.publish)
-        self._store, self._sync = store, sync
+        sync.on_tick(instances.tick)
+        self._store, self._sync, self._instances = store, sync, instances
         self._programs = ProgramRegistry(store, self.name, settings.programs_ttl_s)
 
-    def start(self) -> None:
-        """Once the driver runs: the sync loop (it feeds the driver's inbox)."""
+    async def start(self) -> None:
+        """Once the driver runs: the instances its peers added or removed (a replica joining
+        later starts with the instances its peers have), then the sync loop (it feeds the
+        driver's inbox)."""
+        try:
+            await self.instances.catch_up()
+        except aioredis.ResponseError as e:
+            self.sync.refuse("instances", f"{self.store.key('instances')}: {e}")
         self.sync.start()
 
     async def leave(self) -> None:

@@ -149,8 +149,9 @@ def compose_driver(instances: Sequence[InstanceSpec], settings: GatewaySettings,
     return LiveDriver(DriverParts(
         settings=s, clock=clock, inbox=inbox, tasks=tasks, core=core, dispatch=dispatch, workflows=registry,
         tokens=tokens, metrics=metrics, calls=calls, runner=runner, caches=caches, kv=kv, params=params,
-        admission=Admission(s.max_queries, s.max_queue_s, core.predicted_wait_s), tools=tools, jobs=job_runner,
-        book=book, listeners=table, instances=tuple(instances), closing=closing))
+        admission=Admission(s.max_queries, s.max_queue_s, core.predicted_wait_s), tools=tools,
+        retrieval=retrieval, jobs=job_runner, book=book, listeners=table, instances=tuple(instances),
+        closing=closing))
 
 
 class LiveHost:
@@ -191,7 +192,7 @@ class LiveHost:
             await self.replica.join(self.driver, (self.programs,))
         await self.driver.start()
         if self.replica is not None:
-            self.replica.start()
+            await self.replica.start()
         self.programs.start()
         if any(spec.kv_events is not None for spec in self.config.instances):
             # what start-up built lives as long as the host: out of the collector's full passes, which

@@ -144,6 +144,8 @@ class GatewaySettings(Strict):
                                  "most tokens have their own, the others are summed as tenant=\"other\"")
     max_messages: int = Field(2048, ge=1, le=1_000_000, description="messages of one chat request; beyond, 400 "
                               "before any work (OpenAI's limit is 2048)")
+    max_tools: int = Field(128, ge=1, le=100_000, description="tools of one chat request; beyond, 400 before any "
+                           "work (OpenAI's limit is 128)")
     max_header_bytes: int = Field(64 << 10, ge=1024, le=16 << 20, description="a request's head (request line and "
                                   "headers); beyond, 431 and the connection closes")
     max_headers: int = Field(100, ge=8, le=10_000, description="headers of one request; beyond, 431 and the "

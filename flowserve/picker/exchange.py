@@ -22,6 +22,7 @@ headers and body, then its response headers and body, each answered in turn.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ class PickerHost(Protocol):
 
     def count(self, outcome: str) -> None: ...
     def routed(self, instance: str, held_s: float) -> None: ...
+    def fallbacks(self, instance: str) -> list[tuple[str, str]]: ...
     def health(self) -> tuple[int, dict[str, Any]]: ...
 
 log = logging.getLogger("flowserve.picker")
@@ -74,6 +76,8 @@ class ProxyExchange:
         self.picked_at = 0.0
         self.tally: ResponseTally | None = None
         self.ended = False
+        self.elsewhere: dict[str, str] = {}  # the fallbacks offered: endpoint → instance
+        self.failed_over: str | None = None  # the instance the proxy retried the call on
 
     # ------------------------------------------------------------------ requests
 
@@ -164,9 +168,11 @@ class ProxyExchange:
         self.picked_at = core.clock()
         core.routed(instance, self.picked_at - waited)
         extra = [("x-flowserve-instance", instance)]
+        self.elsewhere = {e: name for name, e in core.fallbacks(instance)}
+        destination = ",".join([endpoint, *self.elsewhere])  # GIE: the pick, then where a retry goes
         if self.full_duplex:
-            return [wire.routed_headers(endpoint, extra), *wire.streamed_body(True, raw, True)]
-        return [wire.routed_body(endpoint, extra)]
+            return [wire.routed_headers(destination, extra), *wire.streamed_body(True, raw, True)]
+        return [wire.routed_body(destination, extra)]
 
     def _on_query(self, target: int | Callable[[], None]) -> None:
         if callable(target):
@@ -186,8 +192,9 @@ class ProxyExchange:
         status = int(h.get(":status", "0") or 0)
         served = wire.served_endpoint(msg)
         if served is not None and served != endpoint:
-            self.core.count("served_elsewhere")
-            log.warning("the proxy served %s on %s, not on the picked %s", instance, served, endpoint)
+            self.core.count("retried")  # the picked engine failed before answering; the proxy went on
+            self.failed_over = self.elsewhere.get(served, served)
+            log.info("the proxy retried a call of %s on %s (%s)", instance, self.failed_over, served)
         now = self.core.clock()
         stream = h.get("content-type", "").startswith("text/event-stream")
         self.tally = ResponseTally(status, stream, self.picked_at, now)
@@ -197,7 +204,7 @@ class ProxyExchange:
             return [wire.immediate(failure_error(FailureKind.ENGINE_ERROR, reason))]
         if msg.response_headers.end_of_stream:
             self._finish()
-        extra = [("x-flowserve-instance", instance)]
+        extra = [("x-flowserve-instance", self.failed_over or instance)]
         if self.id_header is not None:
             extra.append(self.id_header)
         return [wire.continue_headers(False, extra)]
@@ -222,6 +229,8 @@ class ProxyExchange:
         assert self.pick is not None
         if error is not None:
             self.pick.fail(error)
+        elif self.failed_over is not None:  # answered elsewhere: the picked instance's circuit counts a failure
+            self.pick.finish(dataclasses.replace(outcome, failed_over=self.failed_over))
         else:
             self.pick.finish(outcome)
 
@@ -267,7 +276,7 @@ class ProxyExchange:
                 pid = unquote(path.removeprefix("/v1/programs/"))  # flowserve.client quotes odd ids
                 tenant = request_tenant(h, core.host.config.keys)
                 programs = core.host.programs
-                state = programs.state(pid, tenant) if method == "GET" else await programs.delete(pid, tenant)
+                state = await (programs.state(pid, tenant) if method == "GET" else programs.delete(pid, tenant))
                 return wire.json_response(200, orjson.dumps(state))
             raise APIError(404, f"{method} {path}: not served through the endpoint picker (it routes "
                                 f"/v1/completions and /v1/chat/completions)", code="not_found")

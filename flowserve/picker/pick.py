@@ -7,8 +7,10 @@ the call as it runs every call: when the core sends it (`SendCall`), the call ru
 the instance's `PickerBackend` to begin it, which resolves the pick with the instance and
 returns the awaitable the response path completes (`Pick.finish`, `Pick.fail`). From the
 pick on, the request is the proxy's: the sink is `committed`, so a failure is reported as
-final (never retried, never re-dispatched to another instance — the proxy already
-forwarded the request). Probes and tokenization stay those of the engine's own backend.
+final (never retried, never re-dispatched by the core: the proxy already forwarded the
+request, and its own retry takes the fallbacks the picker named). A call the proxy's retry
+answered from another engine finishes with `failed_over` set, so the picked instance's
+circuit counts the failure. Probes and tokenization stay those of the engine's own backend.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from flowserve.types.work import LLMCall
 
 
 def endpoint_of(url: str) -> str:
-    """An engine's `host:port` as the proxy's ORIGINAL_DST cluster needs it: an IP address
+    """An engine's `host:port` as the proxy's override_host policy needs it: an IP address
     (a host name is resolved once, here), IPv6 in brackets."""
     try:
         parts = urlsplit(url)

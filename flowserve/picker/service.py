@@ -38,6 +38,7 @@ log = logging.getLogger("flowserve.picker")
 EXT_PROC = "envoy.service.ext_proc.v3.ExternalProcessor"
 HEALTH_SERVICES = ("", "liveness", "readiness", EXT_PROC)
 HEALTH_EVERY_S = 0.5
+FALLBACKS = 2  # endpoints after the pick in x-gateway-destination-endpoint (the proxy retries once)
 
 
 def picker_config(config: ServeConfig) -> ServeConfig:
@@ -68,7 +69,8 @@ class PickerCore:
         self.max_body_bytes = config.gateway.max_body_bytes
         r = self.driver.metrics.registry
         self._requests = Counter("flowserve_epp_requests", "Requests the endpoint picker saw, by outcome (routed, "
-                                 "refused, failed, served_elsewhere)", ["outcome"], registry=r)
+                                 "refused, failed; retried: answered by a fallback after the picked engine failed)",
+                                 ["outcome"], registry=r)
         self._held = Histogram("flowserve_epp_held_seconds", "How long a request waited in the core before its "
                                "pick", buckets=LATENCY_BUCKETS, registry=r)
         self._picks = Counter("flowserve_epp_picks", "Picks by instance", ["instance"], registry=r)
@@ -91,6 +93,21 @@ class PickerCore:
         self._routed.inc()
         picks.inc()
         self._held.observe(held_s)
+
+    def fallbacks(self, instance: str) -> list[tuple[str, str]]:
+        """Where the proxy retries a call whose engine failed before answering: the other
+        instances up that serve its model, least outstanding work first, as (name,
+        endpoint); at most `FALLBACKS`."""
+        status = self.driver.live.status()
+        model = next((s.spec.model for s in status if s.name == instance), None)
+        others = sorted((s for s in status if s.up and s.name != instance and s.spec.model == model),
+                        key=lambda s: (s.outstanding_s, s.queued + s.running))
+        out = []
+        for s in others[:FALLBACKS]:
+            backend = self.driver.runner.backends.get(s.name)
+            if isinstance(backend, PickerBackend):
+                out.append((s.name, backend.endpoint))
+        return out
 
     def ready(self) -> bool:
         return not self.driver.draining and any(i["up"] for i in self.driver.instances())

@@ -2,8 +2,9 @@
 Inference Extension's endpoint-picker protocol).
 
 The pick goes back twice, as the protocol asks: the `x-gateway-destination-endpoint`
-request header (an `ORIGINAL_DST` cluster routes by it) and the same value under
-`envoy.lb` in the dynamic metadata (for proxies that route by metadata). Refusals are
+request header and the same value under `envoy.lb` in the dynamic metadata — the picked
+endpoint, then fallbacks a retry takes (`IP:PORT,IP:PORT`; Envoy's `override_host`
+policy walks them). Refusals are
 immediate responses with the gateway's own JSON error bodies.
 """
 

@@ -191,7 +191,11 @@ class ReplicaSync:
     async def _read_reports(self, now: float) -> None:
         reports: dict[str, Report] = {}
         gone = []
-        raws, self._epoch = await self.store.read_reports()
+        raws, epoch = await self.store.read_reports()
+        if epoch is None:
+            self.refuse("epoch", f"{self.store.key('epoch')} is not a flowserve counter: program summaries do not "
+                                 f"wait for peers' reports")
+        self._epoch = epoch or 0
         for name, raw in raws.items():
             if name == self.replica:
                 continue
@@ -250,7 +254,10 @@ class ReplicaSync:
         self._last_report = (None, -1e18)
         self._last_config = -1e18
         for fn in self._resync:
-            await fn()
+            try:
+                await fn()
+            except (aioredis.ResponseError, StateError) as e:  # foreign state under one part's keys
+                self.refuse("resync", str(e))
         self.degraded_since = None
         self.up_since = now
         self.up.set()

@@ -68,16 +68,20 @@ def context_fits(limit: int | None, prompt_tokens: int, max_tokens: int) -> None
                             f"{max_tokens} for the completion)", code="context_length_exceeded", param="prompt")
 
 
-def _parsed(kind: str, raw: bytes, max_messages: int) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
-    """The request and its chat; the message count is checked before anything else is
-    (a 400 for 50,000 messages costs their JSON decoding, not their validation)."""
+def _parsed(kind: str, raw: bytes, max_messages: int, max_tools: int
+            ) -> tuple[ChatRequest | CompletionRequest, Chat | None]:
+    """The request and its chat; the message and tool counts are checked before anything
+    else is (a 400 for 50,000 messages or 2,000 tools costs their JSON decoding, not their
+    validation)."""
     body = decode_json(raw)
     if kind != "chat":
         return parse(CompletionRequest, body), None
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if isinstance(messages, list) and len(messages) > max_messages:
-        raise APIError(400, f"messages: {len(messages)} messages; at most {max_messages} in one request "
-                            f"(gateway.max_messages)", param="messages")
+    if isinstance(body, dict):
+        for field, limit, setting in (("messages", max_messages, "max_messages"), ("tools", max_tools, "max_tools")):
+            items = body.get(field)
+            if isinstance(items, list) and len(items) > limit:
+                raise APIError(400, f"{field}: {len(items)} {field}; at most {limit} in one request "
+                                    f"(gateway.{setting})", param=field)
     req = parse(ChatRequest, body)
     return req, req.chat()
 
@@ -104,7 +108,8 @@ class RequestIntake:
         settings = host.config.gateway
         hdr = sent_as or read_headers(headers, host.config.keys)
         ph = None if sent_as is not None else read_program_headers(headers)
-        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, settings.max_messages)
+        req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, settings.max_messages,
+                                   settings.max_tools)
         model = host.model_of(req.model)
         max_tokens = req.max_output_tokens() or settings.default_max_tokens
         limit = self.driver.max_context(model)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from flowserve.graph.prompt import Chat, Lit, Turn
-from flowserve.host.intake.openai_api import APIError
+from flowserve.host.intake.openai_api import MAX_DEPTH, APIError, json_depth
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 TokenId = Annotated[str, Field(pattern=r"^\d{1,10}$")]  # logit_bias keys
@@ -36,13 +36,18 @@ class _StrictBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+# the meta-schema of draft 2020-12 compiled once by jsonschema-rs (Rust): ~25 µs a tool's schema, where
+# Python's jsonschema took 2-20 ms (its $dynamicRef resolution), seconds for a chat with many tools
+_META = jsonschema_rs.Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
 def check_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A JSON schema (draft 2020-12, which OpenAI's tools and response formats use)."""
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        where = "/".join(str(p) for p in e.path)
-        raise ValueError(f"not a valid JSON schema: {e.message}" + (f" (at {where})" if where else "")) from None
+    if json_depth(schema) > MAX_DEPTH:  # request bodies stop at MAX_DEPTH; the validator recurses natively
+        raise ValueError(f"not a valid JSON schema: nested deeper than {MAX_DEPTH} levels")
+    for e in _META.iter_errors(schema):
+        where = "/".join(str(p) for p in e.instance_path)
+        raise ValueError(f"not a valid JSON schema: {e.message}" + (f" (at {where})" if where else ""))
     return schema
 
 

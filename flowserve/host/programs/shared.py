@@ -202,7 +202,12 @@ class SharedPrograms:
         for prog in list(progs):
             if prog.handle is not None:
                 async with prog.lock:
-                    await self._restore(prog)
+                    try:
+                        await self._restore(prog)
+                    except LOST:
+                        raise
+                    except (aioredis.RedisError, StateError) as e:  # a foreign value under this program's key
+                        self._failed(e)
 
     def age(self, prog: OpenProgram) -> float:
         return self._clock() - prog.opened
@@ -263,10 +268,18 @@ class SharedPrograms:
         say they wrote everything of it)."""
         try:
             answer, rec = await self.registry.end(program_id, tenant, how, time.time())
-            return answer, rec, await self.registry.store.bump_epoch()
         except (*LOST, aioredis.RedisError, StateError) as e:
             self._failed(e)
             return RegistryAnswer.GONE, None, 0
+        try:
+            epoch = await self.registry.store.bump_epoch()
+        except (*LOST, aioredis.RedisError, StateError) as e:  # ended all the same: its summary waits on no epoch
+            if isinstance(e, LOST):
+                self.sync.lost(e)
+            else:
+                self.sync.refuse("epoch", f"{e}: program summaries do not wait for peers' reports")
+            epoch = 0
+        return answer, rec, epoch
 
     def live_inflight(self, rec: ProgramRecord) -> int:
         """Calls in flight at replicas that are alive (a dead one's are lost)."""
