@@ -21,7 +21,7 @@ def window_seconds(window: str) -> int | None:
 
 
 class BatchSettings(Strict):
-    """The OpenAI Batch API (`/v1/files`, `/v1/batches`; docs/flow-control.md)."""
+    """The OpenAI Batch API (`/v1/files`, `/v1/batches`; docs/serving.md)."""
 
     dir: str = Field(description="the folder of the batches' files and, for one process, their state (an SQLite "
                      "database, batches.sqlite); replicas (gateway.state) keep the state in Redis and must all name "
