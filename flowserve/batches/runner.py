@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,13 @@ class _Running:
         self.rec = rec
         self.wake = asyncio.Event()  # cancelled or expired: stop sending
         self.task: asyncio.Task[None] | None = None
+
+    def start(self, body: Callable[[_Running], Coroutine[Any, Any, None]]) -> None:
+        self.task = asyncio.create_task(body(self), name=f"batch-{self.rec.id}")
+
+    def renewed(self, rec: BatchRecord) -> None:
+        """Its record as the store gave it at the latest claim."""
+        self.rec = rec
 
 
 class BatchRunner:
@@ -126,8 +133,8 @@ class BatchRunner:
             run = self._running.get(rec.id)
             if run is None:
                 run = self._running[rec.id] = _Running(rec)
-                run.task = asyncio.create_task(self._run(run), name=f"batch-{rec.id}")
-            run.rec = rec
+                run.start(self._run)
+            run.renewed(rec)
             if rec.status is BatchStatus.CANCELLING or now >= rec.expires_at:
                 run.wake.set()
         held = {rec.id for rec in claimed}

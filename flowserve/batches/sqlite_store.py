@@ -46,6 +46,14 @@ def _batch(row: sqlite3.Row) -> BatchRecord:
                                                                        row["failed"]))
 
 
+class _NamedRows(sqlite3.Connection):
+    """A connection whose rows are read by column name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.row_factory = sqlite3.Row
+
+
 class SqliteBatches:
     def __init__(self, folder: str | Path) -> None:
         root = Path(folder)
@@ -65,8 +73,8 @@ class SqliteBatches:
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)  # used by the pool's one thread
-        db.row_factory = sqlite3.Row
+        # used by the pool's one thread
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, factory=_NamedRows)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
