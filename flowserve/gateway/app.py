@@ -27,6 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from flowserve.apps.base import WorkflowDef
 from flowserve.errors import FailureKind, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
+from flowserve.gateway.batch_api import BatchAPI
+from flowserve.gateway.batch_lines import LineSender
 from flowserve.gateway.disconnect import ClientWatch
 from flowserve.gateway.llm import LLMRoutes
 from flowserve.gateway.status import StatusBoard, status_page
@@ -196,13 +198,19 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
     """The gateway's ASGI app: the OpenAI LLM routes raw (`flowserve.gateway.llm`), the
     rest through FastAPI."""
     gw = Gateway(config, backend_factory, workflows)
+    routes = LLMRoutes(gw.host)
+    batches = batch_api(gw, routes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.start()
+        if batches is not None:
+            batches.start(gw.replica.name if gw.replica is not None else None)
         try:
             yield
         finally:
+            if batches is not None:
+                await batches.stop(config.gateway.drain_timeout_s)
             await gw.stop()
 
     app = FastAPI(title="flowserve gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -293,4 +301,54 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         gw.check_admin(request)
         return await gw.remove_instance(name)
 
-    return GatewayASGI(app, LLMRoutes(gw.host), gw)
+    add_batch_routes(app, batches)
+    return GatewayASGI(app, routes, gw)
+
+
+def batch_api(gw: Gateway, routes: LLMRoutes) -> BatchAPI | None:
+    """The Batch API, when `gateway.batches` is set."""
+    host, s = gw.host, gw.config.gateway.batches
+    if s is None or host.batches is None or host.batch_files is None:
+        return None
+    return BatchAPI(s, host.batches, host.batch_files, LineSender(routes, s.retry_s), gw.tenant)
+
+
+def add_batch_routes(app: FastAPI, api: BatchAPI | None) -> None:
+    """`/v1/files` and `/v1/batches`; without `gateway.batches`, a 404 that says how to turn them on."""
+
+    def need() -> BatchAPI:
+        if api is None:
+            raise APIError(404, "the Batch API is off on this gateway: set gateway.batches.dir", code="not_found")
+        return api
+
+    @app.post("/v1/files")
+    async def upload(request: Request) -> Response:
+        return await need().upload(request)
+
+    @app.get("/v1/files")
+    async def files(request: Request) -> Response:
+        return await need().files(request)
+
+    @app.get("/v1/files/{file_id}")
+    async def file(file_id: str, request: Request) -> Response:
+        return await need().file(request, file_id)
+
+    @app.get("/v1/files/{file_id}/content")
+    async def content(file_id: str, request: Request) -> Response:
+        return await need().content(request, file_id)
+
+    @app.post("/v1/batches")
+    async def create(request: Request) -> Response:
+        return await need().create(request)
+
+    @app.get("/v1/batches")
+    async def batches(request: Request) -> Response:
+        return await need().batches(request)
+
+    @app.get("/v1/batches/{batch_id}")
+    async def batch(batch_id: str, request: Request) -> Response:
+        return await need().batch(request, batch_id)
+
+    @app.post("/v1/batches/{batch_id}/cancel")
+    async def cancel(batch_id: str, request: Request) -> Response:
+        return await need().cancel(request, batch_id)

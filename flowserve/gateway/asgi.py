@@ -24,6 +24,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+UPLOAD_ENVELOPE = 64 << 10  # a multipart upload's bytes beyond its file (boundaries, part headers, purpose)
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
@@ -44,13 +45,13 @@ class GatewayASGI:
             name = twice.decode("latin-1")
             return await send_reply(error_reply(APIError(400, f"{name}: sent more than once; send one", param=name)),
                                     send)
-        limit = self.routes.host.config.gateway.max_body_bytes
+        limit, refusal = self._limit(scope)
         declared = _content_length(scope)
         if declared is not None and declared > limit:  # refused before a byte of it is read
-            return await send_reply(error_reply(too_large(limit)), send)
+            return await send_reply(error_reply(refusal), send)
         kind = ROUTES.get(scope.get("path", ""))
         if kind is None or scope["method"] != "POST":
-            return await self._guarded(self.inner, scope, limited(receive, limit), send)
+            return await self._guarded(self.inner, scope, limited(receive, limit, refusal), send)
         started = [False]
 
         async def tracked(msg: MutableMapping[str, Any]) -> None:
@@ -76,6 +77,17 @@ class GatewayASGI:
         finally:
             if watch is not None:
                 watch.stop()
+
+    def _limit(self, scope: Scope) -> tuple[int, APIError]:
+        """The most body bytes the request may send, and the error beyond: a Batch API
+        upload may be as large as `gateway.batches.max_file_bytes` (and its form's envelope)."""
+        s = self.routes.host.config.gateway
+        if s.batches is not None and scope.get("path") == "/v1/files" and scope["method"] == "POST":
+            most = s.batches.max_file_bytes
+            return most + UPLOAD_ENVELOPE, APIError(413, f"file: the upload exceeds {most} bytes "
+                                                         "(gateway.batches.max_file_bytes)", code="file_too_large",
+                                                    param="file")
+        return s.max_body_bytes, too_large(s.max_body_bytes)
 
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
@@ -120,9 +132,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def limited(receive: Receive, limit: int) -> Receive:
-    """`receive` that raises a 413 once more than `limit` body bytes arrived (a chunked
-    body declares no length)."""
+def limited(receive: Receive, limit: int, refusal: APIError | None = None) -> Receive:
+    """`receive` that raises a 413 (`refusal`) once more than `limit` body bytes arrived (a
+    chunked body declares no length)."""
     size = 0
 
     async def counted() -> MutableMapping[str, Any]:
@@ -130,7 +142,7 @@ def limited(receive: Receive, limit: int) -> Receive:
         msg = await receive()
         size += len(msg.get("body", b""))
         if size > limit:
-            raise too_large(limit)
+            raise refusal or too_large(limit)
         return msg
     return counted
 

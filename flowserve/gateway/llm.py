@@ -19,6 +19,7 @@ from flowserve.engines.backend import EngineFields, TokenSink
 from flowserve.gateway.openai_bodies import SSE_DONE, ChunkEncoder, chat_body, completion_body, sse, usage
 from flowserve.host.intake.intake import OnQuery, RequestIntake
 from flowserve.host.intake.openai_api import APIError, failure_error
+from flowserve.host.intake.tenancy import Headers as SentAs
 from flowserve.host.query import CallHandle, QueryHandle
 from flowserve.host.root import LiveHost
 
@@ -52,9 +53,10 @@ class LLMRoutes:
         self.intake = RequestIntake(host)
 
     async def handle(self, headers: Mapping[str, str], raw: bytes, kind: str,
-                     on_query: OnQuery | None = None) -> Reply:
+                     on_query: OnQuery | None = None, sent_as: SentAs | None = None) -> Reply:
         """`on_query` learns the id of the query the request started, or for a program's
-        call how to cancel that call alone (what to do when the client leaves)."""
+        call how to cancel that call alone (what to do when the client leaves); `sent_as`:
+        the tenant and class of a request the gateway makes itself (a batch's line)."""
         queue: asyncio.Queue[Any] | None = None
 
         def sink_for(stream: bool) -> TokenSink | None:
@@ -64,7 +66,7 @@ class LLMRoutes:
             queue = asyncio.Queue()
             return TokenSink(queue.put_nowait)
 
-        s = await self.intake.start(headers, raw, kind, sink_for, on_query)
+        s = await self.intake.start(headers, raw, kind, sink_for, on_query, sent_as)
         h, qid, model, req = s.handle, s.id_header, s.model, s.request
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{h.ref}"  # unless the engine names its answer
         if queue is not None:

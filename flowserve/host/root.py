@@ -7,7 +7,8 @@ runner (whose backend factory makes each instance's backend), the live calls, th
 estimated caches, the KV feeds, the recorder, the metrics, tools and jobs, and the table
 that names, for each fact, who hears it. `LiveHost` (the faces' host: `flowserve.gateway` and
 `flowserve.picker`) adds the served workflows, the programs — their store chosen here:
-this process's own, or the replicas' registry in Redis — and a replica's sync. Nothing
+this process's own, or the replicas' registry in Redis — the Batch API's state (an SQLite
+database, or the replicas' Redis) and a replica's sync. Nothing
 sets a hook on another object: what one part must learn from another arrives as a fact,
 or as a function given to its constructor.
 """
@@ -21,6 +22,9 @@ from typing import Any
 
 from flowserve.apps.base import WorkflowDef
 from flowserve.apps.single import SingleCall
+from flowserve.batches.redis_store import SharedBatches
+from flowserve.batches.sqlite_store import SqliteBatches
+from flowserve.batches.store import BatchStore, FileFolder
 from flowserve.core.scheduler import SchedulerCore
 from flowserve.graph.passes import make_passes
 from flowserve.graph.program import Program
@@ -168,6 +172,12 @@ class LiveHost:
             SharedPrograms(self.replica, s.programs, self.driver.emit, self.driver.clock,
                            s.state.summary_wait_s if s.state is not None else 0.0)
         self.programs = LivePrograms(self.driver, s.programs, self.driver.clock, store)
+        # the Batch API's state: this process's database, or the replicas' Redis; its files in one folder
+        self.batches: BatchStore | None = None
+        self.batch_files: FileFolder | None = None
+        if s.batches is not None:
+            self.batch_files = FileFolder(s.batches.dir)
+            self.batches = SqliteBatches(s.batches.dir) if self.replica is None else SharedBatches(self.replica)
 
     @property
     def workflows(self) -> Mapping[str, WorkflowDef]:
@@ -193,6 +203,8 @@ class LiveHost:
     async def stop(self) -> None:
         await self.programs.stop()
         await self.driver.shutdown()
+        if self.batches is not None:
+            await self.batches.aclose()
         if self.replica is not None:
             await self.replica.leave()
         self.served.cleanup()

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from flowserve.apps.user import user_workflow
+from flowserve.batches.settings import BatchSettings
 from flowserve.config import ClusterConfig, _profiles_relative_to
 from flowserve.errors import ConfigError
 from flowserve.graph.passes import make_passes
@@ -155,6 +156,8 @@ class GatewaySettings(Strict):
     state: StateSettings | None = Field(None, description="replicas: share load, programs, tenants, queries and "
                                         "routed prefixes through Redis (`{url: redis://HOST:PORT/DB}`); null: this "
                                         "process alone")
+    batches: BatchSettings | None = Field(None, description="the OpenAI Batch API (`/v1/files`, `/v1/batches`): "
+                                          "`{dir: PATH}` where its files and state live; null: off (404)")
 
     @field_validator("admin_keys")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,13 +37,31 @@ def blocks(first: int, n: int, parent: int | None = None, rank: int = 0) -> Bloc
                        P[16 * first:16 * (first + n)], 16)
 
 
+def free_run(n: int, avoid: range = range(0)) -> int:
+    """The first of `n` consecutive free ports (the engines' ranks publish on port + rank)
+    outside `avoid`: a free port's neighbour may be another socket's."""
+    while True:
+        first = free_port()
+        ports = range(first, first + n)
+        if set(ports).isdisjoint(avoid) and all(_bindable(p) for p in ports[1:]):
+            return first
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class Harness:
     """A core fed by the subscriber; waits on conditions, never on time."""
 
     def __init__(self, ranks: int, replay: bool, retry_s: float = 30.0, replay_timeout_s: float = 2.0) -> None:
-        port, rport = free_port(), free_port()
-        while rport in (port + 1, port - 1):
-            rport = free_port()
+        port = free_run(ranks)
+        rport = free_run(ranks, avoid=range(port, port + ranks))
         self.ends = [(f"tcp://127.0.0.1:{port + r}", f"tcp://127.0.0.1:{rport + r}" if replay else None)
                      for r in range(ranks)]
         spec = KVEventsSpec(self.ends[0][0], self.ends[0][1], "kv", 16, ranks)

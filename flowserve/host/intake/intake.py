@@ -97,16 +97,18 @@ class RequestIntake:
         self.driver = host.driver
 
     async def start(self, headers: Mapping[str, str], raw: bytes, kind: str,
-                    sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None) -> StartedRequest:
+                    sink_for: Callable[[bool], TokenSink | None], on_query: OnQuery | None = None,
+                    sent_as: Headers | None = None) -> StartedRequest:
         """Check, parse and tokenize a request and hand it to the core: a one-call query, or
         the next call of a program. `sink_for(stream)` gives the call's sink; `on_query`
         learns the id of the query the request started, or for a program's call how to
-        cancel that call alone (what to do when the client leaves). Raises `APIError` for
-        what the client gets instead."""
+        cancel that call alone (what to do when the client leaves); `sent_as`: who sends a
+        request that the host itself makes for a tenant (a batch's line), instead of the
+        headers' key. Raises `APIError` for what the client gets instead."""
         host = self.host
         settings = host.config.gateway
-        hdr = read_headers(headers, host.config.keys)
-        ph = read_program_headers(headers)
+        hdr = sent_as or read_headers(headers, host.config.keys)
+        ph = None if sent_as is not None else read_program_headers(headers)
         req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, settings.max_messages,
                                    settings.max_tools)
         model = host.model_of(req.model)
