@@ -36,9 +36,11 @@ from flowserve.limits import (
     ParamsB,
 )
 from flowserve.lora import adapters_apart, check_lora, lora_fields, lora_spec, served_names
+from flowserve.pd_config import KVTransferConfig, LinkConfig, check_roles, transfer_spec, with_links
 from flowserve.profiles.cost_model import kv_capacity_tokens
 from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
+from flowserve.profiles.links import DEFAULT_LINK_CLASS, LinkClass
 from flowserve.profiles.models import ModelSpec, get_model
 from flowserve.profiles.ops import op_profile
 from flowserve.schema import Strict, at_most, looks_like_path, read_yaml, validate
@@ -143,6 +145,12 @@ class InstanceConfig(Strict):
         "one not in a slot is loaded into the least recently used free one")
     lora_load_s: float | None = Field(None, ge=0, le=600, description="seconds the engine's iteration waits to load an "
                                       "adapter not in a slot (default 0.05, an assumption: measure yours)")
+    role: Literal["prefill", "decode", "both"] = Field("both", description="prefill/decode disaggregation: `prefill` "
+                                                       "only prefills for decode instances, `decode` decodes (and "
+                                                       "prefills the prompts not worth moving), `both` does either "
+                                                       "(docs/pd.md)")
+    kv_transfer: KVTransferConfig | None = Field(None, description="the engine's P/D protocol and KV transfer "
+                                                 "(`vllm` by default)")
     _profile: FittedCostModel | None = PrivateAttr(None)
 
     @field_validator("models", "lora_adapters")
@@ -196,7 +204,11 @@ class InstanceConfig(Strict):
                 op_profile(self.kind, self.op_profile)
             except ConfigError as e:
                 raise ValueError(f"{where}: {e}") from None
+            if self.role != "both" or self.kv_transfer is not None:
+                raise ValueError(f"{where}: role and kv_transfer are an LLM instance's (disaggregated serving)")
             return self
+        if self.kv_transfer is not None and self.kv_transfer.bootstrap_port is not None and self.role == "decode":
+            raise ValueError(f"{where}: bootstrap_port is a prefill instance's (SGLang's bootstrap server)")
         if self.op_profile is not None:
             raise ValueError(f"{where}: op_profile is for non-LLM kinds (embedding, reranker, vector_db, search)")
         check_lora(where, self.model, self.models, self.lora_adapters, {"max_loras": self.max_loras,
@@ -248,7 +260,7 @@ class InstanceConfig(Strict):
 
     def specs(self) -> list[InstanceSpec]:
         if self.kind != "llm":
-            names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+            names = self.names
             prof = op_profile(self.kind, self.op_profile)
             return [InstanceSpec(n, self.gpu or "", self.model or self.kind, self.tp, self.max_inflight,
                                  backend=self.backend, url=self.url, kind=self.kind, op_profile=prof)
@@ -262,12 +274,18 @@ class InstanceConfig(Strict):
         arch = None if self.model_arch is None else ModelSpec(model, **self.model_arch.model_dump())
         engine = EngineParams(seqs, budget, self.block_size, self.gpu_memory_utilization, self.prefix_caching,
                               self.lora())
-        names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+        names = self.names
         kv = None if self.kv_events is None else self.kv_events.spec(self.block_size)
         return [InstanceSpec(n, gpu, model, self.tp, inflight, engine, self.backend, self.url,
                              reports_capacity=self.backend == "sim", model_spec=arch, profile=prof, kv_events=kv,
-                             aliases=tuple(self.models))
+                             aliases=tuple(self.models), role=self.role,
+                             kv_transfer=transfer_spec(self.kv_transfer))
                 for n in names]
+
+    @property
+    def names(self) -> list[str]:
+        """Its instances' names: NAME, or NAME-0, NAME-1, ... with `count` > 1."""
+        return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
 
 
 class ClusterConfig(Strict):
@@ -279,6 +297,11 @@ class ClusterConfig(Strict):
         default_factory=list, description="bearer keys the gateway accepts, each naming its tenant: a list (each key "
         "its own tenant, `key-1`, `key-2`, ...) or a mapping `KEY: TENANT` / `KEY: {tenant: T, acts_for: [...]}` "
         "(docs/operations.md, Security); empty: no authentication, any client names any tenant")
+
+    links: list[LinkConfig] = Field(default_factory=list, description="interconnects between instances or groups "
+                                    "(an entry's name: all its instances), for the KV transfers of disaggregated "
+                                    "calls (docs/pd.md)")
+    default_link: LinkClass = Field(DEFAULT_LINK_CLASS, description="the interconnect class of pairs no link names")
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -300,6 +323,8 @@ class ClusterConfig(Strict):
         if dup:
             raise ConfigError(f"cluster: duplicate instance names {dup}")
         adapters_apart(out)
+        check_roles(out)
+        out = with_links(out, {i.name: i.names for i in self.instances}, self.links, self.default_link)
         ends = [s.kv_events.endpoint for s in out if s.kv_events is not None and s.kv_events.endpoint]
         shared = sorted({e for e in ends if ends.count(e) > 1})
         if shared:

@@ -77,12 +77,13 @@ class InstanceBook:
         return inst
 
     def candidates(self, cs: CallState) -> list[InstanceState]:
-        """Every up instance serving the call's model, but those that failed it (unless
-        only those are left)."""
+        """Every up instance serving the call's model that may run it to its end (not a
+        prefill-only one), but those that failed it (unless only those are left)."""
         model = cs.node.model
         serving = self._serving.get(model)
         if serving is None:
-            serving = self._serving[model] = [i for i in self.by_name.values() if i.up and i.serves(model)]
+            serving = self._serving[model] = [i for i in self.by_name.values()
+                                              if i.up and i.serves(model) and i.spec.decodes]
         if not cs.excluded:
             return list(serving)
         return [i for i in serving if i.name not in cs.excluded] or list(serving)

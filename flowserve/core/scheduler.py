@@ -212,7 +212,8 @@ class SchedulerCore:
     def predicted_wait_s(self, model: str | None) -> float | None:
         """What a new call would wait at best over the up instances serving `model`, with
         the engines batching (`ClusterView.queueing_delay_s`); None when none serves it."""
-        waits = [self._view.queueing_delay_s(i) for i in self._calls.instances.values() if i.up and i.serves(model)]
+        waits = [self._view.queueing_delay_s(i) for i in self._calls.instances.values()
+                 if i.up and i.serves(model) and i.spec.decodes]
         return min(waits) if waits else None
 
     def max_context(self, model: str | None) -> int | None:

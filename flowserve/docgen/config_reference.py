@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 from flowserve.config import ClusterConfig, InstanceConfig, ModelArch
 from flowserve.host.settings import GatewaySettings
 from flowserve.kvevents.config import KVEventsConfig
+from flowserve.pd_config import KVTransferConfig, LinkConfig
 from flowserve.workloads.registry import WORKLOAD_KINDS
 
 INTRO = """\
@@ -36,7 +37,7 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
     kinds: dict[type[BaseModel], None] = dict.fromkeys(WORKLOAD_KINDS.values())
     return [
         ("Cluster and serving files", "`--cluster FILE`, `flowserve serve --config FILE`: the instances.",
-         [ClusterConfig, InstanceConfig, KVEventsConfig, ModelArch]),
+         [ClusterConfig, InstanceConfig, KVEventsConfig, KVTransferConfig, LinkConfig, ModelArch]),
         ("The `gateway:` section", "The gateway's settings in a serving YAML.",
          [GatewaySettings, *_nested({GatewaySettings: None})]),
         ("Workload files", "`--workload FILE`: one mapping whose `kind:` names the generator "

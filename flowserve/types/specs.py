@@ -49,6 +49,41 @@ class EngineParams:
     lora: LoraSpec | None = None  # LoRA adapters served beside the base model
 
 
+Role = Literal["prefill", "decode", "both"]
+PDProtocol = Literal["vllm", "sglang"]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """The interconnect between two instances, as the KV transfer of a disaggregated call
+    sees it: line rate in bytes/s, the share of it a transfer achieves, a fixed latency
+    (`flowserve.profiles.links` gives each interconnect class its defaults)."""
+
+    kind: str  # nvlink, infiniband, roce, ethernet (reports)
+    bandwidth_bytes_s: float
+    efficiency: float
+    latency_s: float
+
+    @property
+    def effective_bytes_s(self) -> float:
+        return self.bandwidth_bytes_s * self.efficiency
+
+
+@dataclass(frozen=True, slots=True)
+class KVTransfer:
+    """How an instance takes part in prefill/decode disaggregation beyond its role: the
+    engines' protocol (vLLM's `kv_transfer_params`, SGLang's bootstrap rooms), a prefill
+    instance's SGLang bootstrap port, whether its engine sends the KV layer by layer while
+    it prefills (overlap), and its links to other instances (`peer name → Link`, the
+    cluster's `links:`; any other peer over `default_link`)."""
+
+    protocol: PDProtocol = "vllm"
+    bootstrap_port: int | None = None
+    layerwise: bool = False
+    links: tuple[tuple[str, Link], ...] = ()
+    default_link: Link | None = None  # None: the cluster's default class (`flowserve.profiles.links`)
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceSpec:
     name: str
@@ -73,8 +108,23 @@ class InstanceSpec:
     # Where the engine publishes its KV-cache events (vLLM/SGLang `--kv-events-config`);
     # None: it publishes none and its view is the router's estimate.
     kv_events: KVEventsSpec | None = None
+    # Prefill/decode disaggregation: `prefill` instances only prefill (for decode
+    # instances, which receive the KV), `decode` ones decode and prefill short prompts
+    # themselves, `both` (the default) do either (`flowserve.policies.scoring.scorers.pd`).
+    role: Role = "both"
+    kv_transfer: KVTransfer = field(default_factory=KVTransfer)
     # Other names clients may send as `model` for the base model (vLLM `--served-model-name`)
     aliases: tuple[str, ...] = ()
+
+    @property
+    def decodes(self) -> bool:
+        """It may run a call to its end (a prefill-only instance only prefills for others)."""
+        return self.role != "prefill"
+
+    @property
+    def prefills(self) -> bool:
+        """It may prefill for a decode instance."""
+        return self.role != "decode"
 
     def names(self) -> tuple[str, ...]:
         """Every `model` a request may name to reach this instance: the base model, its aliases

@@ -1,12 +1,12 @@
 """`role`: instances of one role in prefill/decode disaggregation (llm-d's `prefill-filter`
 and `decode-filter`).
 
-    keep_i = i's role is `role`, or i serves both, or i declares none
+    keep_i = i's role is `role`, or i serves both
 
-The hook for disaggregated serving: an instance spec that declares a `role` (`prefill`,
-`decode` or `both`) is filtered by it. Instance specs declare no role yet, so today the
-filter keeps every instance (a no-op); the disaggregation work adds the field and the
-profiles that use it.
+An instance's `role` (`prefill`, `decode` or `both`, the default) is its spec's
+(`role:` in the cluster YAML, docs/pd.md). The core never makes a prefill-only instance
+a call's home, so `role: decode` keeps the decode and `both` instances it is offered;
+`role: prefill` narrows to the instances that may prefill.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from flowserve.policies.scoring.plugin import Decision, Filter
 Role = Literal["prefill", "decode"]
 
 
-def plays(instance_role: str | None, role: str) -> bool:
-    """Whether an instance of `instance_role` (None: undeclared) may take work of `role`."""
-    return instance_role in (None, "both", role)
+def plays(instance_role: str, role: str) -> bool:
+    """Whether an instance of `instance_role` may take work of `role`."""
+    return instance_role in ("both", role)
 
 
 class RoleFilter(Filter):
@@ -34,4 +34,4 @@ class RoleFilter(Filter):
         self.role: Role = role
 
     def keep(self, inst: InstanceState, d: Decision) -> bool:
-        return plays(getattr(inst.spec, "role", None), self.role)
+        return plays(inst.spec.role, self.role)
