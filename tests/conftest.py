@@ -4,10 +4,14 @@ nothing beyond what its own tests use. Each folder's conftest loads the fixture 
 
 from __future__ import annotations
 
-# lightgbm before usearch (which the gateway imports): loaded after it, LightGBM names every feature 'Column_' and
-# refuses its datasets (`flowserve.predict.latency_models` says so)
-import lightgbm  # noqa: F401
+import contextlib
+
 import pytest
+
+# lightgbm before usearch (which the gateway imports): loaded after it, LightGBM names every feature 'Column_' and
+# refuses its datasets (`flowserve.predict.latency_models` says so); absent where only the core's dependencies are
+with contextlib.suppress(ImportError):
+    import lightgbm  # noqa: F401
 from llama_build import report_header
 
 

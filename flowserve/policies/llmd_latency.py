@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Annotated
 
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -88,8 +90,20 @@ class LLMDPredictedLatency(DispatchPolicy):
     needs_prefix_index = True
     prefix_window_s = 0.0
 
-    def __init__(self, model: str = "hgb_p90", warmup: int = 100, buffer: float = 1.0, epsilon: float = 0.01,
-                 tau: float = 0.8, tau_global: float = 0.99, seed: int = 0) -> None:
+    def __init__(self,
+                 model: Annotated[str, Help("the pool's latency model (the guide's p90 gradient-boosted trees: "
+                                            "`hgb_p90`)")] = "hgb_p90",
+                 warmup: Annotated[int, Help("samples before the model predicts; until then the default `llmd` "
+                                             "profile decides")] = 100,
+                 buffer: Annotated[float, Help("a pod is valid when the predicted TPOT < the TPOT SLO × buffer; "
+                                               "> 0")] = 1.0,
+                 epsilon: Annotated[float, Help("probability of drawing from the negative tier (and of skipping "
+                                                "the affinity gate), in [0, 1]")] = 0.01,
+                 tau: Annotated[float, Help("the prefix score a pod needs inside the positive tier's affinity "
+                                            "gate")] = 0.8,
+                 tau_global: Annotated[float, Help("the prefix score a pod needs to pass the first affinity "
+                                                   "gate")] = 0.99,
+                 seed: Annotated[int, Help("the draws' and the model's seed")] = 0) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         if buffer <= 0:

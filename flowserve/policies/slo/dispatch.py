@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from flowserve.core.params import Help
 from flowserve.core.policy import DispatchPolicy, DriverServices
 from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
@@ -60,9 +61,20 @@ class SLOAwareDispatch(DispatchPolicy):
 
     name = "flowserve_slo"
 
-    def __init__(self, base: Literal["flowserve", "least_load", "llmd", "round_robin"] = "flowserve",
-                 model: str = DEFAULT_MODEL, warmup: int = 32, margin: float = 1.0, shed: bool = True,
-                 seed: int = 0) -> None:
+    def __init__(self,
+                 base: Annotated[Literal["flowserve", "least_load", "llmd", "round_robin"],
+                                 Help("the policy that chooses among the candidates predicted to meet the "
+                                      "objectives, and places calls without objectives")] = "flowserve",
+                 model: Annotated[str, Help("the latency model: `analytic`, a learned one of `flowserve.predict` "
+                                            "(`river`, `sgd`, `lightgbm`, `hgb_p90`) or an import path")
+                                  ] = DEFAULT_MODEL,
+                 warmup: Annotated[int, Help("calls a hardware profile's model learns from before it predicts "
+                                             "(the analytic model predicts until then)")] = 32,
+                 margin: Annotated[float, Help("the largest SLO load r (the larger share of an objective "
+                                               "predicted used) still feasible; > 0")] = 1.0,
+                 shed: Annotated[bool, Help("refuse a sheddable call no candidate is predicted to serve in "
+                                            "time (429 live)")] = True,
+                 seed: Annotated[int, Help("the learned models' seed")] = 0) -> None:
         if not margin > 0:
             raise ValueError(f"margin must be > 0, got {margin}")
         self.base = base_policy(base)
