@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from flowserve.gateway.server import BackgroundServer
-    from flowserve.gateway.settings import ServeConfig
+    from flowserve.host.settings import ServeConfig
     from flowserve.picker.server import PickerServer
     from flowserve.sim.simulator import SimResult
     from flowserve.workloads.base import Workload
@@ -268,7 +268,7 @@ def compare(
 
 def _serve_config(config: str | Path | Mapping[str, Any] | ServeConfig, dispatch: PolicyRef | None,
                   queue: PolicyRef | None) -> ServeConfig:
-    from flowserve.gateway.settings import ServeConfig, load_serve_config, serve_config
+    from flowserve.host.settings import ServeConfig, load_serve_config, serve_config
 
     if isinstance(config, ServeConfig):
         cfg = config

@@ -28,8 +28,10 @@ from urllib.parse import quote
 
 import httpx
 
+from flowserve.errors import FlowserveError
 
-class FlowserveError(Exception):
+
+class GatewayError(FlowserveError):
     """The gateway refused a request or a workflow failed: its status and message."""
 
     def __init__(self, status: int, message: str, body: Any = None) -> None:
@@ -68,7 +70,7 @@ def _raise_for(r: httpx.Response) -> Any:
     if r.status_code >= 400:
         err = body.get("error") if isinstance(body, dict) else None
         message = err.get("message") if isinstance(err, dict) else str(body)
-        raise FlowserveError(r.status_code, message or r.reason_phrase, body)
+        raise GatewayError(r.status_code, message or r.reason_phrase, body)
     return body
 
 
@@ -99,7 +101,7 @@ class _Session:
             return
         try:
             self.summary = _raise_for(r)
-        except FlowserveError:
+        except GatewayError:
             if pending is None:
                 raise
 

@@ -40,7 +40,7 @@ from flowserve.profiles.fitted import FittedCostModel, load_profile
 from flowserve.profiles.hardware import get_gpu
 from flowserve.profiles.models import ModelSpec, get_model
 from flowserve.profiles.ops import op_profile
-from flowserve.schema import Strict, at_most, read_yaml, validate
+from flowserve.schema import Strict, at_most, looks_like_path, read_yaml, validate
 from flowserve.types.specs import EngineParams, InstanceSpec
 
 # Llama-3.1-405B has 126 layers, hidden 16,384, 128 heads: 2^20 is beyond any model.
@@ -166,7 +166,9 @@ class InstanceConfig(Strict):
         try:
             return get_model(v).name  # a catalog name, or the error listing them
         except ConfigError as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(f"{e}. A model outside the catalogue runs with its measured costs: `flowserve "
+                             f"profile --url ENGINE_URL --model {v} --out {v}.yaml`, then `profile: {v}.yaml` "
+                             f"on the instance (or declare its architecture with `model_arch:`)") from None
 
     @model_validator(mode="after")
     def _complete(self) -> InstanceConfig:
@@ -283,7 +285,7 @@ class ClusterConfig(Strict):
 def load_cluster(ref: str, overrides: Mapping[str, Any] | None = None) -> tuple[InstanceSpec, ...]:
     """A built-in cluster name or a cluster YAML file (a serving YAML too: its `gateway:`
     section is left out); `overrides` set engine fields."""
-    if ref in BUILTIN_CLUSTERS and not Path(ref).exists():
+    if ref in BUILTIN_CLUSTERS and not looks_like_path(ref):  # a folder of that name shadows no built-in
         data = {"instances": [
             {"name": s.name, "gpu": s.gpu, "model": s.model, "tp": s.tp} if s.kind == "llm"
             else {"name": s.name, "kind": s.kind, **({} if s.op_profile is None else

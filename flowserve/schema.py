@@ -93,10 +93,18 @@ def parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
 
 
+def looks_like_path(ref: str) -> bool:
+    """Whether a reference names a file rather than a built-in: it has a suffix or a folder."""
+    p = Path(ref)
+    return bool(p.suffix) or len(p.parts) > 1 or ref.startswith(".")
+
+
 def load_mapping(ref: str, builtins: Mapping[str, Mapping[str, Any]], what: str) -> tuple[dict[str, Any], str]:
+    """A built-in by its bare name (never shadowed by a file or folder of that name in the
+    working directory: `./NAME` reads the file), else a YAML file."""
+    if ref in builtins and not looks_like_path(ref):
+        return dict(builtins[ref]), f"{what} {ref!r}"
     if Path(ref).exists():
         return read_yaml(ref), ref
-    if ref in builtins:
-        return dict(builtins[ref]), f"{what} {ref!r}"
     raise ConfigError(f"{what} {ref!r} is neither a file nor a built-in name "
                       f"({', '.join(builtins)})")

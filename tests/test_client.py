@@ -10,10 +10,10 @@ import openai
 import pytest
 from live_support import MODEL
 
-from flowserve.client import FlowserveError, aprogram, arun_workflow, program, run_workflow, stage
+from flowserve.client import GatewayError, aprogram, arun_workflow, program, run_workflow, stage
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-client"
 
@@ -61,10 +61,10 @@ def test_async_program_and_workflows(url: str) -> None:
     assert got["workflow"]["status"] == "completed" and len(got["workflow"]["output"]["summary"].split()) == 4
     sync = run_workflow(url, "brief", {"document": "a memo"}, api_key=KEY, slo_ms=30_000)
     assert sync["status"] == "completed" and sync["deadline_met"] is True
-    with pytest.raises(FlowserveError) as e:
+    with pytest.raises(GatewayError) as e:
         run_workflow(url, "brief", {"document": "x", "pages": 2}, api_key=KEY)
     assert e.value.status == 400 and "pages" in e.value.message
-    with pytest.raises(FlowserveError) as e:
+    with pytest.raises(GatewayError) as e:
         run_workflow(url, "brief", {"document": "x"}, api_key="wrong")
     assert e.value.status == 401
     p = program(url, api_key=KEY)

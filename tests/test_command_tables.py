@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from flowserve.config import BUILTIN_CLUSTERS
-from flowserve.gateway.driver import LiveDriver
+from flowserve.host.driver import LiveDriver
 from flowserve.sim.replicas import ReplicaCores
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import Simulator

@@ -1,7 +1,9 @@
 """The package's imports form no cycle — counting those under `if TYPE_CHECKING:`, which
 name a type the importer depends on as surely as a run-time import does. A module that
 needs a type of a module above it declares a Protocol instead (the policy contract's
-`InstanceQueue`, the gateway's `BackendHost`, ...)."""
+`InstanceQueue`, the program store's `LocalBook`, ...). The live side's faces — HTTP
+(`flowserve.gateway`) and the endpoint picker (`flowserve.picker`) — depend on the host
+(`flowserve.host`), never on each other, and the host on neither."""
 
 from __future__ import annotations
 
@@ -120,3 +122,43 @@ def test_named_layers_hold(importer: str, imported: str) -> None:
 
 def test_no_import_cycles_among_flowserve_modules() -> None:
     assert cycles(import_graph(PACKAGE)) == []
+
+
+FACES = ("flowserve.gateway", "flowserve.picker")
+HOST = "flowserve.host"
+
+
+def _face(module: str) -> str | None:
+    return next((f for f in FACES if module == f or module.startswith(f + ".")), None)
+
+
+def face_crossings(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports from one face into another, or from the host into a face."""
+    out = []
+    for importer, targets in graph.items():
+        mine = _face(importer)
+        in_host = importer == HOST or importer.startswith(HOST + ".")
+        for target in targets:
+            theirs = _face(target)
+            if theirs is not None and (in_host or (mine is not None and mine != theirs)):
+                out.append((importer, target))
+    return sorted(out)
+
+
+def test_the_face_check_finds_a_crossing(tmp_path: Path) -> None:
+    pkg = tmp_path / "flowserve"
+    for folder in ("gateway", "picker", "host"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "host" / "root.py").write_text("")
+    (pkg / "gateway" / "app.py").write_text("from flowserve.host import root\n")
+    (pkg / "picker" / "service.py").write_text("from flowserve.gateway.app import x\nfrom flowserve.host import root\n")
+    (pkg / "host" / "intake.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                            "    from flowserve.picker import service\n")
+    assert face_crossings(import_graph(pkg)) == [("flowserve.host.intake", "flowserve.picker.service"),
+                                                 ("flowserve.picker.service", "flowserve.gateway.app")]
+
+
+def test_the_faces_depend_on_the_host_never_on_each_other() -> None:
+    assert face_crossings(import_graph(PACKAGE)) == []

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.tenants import ApiKeys, KeyGrant, api_keys, tenant_name_problem
 
 INSTANCES = [{"name": "sim", "gpu": "A100-80G", "model": "llama-3.1-8b"}]

@@ -81,6 +81,11 @@ class _App(Workflow):
     # with `ignore_eos`, so both arms of a comparison decode the same number of tokens)
     llm_params: Mapping[str, Any] = {}
 
+    def sampling(self, params: Mapping[str, Any]) -> _App:
+        """Every LLM step samples with these extra parameters (returns the app)."""
+        self.llm_params = params
+        return self
+
     def on_done(self, g: Graph, key: str, result: NodeResult) -> None:
         if result.error is not None:
             raise WorkflowError(f"{self.name}: step {key!r} failed: {result.error}")

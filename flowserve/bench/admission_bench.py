@@ -18,9 +18,9 @@ import numpy as np
 from rich.console import Console
 
 from flowserve.apps.single import SingleCall
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import Rejected
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.query import Rejected
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef
@@ -31,8 +31,8 @@ PROMPT, OUTPUT = 1000, 200
 
 async def _run(rate: float, queries: int, max_queue_s: float | None, seed: int) -> dict[str, Any]:
     specs = [InstanceSpec(f"a100-{i}", "A100-80G", "llama-3.1-8b", backend="sim") for i in range(2)]
-    d = LiveDriver(specs, GatewaySettings(time_scale=SCALE, max_queue_s=None if max_queue_s is None
-                                          else max_queue_s / SCALE, dispatch="least_load"))
+    d = compose_driver(specs, GatewaySettings(time_scale=SCALE, max_queue_s=None if max_queue_s is None
+                                              else max_queue_s / SCALE, dispatch="least_load"))
     rng = np.random.default_rng(seed)
     await d.start()
     lat: list[float] = []

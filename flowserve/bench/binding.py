@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from flowserve.bench.preble import Case, run_case
+from flowserve.bench.preble import PrebleCase, run_case
 from flowserve.config import load_cluster
 from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.evaluate import evaluate
@@ -50,7 +50,7 @@ def hexgen_rows(queries: int, scales: Sequence[float]) -> list[dict[str, Any]]:
 def preble_rows(queries: int) -> list[dict[str, Any]]:
     rows = []
     for cluster, kind, rate in PREBLE_CASES:
-        case = Case(cluster, kind, rate, queries)
+        case = PrebleCase(cluster, kind, rate, queries)
         policies = {f"{label}|{b}": with_binding(p, b) for label, p in PREBLE_POLICIES.items()
                     for b in ("ready", "late")}
         runs = run_case(case, {"round_robin": PolicySpec(), **policies})["runs"]

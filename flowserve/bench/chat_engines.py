@@ -27,7 +27,7 @@ from flowserve.engines.llamacpp_server import free_port
 from flowserve.engines.tinymodel import TinyModel, write_tiny_hf
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",

@@ -108,8 +108,8 @@ def run_live(cluster: Sequence[InstanceSpec], wl: Workload, arm: str, time_scale
     """The gateway's driver on simulated engines `time_scale` times faster, in real time;
     latencies and windows reported in the engines' (simulated) seconds."""
     from flowserve.calibrate.replay import replay_live
-    from flowserve.gateway.driver import LiveDriver
-    from flowserve.gateway.settings import GatewaySettings
+    from flowserve.host.root import compose_driver
+    from flowserve.host.settings import GatewaySettings
 
     p = policy(arm)
     settings = GatewaySettings(dispatch="flowserve", queue="flowserve", queue_params=dict(p.queue_params),
@@ -118,7 +118,7 @@ def run_live(cluster: Sequence[InstanceSpec], wl: Workload, arm: str, time_scale
                                                  for q in wl.queries))
 
     async def go() -> list[Any]:
-        driver = LiveDriver(cluster, settings, output_priors=dict(wl.output_priors))
+        driver = compose_driver(cluster, settings, output_priors=dict(wl.output_priors))
         await driver.start()
         try:
             return await replay_live(driver, fast)

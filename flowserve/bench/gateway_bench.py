@@ -1,5 +1,6 @@
 """`flowserve bench gateway`: flowserve's data planes against the bare engine and against
-`sglang-router` (`cache_aware`), side by side in one run, measured with wrk.
+`sglang-router` (`cache_aware`), side by side in one run, measured with wrk (or, without
+it, flowserve's slower Python load generator, which says when it was the bottleneck).
 
 Every process is separate: the instant backend (`flowserve.loadtest.instant_backend`), the
 router under test and wrk (`flowserve.loadtest.wrk`). The routers, per dispatch policy:
@@ -21,6 +22,7 @@ import contextlib
 import importlib.util
 import os
 import platform
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,11 +32,13 @@ import yaml
 from rich.console import Console
 
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.host.settings import load_serve_config
 from flowserve.loadtest.instant_backend import STREAM_TOKENS
 from flowserve.loadtest.procs import served
-from flowserve.loadtest.wrk import run_wrk, wrk_binary
+from flowserve.loadtest.pyload import SATURATED
+from flowserve.loadtest.wrk import PYLOAD_NOTE, run_load
 from flowserve.metrics.tables import markdown_table, write_json
-from flowserve.picker.envoy import Envoy, render
+from flowserve.picker.envoy import Envoy, envoy_endpoints, render
 
 CELLS = ((1, False), (32, False), (1, True), (32, True))
 MODEL = "llama-3.1-8b"
@@ -69,13 +73,14 @@ def measure(name: str, base: str, pids: Sequence[int], seconds: float, work_dir:
     cells = {}
     for clients, stream in CELLS:
         cpu0 = sum(tree_cpu_s(p) for p in pids)
-        r = run_wrk(f"{base}/v1/completions", clients, seconds, stream, MODEL, work_dir)
+        r = run_load(f"{base}/v1/completions", clients, seconds, stream, MODEL, work_dir)
         cpu = sum(tree_cpu_s(p) for p in pids) - cpu0
         n = r["requests"]
         cells[f"{clients}c-{'stream' if stream else 'plain'}"] = {
             "clients": clients, "stream": stream, "requests": n, "errors": r["errors"],
             "req_per_s": r["req_per_s"], "tokens_per_s": r["req_per_s"] * STREAM_TOKENS if stream else None,
-            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "cpu_s_per_1000": cpu / n * 1000 if n else None}
+            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "cpu_s_per_1000": cpu / n * 1000 if n else None,
+            "client": r["client"], "client_cpu_share": r.get("client_cpu_share")}
     return {"target": name, "cells": cells}
 
 
@@ -106,7 +111,6 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                       body_mode: str = "BUFFERED") -> dict[str, Any]:
     """gateway_src: run `flowserve serve` and `flowserve epp` from another source tree (a
     before/after run); body_mode: how Envoy sends request bodies to the picker."""
-    wrk_binary()  # a clear error before anything starts
     env = None
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -118,7 +122,8 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
         console.print(f"[dim]{msg}[/]")
 
     results: list[dict[str, Any]] = []
-    notes: list[str] = []
+    with_wrk = shutil.which("wrk") is not None
+    notes: list[str] = [] if with_wrk else [PYLOAD_NOTE]
     bport = free_port()
     backend = f"http://127.0.0.1:{bport}"
     py = sys.executable
@@ -161,6 +166,7 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
                 with flowserve(["epp", "--config", cfg, "--port", str(port), "--metrics-port", str(mport)],
                                f"http://127.0.0.1:{mport}/health", f"epp-{policy}.log") as proc, \
                         envoy_in_front("picker.yaml", {"PICKER_PORT": port, "REQUEST_BODY_MODE": body_mode,
+                                                       "ENGINE_ENDPOINTS": envoy_endpoints(load_serve_config(cfg)),
                                                        "RESPONSE_BODY_MODE": "STREAMED"},
                                        out_dir / f"envoy-epp-{policy}.log") as (url, epid):
                     results.append(measure(name, url, [proc.pid, epid], seconds, out_dir))
@@ -193,10 +199,16 @@ def run_gateway_bench(json_out: Path, console: Console, policies: Sequence[str],
     console.print(markdown_table(["target", "cell", "req/s", "vs sglang-router", "p50 ms", "added p50 ms",
                                   "added p99 ms", "CPU s/1000 req", "tokens/s", "errors"], rows), highlight=False)
     data = {"bench": "gateway", "python": platform.python_version(), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "load_client": "wrk (Lua: distinct prompts over 8 shared prefixes)",
+            "cpus": os.cpu_count(), "load_client": "wrk (Lua: distinct prompts over 8 shared prefixes)" if with_wrk
+            else "python (flowserve.loadtest.pyload: the same requests, slower than wrk)",
             "load_average": os.getloadavg(), "seconds_per_cell": seconds, "body_mode": body_mode,
             "envoy_workers": ENVOY_WORKERS, "gateway_src": str(gateway_src) if gateway_src else None,
             "notes": notes, "results": results}
+    busy = sorted({f"{r['target']} {key}" for r in results for key, c in r["cells"].items()
+                   if (c["client_cpu_share"] or 0.0) >= SATURATED})
+    if busy:
+        notes.append(f"the Python load generator used ≥ {SATURATED:.0%} of a core in {', '.join(busy)}: there "
+                     f"req/s is the generator's limit, not the router's (install wrk to measure the router)")
     for n in notes:
         console.print(n)
     write_json(json_out, data)

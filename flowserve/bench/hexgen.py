@@ -132,7 +132,7 @@ def run_policy(st: Setting, policy: PolicySpec, log: list | None = None,
         disp = None
         if log is not None and (scale is None or scale == top):
             disp = HexgenWB(**dict(policy.dispatch_params))
-            disp.log = log
+            disp.record_to(log)
         return simulate(st.specs, st.workload, policy, scale, st.standalone, dispatch=disp, jobs=JOBS)
 
     t0 = time.perf_counter()

@@ -128,7 +128,7 @@ def flood_health(rate: int = 50_000, seconds: float = 3.0) -> dict[str, Any]:
     from flowserve.engines.llamacpp_server import free_port
     from flowserve.gateway.app import create_app
     from flowserve.gateway.server import BackgroundServer
-    from flowserve.gateway.settings import serve_config
+    from flowserve.host.settings import serve_config
 
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     cfg = serve_config({"instances": [
@@ -150,7 +150,7 @@ def flood_health(rate: int = 50_000, seconds: float = 3.0) -> dict[str, Any]:
                 h.get("/health")
                 took.append(time.perf_counter() - t0)
                 time.sleep(0.05)
-            sub = srv.app.state.gateway.driver.runner.kv.subscribers["engine"]
+            sub = srv.app.state.gateway.driver.kv.subscribers["engine"]
             read, counts = sub.batches, dict(sub.counts)
     finally:
         flood.kill()

@@ -25,7 +25,7 @@ from flowserve.engines.llamacpp_server import free_port
 from flowserve.engines.tinymodel import write_tiny_hf
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 MODEL = "llama-3.1-8b"  # the gateway's name for it; vLLM serves it as tiny-llama
 BLOCK = 32  # vLLM CPU's attention wants block sizes that are multiples of 32

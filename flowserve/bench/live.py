@@ -40,8 +40,8 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_build import ensure_llama_server
 from flowserve.engines.llamacpp_server import LlamaServer, free_port
 from flowserve.engines.tinymodel import TinyModel, write_tiny_llama
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.loadtest.procs import llama_servers, served
 from flowserve.metrics.tables import markdown_table, ratio, write_json
 from flowserve.sim.run import PolicySpec, simulate
@@ -83,13 +83,15 @@ def bare_app() -> Any:
 
 def _latencies(url: str, n: int, concurrency: int, model: str) -> tuple[list[float], float]:
     prompt = "select the total amount of loans per district and year " * 10
-    local = threading.local()
+    clients: dict[int, httpx.Client] = {}  # one per worker thread
 
     def one(i: int) -> float:
-        if not hasattr(local, "http"):
-            local.http = httpx.Client(base_url=url, timeout=30, headers={"authorization": "Bearer bench"})
+        http = clients.get(threading.get_ident())
+        if http is None:
+            http = clients[threading.get_ident()] = httpx.Client(base_url=url, timeout=30,
+                                                                 headers={"authorization": "Bearer bench"})
         t = time.perf_counter()
-        r = local.http.post("/v1/completions", json={"model": model, "prompt": f"{i} {prompt}", "max_tokens": 1})
+        r = http.post("/v1/completions", json={"model": model, "prompt": f"{i} {prompt}", "max_tokens": 1})
         r.raise_for_status()
         return time.perf_counter() - t
 
@@ -98,7 +100,10 @@ def _latencies(url: str, n: int, concurrency: int, model: str) -> tuple[list[flo
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         lats = list(pool.map(one, range(n)))
-    return lats, n / (time.perf_counter() - t0)
+    rate = n / (time.perf_counter() - t0)
+    for http in clients.values():
+        http.close()
+    return lats, rate
 
 
 @contextlib.contextmanager
@@ -163,8 +168,8 @@ def prefix_bench(policies: Sequence[str], queries: int, rate: float, model: Path
             say(f"replaying {queries} queries under {policy}")
 
             async def go(policy: str = policy, salt: int = 100 + k) -> Any:
-                d = LiveDriver(specs, GatewaySettings(dispatch=policy), output_priors=dict(wl.output_priors),
-                               segments=TokenMaterializer(900, salt))
+                d = compose_driver(specs, GatewaySettings(dispatch=policy), output_priors=dict(wl.output_priors),
+                                   segments=TokenMaterializer(900, salt))
                 await d.start()
                 try:
                     return await replay_live(d, wl), d.instances()

@@ -26,7 +26,7 @@ import flowserve.sql as fsql
 from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.slot_config import SlotConfig

@@ -11,7 +11,8 @@ and the engines' hit rate from their `/metrics` (cached / all prompt tokens).
 
 Each live run is followed by its simulated twin (`flowserve.bench.peer_twin`): the same
 requests and arrival times through the simulator with the engines' fitted profile, so the
-table shows what the simulator predicted beside what was measured. Repetition k draws its
+table shows what the simulator predicted beside what was measured — at the profile's
+speed, and at the speed the engines reported for the run (their prompt seconds per token). Repetition k draws its
 requests from `--seed` + k.
 
 The client is open-loop (requests sent at their arrival times whatever the answers), on
@@ -42,7 +43,8 @@ from flowserve.metrics.tables import markdown_table
 MODEL = "tiny-llama"
 PREFIXES, PREFIX_WORDS, QUESTION_WORDS, OUTPUT = 8, 700, 14, 16  # ~1.5k and ~32 tokens (the tiny vocabulary)
 ROUTERS = ("flowserve", "sglang-router")
-SUMMED = ("mean_s", "p99_s", "hit_rate", "sim_mean_s", "sim_p99_s", "sim_hit_rate")
+SUMMED = ("mean_s", "p99_s", "hit_rate", "sim_mean_s", "sim_p99_s", "sim_hit_rate", "sim_at_speed_mean_s",
+          "engine_speed")
 
 
 def requests(queries: int, seed: int) -> tuple[list[str], list[int]]:
@@ -65,17 +67,21 @@ def arrivals(queries: int, rate: float, seed: int) -> list[float]:
     return [float(t) for t in np.cumsum(rng.exponential(1.0 / rate, queries))]
 
 
+COUNTERS = {"llamacpp:prompt_tokens_cached_total": "cached_tokens", "llamacpp:prompt_tokens_total": "computed_tokens",
+            "llamacpp:prompt_seconds_total": "prompt_seconds"}
+
+
 def engine_hits(urls: Sequence[str]) -> dict[str, float]:
-    """Cached and computed prompt tokens the engines report on `/metrics` (llama-server)."""
-    cached = computed = 0.0
+    """Cached and computed prompt tokens, and the seconds spent computing them, that the
+    engines report on `/metrics` (llama-server), summed over the engines."""
+    out = dict.fromkeys(COUNTERS.values(), 0.0)
     for url in urls:
         for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-            if line.startswith("llamacpp:prompt_tokens_cached_total "):
-                cached += float(line.split()[1])
-            elif line.startswith("llamacpp:prompt_tokens_total "):
-                computed += float(line.split()[1])
-    total = cached + computed
-    return {"cached_tokens": cached, "computed_tokens": computed, "hit_rate": cached / total if total else 0.0}
+            name, _, value = line.partition(" ")
+            if name in COUNTERS:
+                out[COUNTERS[name]] += float(value)
+    total = out["cached_tokens"] + out["computed_tokens"]
+    return {**out, "hit_rate": out["cached_tokens"] / total if total else 0.0}
 
 
 async def replay(url: str, texts: Sequence[str], times: Sequence[float]) -> dict[str, Any]:
@@ -151,7 +157,7 @@ def peer_bench(model: TinyModel, binary: Path, profile: Path, out: Path, queries
                     with router(name, urls, profile, slots, out) as url:
                         res = asyncio.run(replay(url, texts, times))
                     res.update(engine_hits(urls))
-                res.update(simulate_twin(name, twin, profile, slots))
+                res.update(simulate_twin(name, twin, profile, slots, res))
                 runs.append({"router": name, "slots": slots, "rep": rep, "seed": seed + rep, **res})
     return {"workload": {"queries": queries, "rate": rate, "prefixes": PREFIXES, "output_tokens": OUTPUT,
                          "seeds": [seed + rep for rep in range(reps)]},
@@ -169,7 +175,8 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             mine = [r for r in runs if r["slots"] == slots and r["router"] == name]
             cell[name] = {k: float(np.mean([r[k] for r in mine])) for k in SUMMED}
             cell[name]["reps"] = len(mine)
-            cell[name]["sim_error_pct"] = 100.0 * abs(cell[name]["sim_mean_s"] / cell[name]["mean_s"] - 1.0)
+            for key in ("sim", "sim_at_speed"):
+                cell[name][f"{key}_error_pct"] = 100.0 * abs(cell[name][f"{key}_mean_s"] / cell[name]["mean_s"] - 1.0)
         f, s = cell["flowserve"], cell["sglang-router"]
         rows.append({"slots": slots, **cell, "flowserve_better": f["mean_s"] < s["mean_s"] and f["p99_s"] < s["p99_s"]
                      and f["hit_rate"] > s["hit_rate"], "mean_ratio": f["mean_s"] / s["mean_s"]})
@@ -182,8 +189,10 @@ def table(summary: Sequence[dict[str, Any]]) -> str:
         for name in ROUTERS:
             c = row[name]
             rows.append([row["slots"], name, c["mean_s"], c["p99_s"], c["hit_rate"], c["reps"], c["sim_mean_s"],
-                         c["sim_hit_rate"], f"{c['sim_error_pct']:.0f}%"])
+                         c["sim_hit_rate"], f"{c['sim_error_pct']:.0f}%", c["engine_speed"], c["sim_at_speed_mean_s"],
+                         f"{c['sim_at_speed_error_pct']:.0f}%"])
     ratios = "; ".join(f"{row['slots']} slot(s): flowserve / sglang-router mean ×{row['mean_ratio']:.2f}"
                        for row in summary)
     return markdown_table(["slots per server", "router", "mean s", "p99 s", "engine hit rate", "reps",
-                           "sim mean s", "sim hit rate", "sim off by"], rows) + "\n" + ratios
+                           "sim mean s", "sim hit rate", "off by", "engine speed ×", "sim at that speed s",
+                           "off by"], rows) + "\n" + ratios

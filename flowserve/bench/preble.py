@@ -54,21 +54,21 @@ CALLS_PER_QUERY = {"embodied_agent": 19, "programming": 8}  # the generators' me
 
 
 @dataclass(frozen=True)
-class Case:
+class PrebleCase:
     cluster: str
     kind: str
     rate: float
     queries: int
 
 
-def cases(quick: bool, clusters: Sequence[str], kinds: Sequence[str]) -> list[Case]:
+def cases(quick: bool, clusters: Sequence[str], kinds: Sequence[str]) -> list[PrebleCase]:
     mode = "quick" if quick else "full"
     out = []
     for c in clusters:
         for k in kinds:
             rate = RATES[c][k]
             cap = MAX_REQUESTS[mode] // CALLS_PER_QUERY.get(k, 1)
-            out.append(Case(c, k, rate, int(min(cap, max(50, rate * DURATION_S[mode])))))
+            out.append(PrebleCase(c, k, rate, int(min(cap, max(50, rate * DURATION_S[mode])))))
     return out
 
 
@@ -96,7 +96,7 @@ def run_metrics(res: SimResult) -> dict[str, Any]:
     }
 
 
-def run_case(case: Case, policies: dict[str, PolicySpec], seed: int = 0) -> dict[str, Any]:
+def run_case(case: PrebleCase, policies: dict[str, PolicySpec], seed: int = 0) -> dict[str, Any]:
     specs = load_cluster(case.cluster)
     wl = load_workload(case.kind, {"queries": case.queries, "rate": case.rate, "seed": seed},
                        min(max_context(s) for s in specs))

@@ -32,7 +32,7 @@ from typing import Any
 from flowserve.bench.program_bound import ProgramSRPT
 from flowserve.bench.programs_live import LiveArm, run_live
 from flowserve.bench.programs_setup import SHAPE, SLO_SCALE, figures
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.metrics.tables import markdown_table
 from flowserve.sim.run import PolicySpec, simulate, standalone_times
 from flowserve.sim.simulator import SimResult

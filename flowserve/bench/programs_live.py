@@ -22,7 +22,7 @@ import yaml
 from flowserve.bench.programs_setup import CLUSTER, CONTESTANTS, figures
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.errors import FlowserveError
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.loadtest.procs import served
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.workloads import load_workload

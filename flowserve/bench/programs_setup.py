@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.sim.simulator import SimResult
 from flowserve.types.specs import InstanceSpec

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from flowserve.bench.replicas_client import ClientRun, run_client
 from flowserve.bench.replicas_cost import sharing_cost
-from flowserve.bench.replicas_fleet import GPUS, LLM, TP, Replica, redis, replicas, serve_yaml, sim_engines
+from flowserve.bench.replicas_fleet import GPUS, LLM, TP, FleetReplica, redis, replicas, serve_yaml, sim_engines
 from flowserve.bench.replicas_workload import WEIGHTS, replicas_workload
 from flowserve.errors import ConfigError
 from flowserve.metrics.tables import markdown_table, write_json
@@ -123,7 +123,7 @@ async def _live(out: Path, queries: int, rate: float, seed: int, scale: float, o
     gateway = {**POLICY, "programs": {"idle_s": 600}}
 
     @contextlib.contextmanager
-    def fleet(name: str, n: int, shared: bool = True) -> Iterator[tuple[list[Replica], PrivateRedis]]:
+    def fleet(name: str, n: int, shared: bool = True) -> Iterator[tuple[list[FleetReplica], PrivateRedis]]:
         folder = out / name
         with sim_engines(folder, scale) as engines, redis(folder) as state, \
                 replicas(folder, serve_yaml(folder, engines, gateway), n, state.url if shared else None) as reps:

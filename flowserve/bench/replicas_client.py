@@ -31,8 +31,8 @@ VOCAB = 32_000
 KEY = "sk-bench-replicas"
 
 
-@dataclass
-class Call:
+@dataclass(frozen=True)
+class ClientCall:
     query: int
     tenant: str
     replica: int
@@ -55,6 +55,20 @@ class ProgramCheck:
     output: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
 
+    def saw(self, call: ClientCall) -> None:
+        """One of its calls, as the client saw it."""
+        self.reached += 1
+        if call.status == 200:
+            self.answered += 1
+            self.prompt += call.prompt
+            self.cached += call.cached
+            self.output += call.output
+        elif call.status == 0:
+            self.cut += 1
+
+    def ended(self, summary: dict[str, Any]) -> None:
+        self.summary = summary
+
     def mismatches(self) -> list[str]:
         """What the summary says otherwise than the client saw. A call cut in flight either
         started (the summary counts it, as lost) or was cut before its replica took it."""
@@ -71,10 +85,16 @@ class ProgramCheck:
 
 @dataclass
 class ClientRun:
-    calls: list[Call] = field(default_factory=list)
+    calls: list[ClientCall] = field(default_factory=list)
     programs: list[ProgramCheck] = field(default_factory=list)
     rerouted: int = 0  # requests whose replica was dead before they reached it
     wall_s: float = 0.0
+
+    def rerouted_one(self) -> None:
+        self.rerouted += 1
+
+    def took(self, wall_s: float) -> None:
+        self.wall_s = wall_s
 
 
 class Replicas:
@@ -94,27 +114,30 @@ class Replicas:
 
 
 async def post(http: httpx.AsyncClient, reps: Replicas, run: ClientRun, body: dict[str, Any],
-               headers: dict[str, str], query: int, tenant: str) -> Call:
+               headers: dict[str, str], query: int, tenant: str) -> ClientCall:
     """One completion at the next live replica (another one if it cannot connect)."""
     while True:
         i = reps.next()
-        call = Call(query, tenant, i, time.perf_counter())
+        sent = time.perf_counter()
         try:
             r = await http.post(f"{reps.urls[i]}/v1/completions", json=body, headers=headers)
         except httpx.ConnectError:
             reps.dead.add(i)
-            run.rerouted += 1
+            run.rerouted_one()
             continue
         except httpx.TransportError:  # cut in flight: failed, never sent again
-            call.done = time.perf_counter()
+            call = ClientCall(query, tenant, i, sent, time.perf_counter())
             reps.dead.add(i)
             run.calls.append(call)
             return call
-        call.done, call.status = time.perf_counter(), r.status_code
+        done = time.perf_counter()
         if r.status_code == 200:
             usage = r.json()["usage"]
-            call.prompt, call.output = usage["prompt_tokens"], usage["completion_tokens"]
-            call.cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            call = ClientCall(query, tenant, i, sent, done, 200, usage["prompt_tokens"], cached,
+                              usage["completion_tokens"])
+        else:
+            call = ClientCall(query, tenant, i, sent, done, r.status_code)
         run.calls.append(call)
         return call
 
@@ -146,22 +169,15 @@ async def run_client(workload: Workload, urls: Sequence[str], time_scale: float,
                 call = await post(http, reps, run, body(tokens, step),
                                   {"x-tenant": q.tenant, "x-flowserve-program": check.id,
                                    "x-flowserve-stage": f"step{k}"}, q.id, q.tenant)
-                check.reached += 1
-                if call.status == 200:
-                    check.answered += 1
-                    check.prompt += call.prompt
-                    check.cached += call.cached
-                    check.output += call.output
-                elif call.status == 0:
-                    check.cut += 1
-            check.summary = await end_program(http, reps, check.id, q.tenant)
+                check.saw(call)
+            check.ended(await end_program(http, reps, check.id, q.tenant))
 
         async def act(t: float, action: Callable[[], Awaitable[None]]) -> None:
             await at_time(t)
             await action()
 
         await asyncio.gather(*(one(q) for q in workload.queries), *(act(t, a) for t, a in at))
-    run.wall_s = time.perf_counter() - start
+    run.took(time.perf_counter() - start)
     return run
 
 

@@ -13,7 +13,7 @@ import yaml
 from flowserve.bench.replicas_fleet import replicas
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.loadtest.procs import served
-from flowserve.loadtest.wrk import run_wrk
+from flowserve.loadtest.wrk import run_load
 from flowserve.replicas.redis_server import PrivateRedis
 
 MODEL = "llama-3.1-8b"
@@ -35,8 +35,8 @@ def sharing_cost(folder: Path, seconds: float = 10.0, connections: int = 32) -> 
         for label, url in (("without_state", None), ("with_state", state.url)):
             with replicas(folder / label, cfg, 1, url) as [rep]:
                 target = f"{rep.url}/v1/completions"
-                run_wrk(target, connections, 2.0, False, MODEL, folder)  # warm-up: connections, tokenizations
-                out[label] = run_wrk(target, connections, seconds, False, MODEL, folder)
+                run_load(target, connections, 2.0, False, MODEL, folder)  # warm-up: connections, tokenizations
+                out[label] = run_load(target, connections, seconds, False, MODEL, folder)
     out["without_state_rps"] = out["without_state"]["req_per_s"]
     out["with_state_rps"] = out["with_state"]["req_per_s"]
     out["ratio"] = out["with_state_rps"] / out["without_state_rps"] if out["without_state_rps"] else 0.0

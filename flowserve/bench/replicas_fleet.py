@@ -56,13 +56,13 @@ def serve_yaml(folder: Path, engines: Engines, gateway: Mapping[str, Any], gpus:
 
 
 @dataclass
-class Replica:
+class FleetReplica:
     url: str
     pid: int
 
 
 @contextlib.contextmanager
-def replicas(folder: Path, config: Path, n: int, state_url: str | None) -> Iterator[list[Replica]]:
+def replicas(folder: Path, config: Path, n: int, state_url: str | None) -> Iterator[list[FleetReplica]]:
     with contextlib.ExitStack() as stack:
         out = []
         for i in range(n):
@@ -70,7 +70,7 @@ def replicas(folder: Path, config: Path, n: int, state_url: str | None) -> Itera
             args = [sys.executable, "-m", "flowserve.cli", "serve", "--config", str(config), "--port", str(port),
                     "--log-level", "warning", *(["--state-url", state_url] if state_url else [])]
             proc = stack.enter_context(served(args, f"http://127.0.0.1:{port}/health", folder / f"replica{i}.log"))
-            out.append(Replica(f"http://127.0.0.1:{port}", proc.pid))
+            out.append(FleetReplica(f"http://127.0.0.1:{port}", proc.pid))
         yield out
 
 

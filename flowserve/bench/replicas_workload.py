@@ -30,7 +30,7 @@ TOOL, PROGRAM = "tool_use", "program"
 
 
 @dataclass(frozen=True)
-class Shape:
+class ReplicasShape:
     tools: int = 100
     program_share: float = 0.25  # of the queries
     program_calls: int = 4
@@ -40,7 +40,7 @@ class Shape:
     program_output: int = 16
 
 
-def replicas_workload(queries: int, rate: float, seed: int = 0, shape: Shape = Shape(),
+def replicas_workload(queries: int, rate: float, seed: int = 0, shape: ReplicasShape = ReplicasShape(),
                       tenants: tuple[str, ...] = TENANTS) -> Workload:
     """`queries` arriving at `rate` per simulated second (Poisson)."""
     rng = np.random.default_rng(seed)

@@ -34,8 +34,8 @@ from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import write_tiny_llama
 from flowserve.errors import ConfigError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.ops import op_profile
@@ -79,7 +79,7 @@ WORKFLOWS = {"search_gen": SEARCH_GEN, "naive_rag": NAIVE_RAG, "advanced_rag": A
 
 
 @dataclass(frozen=True)
-class LiveSetup:
+class TeolaLiveSetup:
     """What one live run talks to: the engines' instances and the search service."""
     llm: tuple[InstanceSpec, ...]
     search_url: str
@@ -113,19 +113,17 @@ def inputs_of(app: str, i: int) -> dict[str, str]:
     return {"question": q} if app == "search_gen" else {"question": q, "document": "\n\n".join(CORPUS.values())}
 
 
-async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) -> dict[str, Any]:
+async def run_arm(setup: TeolaLiveSetup, app: str, arm: Arm, times: Sequence[float]) -> dict[str, Any]:
     wf = WORKFLOWS[app]
     prepared = wf.prepare(SETTINGS[app])
     params = {**LLM_PARAMS, "cache_prompt": False} if arm.paper else LLM_PARAMS
-    d = LiveDriver([*setup.llm, *op_specs(setup.search_url, arm.paper)],
-                   GatewaySettings(passes=arm.passes, queue=arm.queue, dispatch=arm.dispatch,
-                                   retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
+    d = compose_driver([*setup.llm, *op_specs(setup.search_url, arm.paper)],
+                       GatewaySettings(passes=arm.passes, queue=arm.queue, dispatch=arm.dispatch,
+                                       retrieval={"search_key": setup.search_key, "search_timeout_s": 10.0}))
     await d.start()
 
     def program(i: int) -> Any:
-        p = wf.build(inputs_of(app, i), prepared, None)
-        p.llm_params = params
-        return p
+        return wf.build(inputs_of(app, i), prepared, None).sampling(params)
 
     d.workflows.register(app, program)  # a query's ref names the arm's app and its input
 
@@ -155,7 +153,7 @@ async def run_arm(setup: LiveSetup, app: str, arm: Arm, times: Sequence[float]) 
             "p99_s": float(np.percentile(lat, 99)) if lat else float("nan")}
 
 
-def run_apps(setup: LiveSetup, apps: Sequence[str], queries: int, rate: float, seed: int,
+def run_apps(setup: TeolaLiveSetup, apps: Sequence[str], queries: int, rate: float, seed: int,
              echo: Callable[[str], None]) -> dict[str, Any]:
     """Every arm of every app against `setup`; per app the e-graph's ratios to the others."""
     times = arrivals(queries, rate, seed)
@@ -205,8 +203,8 @@ def run_teola_live(out: Path, apps: Sequence[str], queries: int, rate: float, se
         for s in servers:
             s.start()
         with SearchServiceProcess([corpus], key=SEARCH_KEY, log_path=out / "search.log") as svc:
-            setup = LiveSetup(tuple(engine_instance(s.base_url, profile, f"llama{i}") for i, s in enumerate(servers)),
-                              svc.url)
+            engines = tuple(engine_instance(s.base_url, profile, f"llama{i}") for i, s in enumerate(servers))
+            setup = TeolaLiveSetup(engines, svc.url)
             apps_report = run_apps(setup, apps, queries, rate, seed, echo)
     finally:
         for s in servers:

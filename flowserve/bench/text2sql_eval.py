@@ -23,7 +23,7 @@ from flowserve.apps.text2sql.app import resolve_database
 from flowserve.apps.text2sql.evaluate import Outcome, Question, execution_match
 from flowserve.apps.text2sql.record import trace_entry
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.settings import ServeConfig
 from flowserve.sqlexec import WorkerPool
 
 DB_NAME = "eval"
@@ -59,14 +59,15 @@ async def _bounded(questions: Sequence[Question], concurrency: int, one: Any) ->
 
 async def eval_in_process(config: ServeConfig, db: str, questions: Sequence[Question],
                           concurrency: int = 4) -> tuple[list[Outcome], list[dict[str, Any]]]:
-    from flowserve.gateway.app import Gateway, app_ref
+    from flowserve.host.root import LiveHost
+    from flowserve.host.served import app_ref
 
     workflows = dict(config.gateway.workflows)
     t2s = dict(workflows.get("text2sql", {}))
     t2s["databases"] = {DB_NAME: db}
     workflows["text2sql"] = t2s
     config = dataclasses.replace(config, gateway=config.gateway.model_copy(update={"workflows": workflows}))
-    gw = Gateway(config)
+    gw = LiveHost(config)
     path = gw.prepared["text2sql"]["catalogs"][DB_NAME].path
     await asyncio.to_thread(gw.prepared["text2sql"]["indexes"].warm)  # not in the first query's latency
     await gw.start()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from flowserve.cache.prefix_index import PrefixIndex
@@ -73,6 +73,11 @@ class _Block:
         self.depth = (parent.depth if parent is not None else 0) + len(tokens)
         self.refs = 0  # holdings + speculative entries
 
+    def ref(self, n: int = 1) -> int:
+        """`n` more references (fewer, when negative); how many it has now."""
+        self.refs += n
+        return self.refs
+
     def path(self) -> Tokens:
         chunks = []
         b: _Block | None = self
@@ -82,7 +87,7 @@ class _Block:
         return tuple(t for c in reversed(chunks) for t in c)
 
 
-@dataclass
+@dataclass(frozen=True)
 class IndexStats:
     stored: int = 0  # blocks stored (engine events)
     removed: int = 0
@@ -100,7 +105,7 @@ class BlockIndex:
         self.budget_bytes = budget_bytes
         self.blocks: dict[int, _Block] = {}
         self.bytes = 0
-        self.stats = IndexStats()
+        self._counts = dict.fromkeys((f.name for f in fields(IndexStats)), 0)  # IndexStats' counters
         # holdings by source (instance, rank): own hash → engine hash; global LRU over them
         self._engine: dict[tuple[str, int], dict[BlockHash, int]] = {}
         self._held: dict[str, dict[int, int]] = {}  # instance → own hash → ranks holding it
@@ -108,6 +113,11 @@ class BlockIndex:
         self._spec: dict[str, dict[int, float]] = {}  # instance → own hash → expiry
         self._expiry: deque[tuple[float, str, int]] = deque()  # TTLs are equal: expiries come in order
         self._now = 0.0
+
+    @property
+    def stats(self) -> IndexStats:
+        """The counters now."""
+        return IndexStats(**self._counts)
 
     # ------------------------------------------------------------------ engine events
 
@@ -123,7 +133,7 @@ class BlockIndex:
                             if i == instance and ev.parent_hash in m), None)
             parent = self.blocks.get(own) if own is not None else None
             if parent is None:
-                self.stats.orphans += len(ev.block_hashes)
+                self._counts["orphans"] += len(ev.block_hashes)
                 return 0
         held = self._held.setdefault(instance, {})
         spec = self._spec.get(instance)
@@ -144,16 +154,16 @@ class BlockIndex:
                 engine[eh] = own
                 self._lru[lru_key] = eh
                 held[own] = held.get(own, 0) + 1
-                block.refs += 1
+                block.ref()
                 self.bytes += HOLDING_BYTES
                 if spec is not None and spec.pop(own, None) is not None:
-                    block.refs -= 1
-                    self.stats.confirmed += 1
+                    block.ref(-1)
+                    self._counts["confirmed"] += 1
             placed.append(block)
             parent = block
         for block in reversed(placed):  # leaf first: ancestors end up more recent (evicted later)
             self._lru.move_to_end((instance, ev.rank, block.key))
-        self.stats.stored += len(placed)
+        self._counts["stored"] += len(placed)
         if self.mirror is not None and placed:
             self.mirror.add(placed[-1].path(), instance, now, count=False)
         self._shrink(now)
@@ -166,9 +176,9 @@ class BlockIndex:
         for eh in ev.block_hashes:
             own = engine.get(eh)
             if own is None:
-                self.stats.unknown_removals += 1
+                self._counts["unknown_removals"] += 1
                 continue
-            self.stats.removed += 1
+            self._counts["removed"] += 1
             block = self._unhold(instance, ev.rank, own, now, mirror=False)
             if block is not None:
                 dropped.append(block)
@@ -210,7 +220,7 @@ class BlockIndex:
                 self.bytes += BLOCK_BYTES + TOKEN_BYTES * len(chunk)
             if own not in held:
                 if own not in spec:
-                    block.refs += 1
+                    block.ref()
                 spec[own] = until
                 self._expiry.append((until, instance, own))
             parent = block
@@ -225,7 +235,7 @@ class BlockIndex:
             if spec is None or spec.get(own) != until:
                 continue  # confirmed, or routed there again since
             del spec[own]
-            self.stats.expired += 1
+            self._counts["expired"] += 1
             block = self.blocks.get(own)
             if block is not None:
                 dropped.setdefault(instance, []).append(block)
@@ -306,8 +316,7 @@ class BlockIndex:
     def _unref(self, block: _Block | None) -> None:
         if block is None:
             return
-        block.refs -= 1
-        if block.refs <= 0 and self.blocks.get(block.key) is block:
+        if block.ref(-1) <= 0 and self.blocks.get(block.key) is block:
             del self.blocks[block.key]
             self.bytes -= BLOCK_BYTES + TOKEN_BYTES * len(block.tokens)
 
@@ -325,5 +334,5 @@ class BlockIndex:
     def _shrink(self, now: float) -> None:
         while self.bytes > self.budget_bytes and self._lru:
             (instance, rank, own), _ = next(iter(self._lru.items()))
-            self.stats.evicted += 1
+            self._counts["evicted"] += 1
             self._unhold(instance, rank, own, now)

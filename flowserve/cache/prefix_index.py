@@ -49,7 +49,27 @@ class PrefixNode(RadixNode):
 
     def __init__(self, key: Tokens, parent: RadixNode | None, depth: int, now: float) -> None:
         super().__init__(key, parent, depth, now)
+        self.data = set()  # the instances that cache it
         self.hits: dict[str, list[float]] | None = None  # instance → request times (sorted)
+
+    def hit(self, instance: str, now: float, horizon: float) -> None:
+        """A request routed to `instance` used this node at `now` (times before `horizon` go)."""
+        hits = self.hits
+        if hits is None:
+            self.hits = {instance: [now]}
+            return
+        times = hits.get(instance)
+        if times is None:
+            hits[instance] = [now]
+        else:
+            times.append(now)
+            if times[0] < horizon:
+                del times[: bisect_left(times, horizon)]
+
+    def inherit_hits(self, lower: PrefixNode) -> None:
+        """Split off above `lower`: every request that used it used this part too."""
+        if lower.hits:
+            self.hits = {i: list(t) for i, t in lower.hits.items()}
 
 
 class PrefixIndex(RadixTree):
@@ -74,19 +94,17 @@ class PrefixIndex(RadixTree):
             if now is not None:  # the touches a fresh walk would make
                 n: RadixNode | None = found[0]
                 while n is not None and n is not self.root:
-                    n.last_access = now
+                    n.touch(now)
                     n = n.parent
                 if found[2] is not None:
-                    found[2].last_access = now
+                    found[2].touch(now)
             return found
         found = super()._walk(tokens, now)
         self._memo = (tokens, self.version, found)
         return found
 
     def _new_node(self, key: Tokens, parent: RadixNode, now: float) -> RadixNode:
-        node = PrefixNode(key, parent, parent.depth + len(key), now)
-        node.data = set()
-        return node
+        return PrefixNode(key, parent, parent.depth + len(key), now)
 
     def _copy_data(self, data: Any) -> Any:
         return set(data)
@@ -96,8 +114,7 @@ class PrefixIndex(RadixTree):
 
     def _split(self, child: RadixNode, j: int) -> RadixNode:
         upper = super()._split(child, j)
-        if child.hits:  # every request that used the child used its upper part
-            upper.hits = {i: list(t) for i, t in child.hits.items()}
+        upper.inherit_hits(child)
         for inst in upper.data:
             self.lru[inst][upper] = None  # tokens unchanged: the child's edge shrank by j
         return upper
@@ -126,17 +143,7 @@ class PrefixIndex(RadixTree):
                 lru[n] = None
                 self.cached_tokens[instance] += len(n.key)
             if count:
-                hits = n.hits
-                if hits is None:
-                    n.hits = {instance: [now]}
-                else:
-                    times = hits.get(instance)
-                    if times is None:
-                        hits[instance] = [now]
-                    else:
-                        times.append(now)
-                        if times[0] < horizon:
-                            del times[: bisect_left(times, horizon)]
+                n.hit(instance, now, horizon)
             n = n.parent
         return node
 

@@ -34,6 +34,47 @@ class RadixNode:
         self.last_access = now
         self.data: Any = None  # owned by subclasses (e.g. which instances cache the node)
 
+    def touch(self, now: float) -> None:
+        """Used now (LRU order)."""
+        self.last_access = now
+
+    def hold(self, owner: Hashable) -> bool:
+        """One more reference by `owner`; whether the node was unlocked before."""
+        was_free = self.lock == 0
+        self.lock += 1
+        self.refs[owner] = self.refs.get(owner, 0) + 1
+        return was_free
+
+    def unhold(self, owner: Hashable) -> bool:
+        """One reference fewer by `owner`; whether the node is unlocked now."""
+        count = self.refs[owner] - 1
+        if count < 0:
+            raise ValueError("release without acquire")
+        if count:
+            self.refs[owner] = count
+        else:
+            del self.refs[owner]
+        self.lock -= 1
+        return self.lock == 0
+
+    def take_over(self, lower: RadixNode, data: Any) -> None:
+        """A node made by splitting `lower`'s edge above it: it carries `lower`'s references,
+        lock and (a copy of) its data, and `lower` hangs below it by the rest of its edge."""
+        self.refs = dict(lower.refs)
+        self.lock = lower.lock
+        self.data = data
+        lower.hang_below(self)
+        self.children[lower.key[0]] = lower
+
+    def hang_below(self, upper: RadixNode) -> None:
+        """Its edge was cut: `upper` holds the first part of its key, it keeps the rest."""
+        self.key = self.key[len(upper.key):]
+        self.parent = upper
+
+    def detach(self) -> None:
+        """Removed from the tree (evicted)."""
+        self.parent = None
+
     def __repr__(self) -> str:
         return f"RadixNode(depth={self.depth}, len={len(self.key)}, lock={self.lock})"
 
@@ -87,11 +128,11 @@ class RadixTree:
                 node = child
                 pos += k
                 if now is not None:
-                    child.last_access = now
+                    child.touch(now)
                 continue
             j = common_prefix_len(key, tokens, pos)
             if now is not None:
-                child.last_access = now
+                child.touch(now)
             return node, pos, child, j
         return node, pos, None, 0
 
@@ -120,7 +161,7 @@ class RadixTree:
         else:
             up: RadixNode | None = start
             while up is not None and up is not self.root:
-                up.last_access = now
+                up.touch(now)
                 up = up.parent
             node, pos, child, j = self._walk_from(start, tokens, now)
         if child is not None and j > 0:
@@ -144,13 +185,8 @@ class RadixTree:
         assert parent is not None and 0 < j < len(child.key)
         self.version += 1
         upper = self._new_node(child.key[:j], parent, child.last_access)
-        upper.refs = dict(child.refs)
-        upper.lock = child.lock
-        upper.data = self._copy_data(child.data)
         parent.children[child.key[0]] = upper
-        child.key = child.key[j:]
-        child.parent = upper
-        upper.children[child.key[0]] = child
+        upper.take_over(child, self._copy_data(child.data))
         return upper
 
     def _copy_data(self, data: Any) -> Any:
@@ -162,23 +198,14 @@ class RadixTree:
         """Reference node (and so its whole path) on behalf of `owner`."""
         n: RadixNode | None = node
         while n is not None and n is not self.root:
-            if n.lock == 0:
+            if n.hold(owner):
                 self.locked_size += len(n.key)
-            n.lock += 1
-            n.refs[owner] = n.refs.get(owner, 0) + 1
             n = n.parent
 
     def release(self, node: RadixNode, owner: Hashable = 0) -> None:
         n: RadixNode | None = node
         while n is not None and n is not self.root:
-            count = n.refs[owner] - 1
-            assert count >= 0, "release without acquire"
-            if count:
-                n.refs[owner] = count
-            else:
-                del n.refs[owner]
-            n.lock -= 1
-            if n.lock == 0:
+            if n.unhold(owner):
                 self.locked_size -= len(n.key)
                 if not n.children:
                     self._push_lru(n)
@@ -212,7 +239,7 @@ class RadixTree:
         assert parent is not None and not node.children and node.lock == 0
         self.version += 1
         del parent.children[node.key[0]]
-        node.parent = None
+        node.detach()
         self.size -= len(node.key)
         if parent is not self.root and not parent.children and parent.lock == 0:
             self._push_lru(parent)

@@ -321,8 +321,7 @@ async def profile_engine(client: EngineClient, model: str | None = None, setting
         settings, cut = fit_to_budget(settings, speed)
         if cut:
             progress(cut)
-    report = await measure(client, facts, settings, progress)
-    report.wall_s = time.monotonic() - t0
+    report = replace(await measure(client, facts, settings, progress), wall_s=time.monotonic() - t0)
     coef, quality = fit_coefficients(report.samples)
     name = model or client.model or "model"
     fitted = FittedCostModel(name, coef, facts.max_context, facts.kv_capacity_tokens, facts.slots,

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import QueryResult, Rejected
 from flowserve.graph.replay import PlanWorkflow, plan_oracle
+from flowserve.host.driver import LiveDriver
+from flowserve.host.query import QueryResult, Rejected
 from flowserve.types.work import WorkflowRef
 from flowserve.workloads.base import Workload
 
@@ -36,7 +36,7 @@ class ReplayOutcome:
 
 async def replay_live(driver: LiveDriver, workload: Workload, model: str | None = None) -> list[ReplayOutcome]:
     """Submit every query at its arrival time (seconds after the call) and wait for all.
-    The driver needs a `TokenMaterializer` (`LiveDriver(..., segments=...)`) for real engines."""
+    The driver needs a `TokenMaterializer` (`compose_driver(..., segments=...)`) for real engines."""
     t0 = time.monotonic()
 
     async def one(spec: Any) -> ReplayOutcome:

@@ -23,9 +23,9 @@ from flowserve.calibrate.replay import hit_rate, replay_live
 from flowserve.config import InstanceConfig
 from flowserve.engines.client import EngineClient
 from flowserve.errors import ConfigError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.plan import Segment
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.schema import validate
 from flowserve.sim.run import PolicySpec, simulate
@@ -99,8 +99,8 @@ async def validate_engine(url: str, profile: str | Path, workload: Workload, pol
     await warm_up(url, vocab, salt, min(longest, spec.profile.max_context - 8 if spec.profile else longest))
     settings = GatewaySettings(dispatch=policy.dispatch, queue=policy.queue,
                                dispatch_params=dict(policy.dispatch_params), queue_params=dict(policy.queue_params))
-    driver = LiveDriver([spec], settings, output_priors=dict(workload.output_priors),
-                        segments=TokenMaterializer(vocab, salt))
+    driver = compose_driver([spec], settings, output_priors=dict(workload.output_priors),
+                            segments=TokenMaterializer(vocab, salt))
     await driver.start()
     try:
         outcomes = await replay_live(driver, workload)

@@ -183,7 +183,7 @@ def bench_gateway(
     body_mode: Annotated[str, typer.Option(help="how Envoy sends request bodies to the picker: BUFFERED or "
                                                 "FULL_DUPLEX_STREAMED")] = "BUFFERED",
 ) -> None:
-    """flowserve's data planes vs the bare backend and sglang-router, with wrk: req/s, added latency, CPU."""
+    """flowserve's data planes vs the bare backend and sglang-router (wrk, else Python): req/s, latency, CPU."""
     with user_errors():
         from flowserve.bench.gateway_bench import SHAPES, run_gateway_bench
         from flowserve.errors import ConfigError

@@ -99,23 +99,29 @@ def _one_line(message: str) -> NoReturn:
 
 
 def _checked(folder: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    # a plain function: typer reads a callback's signature and type hints, which a callable
+    # object has not
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is not None and not ctx.resilient_parsing:
             with user_errors():
                 check_output(Path(value), max(param.opts, key=len), folder)
         return value
-    check.output = "folder" if folder else "file"  # type: ignore[attr-defined]  (which check an option has)
     return check
+
+
+_CHECK_FILE, _CHECK_FOLDER = _checked(folder=False), _checked(folder=True)
+# which output an option's callback checks (the CLI's tests find the checked options by it)
+OUTPUT_CHECKS: dict[Callable[..., Any], str] = {_CHECK_FILE: "file", _CHECK_FOLDER: "folder"}
 
 
 def output_file(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a file the command writes, checked before the command runs."""
-    return typer.Option(*decls, callback=_checked(folder=False), **kw)
+    return typer.Option(*decls, callback=_CHECK_FILE, **kw)
 
 
 def output_folder(*decls: str, **kw: Any) -> Any:
     """`typer.Option` of a folder the command writes into, checked before it runs."""
-    return typer.Option(*decls, callback=_checked(folder=True), **kw)
+    return typer.Option(*decls, callback=_CHECK_FOLDER, **kw)
 
 
 def progress_bar() -> Progress:

@@ -173,7 +173,7 @@ def serve(
 
         from flowserve.api import serve as run_server
         from flowserve.errors import ConfigError
-        from flowserve.gateway.settings import load_serve_config
+        from flowserve.host.settings import load_serve_config
 
         if not 1 <= workers <= 64:
             raise ConfigError(f"--workers: expected 1 to 64, got {workers}")
@@ -181,7 +181,7 @@ def serve(
         if record is not None:
             cfg = dataclasses.replace(cfg, gateway=cfg.gateway.model_copy(update={"record": str(record)}))
         if state_url is not None:
-            from flowserve.gateway.replica import with_state
+            from flowserve.host.replica import with_state
 
             cfg = with_state(cfg, state_url)
         run_server(cfg, host, port, dispatch=dispatch, queue=queue, log_level=log_level, workers=workers)
@@ -199,12 +199,20 @@ def epp(
         help="dispatch policy instead of the config's: a name or an import path package.module:Class")] = None,
     queue: Annotated[str | None, typer.Option(
         help="queue policy instead of the config's: a name or an import path package.module:Class")] = None,
+    envoy_endpoints: Annotated[bool, typer.Option(
+        "--envoy-endpoints", help="print the engines as the Envoy cluster's endpoints (examples/envoy/picker.yaml's "
+                                  "${ENGINE_ENDPOINTS}) and exit")] = False,
 ) -> None:
     """Run flowserve as Envoy's endpoint picker (Gateway API Inference Extension, ext_proc)."""
     with user_errors():
         from flowserve.api import epp as run_picker
-        from flowserve.gateway.settings import load_serve_config
+        from flowserve.host.settings import load_serve_config
 
+        if envoy_endpoints:
+            from flowserve.picker.envoy import envoy_endpoints as endpoints
+
+            typer.echo(endpoints(load_serve_config(config)))
+            return
         run_picker(load_serve_config(config), host, port, metrics_port=metrics_port, dispatch=dispatch,
                    queue=queue, log_level=log_level)
 

@@ -39,7 +39,7 @@ def eval_(
         from flowserve.apps.text2sql.record import write_agent_trace
         from flowserve.bench.text2sql_eval import database_file, eval_gateway, eval_in_process
         from flowserve.errors import ConfigError
-        from flowserve.gateway.settings import load_serve_config
+        from flowserve.host.settings import load_serve_config
 
         if (config is None) == (gateway is None):
             raise ConfigError("give exactly one of --config (in-process) and --gateway URL")

@@ -10,8 +10,9 @@ instances (`state`), the read-only `ClusterView` (`view`) and what it hands out
 
 from flowserve.core.lifecycle import CallStatus
 from flowserve.core.policy import DispatchPolicy, DriverServices, QueueFactory, QueuePolicy
+from flowserve.core.records import CallRecord, InstanceStatus
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.core.state import CallRecord, CallState, InstanceState, InstanceStatus, OpState, QueryState
+from flowserve.core.state import CallState, InstanceState, OpState, QueryState
 from flowserve.core.view import ClusterView
 
 __all__ = [

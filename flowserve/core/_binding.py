@@ -119,10 +119,9 @@ class Binder:
         if not tokens:
             self._fail_call(cs, f"empty prompt (stage {node.stage!r})", FailureKind.BAD_REQUEST)
             return False
-        cs.input_tokens = len(tokens)
-        cs.call = LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
-                          node.max_tokens, node.model, q.tenant, q.priority, node.params,
-                          cs.query.run.streams_parts(node.key), node.chat)
+        cs.tokenized(LLMCall(cs.id, q.id, node.key, node.stage, q.workflow, tokens, cs.predicted_output,
+                             node.max_tokens, node.model, q.tenant, q.priority, node.params,
+                             cs.query.run.streams_parts(node.key), node.chat))
         return True
 
     def on_tokenized(self, ev: Tokenized) -> list[Command]:
@@ -176,12 +175,8 @@ class Binder:
         call = cs.call
         assert call is not None
         now = self.view.now
-        cs.move(S.QUEUED)
-        cs.instance = inst.name
-        cs.enqueued = now
-        cs.t_comp = self.view.t_comp(cs, inst)
-        inst.outstanding += cs.t_comp
-        inst.dispatched += 1
+        cs.bind(inst.name, now, self.view.t_comp(cs, inst))
+        inst.bound(cs)
         join_queue(cs, inst, self.tenants)  # before the index learns of this prompt: queues may match it first
         if self.leaders is not None:
             self.leaders.lead(cs, call.input_tokens - self.view.cached_tokens(cs, inst))
@@ -227,7 +222,6 @@ class Binder:
     def _release(self, inst: InstanceState) -> None:
         """Start queued calls while the instance can take them; the queue policy picks."""
         queue = inst.queue
-        reports = inst.spec.reports_capacity
         while inst.up and len(queue) and inst.slots_free > 0 and inst.headroom > 0:
             cs = queue.select(inst, self.view)
             if cs is None:
@@ -240,14 +234,9 @@ class Binder:
             if need > inst.kv_free and inst.running:
                 break  # wait for memory, as the engine would
             leave_queue(cs, inst, released=True)
-            cs.move(S.RELEASED)
-            inst.running[cs.id] = cs
-            cs.released = self.view.now
+            cs.release(self.view.now)
+            inst.start(cs, need)
             self.tenants.started(call.tenant, max(need, 1))
-            if reports:
-                inst.free_seqs -= 1
-                inst.headroom -= need
-                inst.kv_free -= need
             self._out.append(SendCall(call, inst.name))
 
     # ------------------------------------------------------------------ shared prefills
@@ -277,17 +266,16 @@ class Binder:
         inst = self.instances.get(cs.instance) if cs.instance else None
         if cs.status.in_flight:
             assert inst is not None
-            del inst.running[cs.id]
+            inst.stop(cs)
             self._out.append(CancelCall(cs.id, inst.name))
             self._dirty[inst] = None
-            inst.outstanding -= cs.t_comp
             self._release_followers(cs)
         elif cs.status is S.WAITING and self.leaders is not None:
             self.leaders.forget(cs)
         elif cs.status is S.QUEUED:
             assert inst is not None
             leave_queue(cs, inst, released=False)
-            inst.outstanding -= cs.t_comp
+            inst.drop_work(cs.t_comp)
             self._release_followers(cs)
         if not cs.status.final:
             cs.move(S.CANCELLED)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from flowserve.core._binding import Binder
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallState, FinishedCall, InstanceState
+from flowserve.core.records import FinishedCall
+from flowserve.core.state import CallState, InstanceState
 from flowserve.types.commands import CancelCall, Command
 from flowserve.types.events import CallFailed, CallFinished, InstanceCapacity, InstanceDown, InstanceUp, PrefillDone
 
@@ -48,8 +49,7 @@ class CallBook(Binder):
         if cs is None:
             return None
         inst = self.instances[instance]
-        del inst.running[call_id]
-        inst.outstanding -= cs.t_comp
+        inst.stop(cs)
         self._dirty[inst] = None
         self._release_followers(cs)
         return cs, inst
@@ -63,7 +63,7 @@ class CallBook(Binder):
         cs, inst = taken
         call = cs.call
         assert call is not None
-        inst.completed += 1
+        inst.completed_one()
         cs.move(S.FINISHED)
         if self.prefix_index is not None and self.kv.keeps_estimate(inst.name):
             # the engine holds the whole prompt now, even parts it evicted while the call waited
@@ -82,19 +82,17 @@ class CallBook(Binder):
         if taken is None:
             return []
         cs, inst = taken
-        cs.attempts += 1
-        if ev.retryable and cs.attempts <= self.max_retries:
-            cs.excluded |= {inst.name}
+        attempts = cs.attempt_failed()
+        if ev.retryable and attempts <= self.max_retries:
+            cs.exclude(inst.name)
             self._redispatch(cs)
         else:
             self._fail_call(cs, f"call {cs.stage!r} failed on {inst.name} after "
-                                f"{cs.attempts} attempt(s): {ev.reason}", ev.kind)
+                                f"{attempts} attempt(s): {ev.reason}", ev.kind)
         return self._out.take()
 
     def _redispatch(self, cs: CallState) -> None:
-        cs.move(S.READY)
-        cs.released = None
-        cs.instance = None
+        cs.unbind()
         self._bind_or_pool(cs)
 
     def drop(self, cs: CallState) -> list[Command]:
@@ -140,5 +138,5 @@ class CallBook(Binder):
             self.prefix_index.remove_instance(inst.name)
         for cs in moved:
             if not cs.query.failed:
-                cs.excluded |= {inst.name}
+                cs.exclude(inst.name)
                 self._redispatch(cs)

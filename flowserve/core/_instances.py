@@ -50,41 +50,30 @@ class InstanceBook:
         inst = self.by_name.get(spec.name)
         if inst is None or inst.spec != spec:
             inst = self.add(spec)
-        inst.up = True
+        inst.bring_up()
         self._serving.clear()
         return inst
 
     def take_down(self, inst: InstanceState) -> tuple[list[CallState], list[CallState]]:
         """The instance is down: its queued and its running calls leave it (returned, for
         the call book to move elsewhere); nothing of its own is outstanding there any more."""
-        inst.up = False
+        running = inst.go_down()
         self._serving.clear()
         queued = list(inst.queue)
         for cs in queued:
             leave_queue(cs, inst, released=False)
-        running = list(inst.running.values())
-        inst.running.clear()
-        inst.outstanding = inst.peer_outstanding
         return queued, running
 
     def peer_share(self, inst: InstanceState, outstanding: float, running: int, queued: int, peers: int) -> bool:
         """Peer replicas' share of the instance's load (`flowserve.core._peers`), part of its
         `outstanding`; True when their running calls moved what it may start."""
-        inst.outstanding += outstanding - inst.peer_outstanding
-        inst.peer_outstanding = outstanding
-        inst.peer_queued = queued
-        if (running, peers) == (inst.peer_running, inst.peers):
-            return False
-        inst.peer_running, inst.peers = running, peers
-        return True
+        return inst.peer_share(outstanding, running, queued, peers)
 
     def capacity(self, ev: InstanceCapacity) -> InstanceState | None:
         """Apply what the engine reports it can start now."""
         inst = self.by_name.get(ev.instance)
         if inst is not None:
-            inst.free_seqs = ev.free_seqs
-            inst.headroom = ev.headroom_tokens
-            inst.kv_free = ev.kv_free_tokens
+            inst.capacity(ev.free_seqs, ev.headroom_tokens, ev.kv_free_tokens)
         return inst
 
     def candidates(self, cs: CallState) -> list[InstanceState]:

@@ -68,6 +68,16 @@ class _Instance:
         self.reason = "no events yet"
         self.mismatches = 0
 
+    def mismatch(self) -> None:
+        """A block of another size than configured (counted: the view may be off)."""
+        self.mismatches += 1
+
+    def viewed(self, precise: bool, reason: str) -> bool:
+        """The engine's view is (no longer) precise; whether it just became so."""
+        became = precise and not self.precise
+        self.precise, self.reason = precise, reason
+        return became
+
 
 class KVBook:
     def __init__(self, mirror: PrefixIndex | None, settings: KVSettings,
@@ -114,7 +124,7 @@ class KVBook:
         for c in ev.changes:
             if isinstance(c, BlockStored):
                 if c.block_size != inst.block_size:
-                    inst.mismatches += 1
+                    inst.mismatch()
                 idx.stored(ev.instance, c, ev.time)
             elif isinstance(c, BlockRemoved):
                 idx.removed(ev.instance, c, ev.time)
@@ -125,9 +135,7 @@ class KVBook:
         inst = self._inst.get(ev.instance)
         if inst is None:
             return
-        was = inst.precise
-        inst.precise, inst.reason = ev.precise, ev.reason
-        if ev.precise and not was:
+        if inst.viewed(ev.precise, ev.reason):
             self._remirror(ev.instance, ev.time)
 
     def on_slots(self, ev: SlotsResident) -> None:

@@ -48,6 +48,38 @@ class OpInstance:
         self.dispatched = 0
         self.completed = 0
 
+    def enqueue(self, st: OpState) -> None:
+        st.queued_at(self.name)
+        self.queue[st.id] = st
+        self.queued_units += st.units
+        self.dispatched += 1
+
+    def unqueue(self, st: OpState) -> None:
+        del self.queue[st.id]
+        self.queued_units -= st.units
+
+    def start_batch(self, batch: int, ops: list[OpState]) -> None:
+        """These queued ops run now as one batch."""
+        for st in ops:
+            del self.queue[st.id]
+            st.batched(batch)
+        self.queued_units -= sum(st.units for st in ops)
+        self.batches[batch] = {st.id for st in ops}
+
+    def completed_one(self) -> None:
+        self.completed += 1
+
+    def bring_up(self) -> None:
+        self.up = True
+
+    def go_down(self) -> list[OpState]:
+        """Lost: its queued ops (returned, with the ids of its running batches' ops) leave it."""
+        self.up = False
+        queued = list(self.queue.values())
+        self.queue.clear()
+        self.queued_units = 0
+        return queued
+
 
 OrderKey = Callable[[OpState], tuple]
 
@@ -109,11 +141,7 @@ class OpBook:
         self._enqueue(st, inst)
 
     def _enqueue(self, st: OpState, inst: OpInstance) -> None:
-        st.instance = inst.name
-        st.batch = None
-        inst.queue[st.id] = st
-        inst.queued_units += st.units
-        inst.dispatched += 1
+        inst.enqueue(st)
         self._dirty[inst.name] = None
 
     def finished(self, ev: OpFinished) -> OpState | None:
@@ -125,7 +153,7 @@ class OpBook:
         inst = self.instances[st.instance]
         left = inst.batches[st.batch]
         left.discard(st.id)
-        inst.completed += 1
+        inst.completed_one()
         if not left:
             del inst.batches[st.batch]
             self._dirty[inst.name] = None
@@ -139,8 +167,7 @@ class OpBook:
                 continue
             inst = self.instances[st.instance]
             if st.id in inst.queue:
-                del inst.queue[st.id]
-                inst.queued_units -= st.units
+                inst.unqueue(st)
             elif st.batch is not None and st.batch in inst.batches:
                 inst.batches[st.batch].discard(st.id)
                 if not inst.batches[st.batch]:
@@ -152,11 +179,9 @@ class OpBook:
         inst = self.instances.get(name)
         if inst is None or not inst.up:
             return []
-        inst.up = False
-        moved = list(inst.queue.values()) + [self.ops[i] for b in inst.batches.values() for i in b if i in self.ops]
-        inst.queue.clear()
+        running = [self.ops[i] for b in inst.batches.values() for i in b if i in self.ops]
         inst.batches.clear()
-        inst.queued_units = 0
+        moved = inst.go_down() + running
         for st in moved:
             del self.ops[st.id]
             if not st.query.failed:
@@ -168,7 +193,7 @@ class OpBook:
         if inst is None or inst.spec != spec:
             self.add_instance(spec)
         else:
-            inst.up = True
+            inst.bring_up()
             self._dirty[spec.name] = None
         return []
 
@@ -195,9 +220,5 @@ class OpBook:
                 if len(batch) == max_ops:
                     break
             bid = next(self._batches)
-            for st in batch:
-                del inst.queue[st.id]
-                st.batch = bid
-            inst.queued_units -= units
-            inst.batches[bid] = {st.id for st in batch}
+            inst.start_batch(bid, batch)
             self._out.append(RunBatch(inst.name, tuple(st.op for st in batch)))

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flowserve.core.outbox import Outbox
-from flowserve.core.state import CallRecord, CallState, QueryState
+from flowserve.core.records import CallRecord
+from flowserve.core.state import CallState, QueryState
 from flowserve.errors import FailureKind, FlowserveError
 from flowserve.graph.nodes import LLMNode, Node, NodeResult, OpNode
 from flowserve.graph.passes import GraphPass
@@ -144,7 +145,7 @@ class RunBook:
 
     def _complete(self, qs: QueryState, key: str, result: NodeResult,
                   step: Callable[[], list[Node]] | None = None, service_s: float = 0.0) -> None:
-        qs.progressed = self._view.now
+        qs.progress(self._view.now)
         node = qs.run.nodes.get(key)
         qs.attain(key, node.deps if node is not None else (), service_s)
         if step is None and qs.run.workflow.open_ended:
@@ -161,7 +162,7 @@ class RunBook:
                                        FailureKind.APP_ERROR))
             return
         del self.queries[q.id]
-        qs.ended = True
+        qs.end()
         wf = qs.run.workflow
         end = now
         if wf.open_ended:  # a program ends with its last step, not when it was closed (maybe idle long after)
@@ -177,7 +178,7 @@ class RunBook:
         which a query fails)."""
         if qs.ended:
             return self._out.take()
-        qs.ended = qs.failed = True
+        qs.end(failed=True)
         for cs in list(qs.inflight.values()):
             self._out.extend(self.calls.drop(cs))
         qs.inflight.clear()
@@ -217,7 +218,7 @@ class RunBook:
                 call.input_tokens, ev.output_tokens, ev.cached_tokens, cs.ready, cs.enqueued,
                 released, ev.started, ev.first_token, ev.time, ev.preemptions, cs.attempts + 1))
         del qs.inflight[call.id]
-        qs.last_instance = inst.name
+        qs.ran_on(inst.name)
         started = ev.started if ev.started is not None else released
         self._complete(qs, call.node, NodeResult(
             output_tokens=ev.output_tokens, text=ev.text, stage=call.stage, finish_reason=ev.finish_reason,

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flowserve.cache.prefix_index import PrefixIndex
-from flowserve.core.lifecycle import CallStatus
 from flowserve.core.state import CallState, InstanceState, QueryState, join_queue, leave_queue, new_instance
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView
@@ -66,17 +65,14 @@ class PolicyHarness:
 
     def enqueue(self, cs: CallState, inst: InstanceState) -> None:
         """Queue a call at the instance, as the core does when it binds it there."""
-        cs.move(CallStatus.QUEUED)
-        cs.instance = inst.name
-        cs.enqueued = self.view.now
-        inst.outstanding += cs.t_comp
+        cs.bind(inst.name, self.view.now, cs.t_comp)
+        inst.add_work(cs.t_comp)
         join_queue(cs, inst, self.tenants)
 
     def release(self, cs: CallState, inst: InstanceState) -> None:
         """Take a queued call off the queue into the instance's running batch."""
         leave_queue(cs, inst, released=True)
-        cs.move(CallStatus.RELEASED)
-        cs.released = self.view.now
+        cs.release(self.view.now)
         inst.running[cs.id] = cs
 
     def serve(self, tenant: str, prompt_tokens: int = 0, output_tokens: int = 0) -> None:

@@ -1,5 +1,7 @@
 """The life of an LLM call in the core: its statuses and the transitions allowed between
-them (checked by asserts at every move, as h11's `_state.py` checks its connection states).
+them, checked at every move as h11's `_state.py` checks its connection states: a move the
+table does not allow raises `TransitionError` (a raise, not an assert, which `python -O`
+would remove).
 
     READY ──► WAITING ──► READY                       token ids asked of the driver
     READY ──► QUEUED ──► RELEASED ──► RUNNING ──► FINISHED
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
+
+from flowserve.errors import FailureKind, FlowserveError
 
 
 class CallStatus(Enum):
@@ -65,3 +69,13 @@ TRANSITIONS: Mapping[CallStatus, frozenset[CallStatus]] = {
 
 def allowed(frm: CallStatus, to: CallStatus) -> bool:
     return to in TRANSITIONS[frm]
+
+
+class TransitionError(FlowserveError):
+    """A call was moved along a transition the table does not allow: a bug in the core."""
+
+    kind = FailureKind.INTERNAL
+
+    def __init__(self, call_id: int, frm: CallStatus, to: CallStatus) -> None:
+        super().__init__(f"call {call_id}: no transition {frm.value} → {to.value}")
+        self.call_id, self.frm, self.to = call_id, frm, to

@@ -59,6 +59,10 @@ class DispatchPolicy(ABC):
     shares_prefills: ClassVar[bool] = True
     stats: Mapping[str, int] = NO_STATS
 
+    def bind_when(self, binding: Binding) -> None:
+        """The configured `binding` (every dispatch policy takes it, whatever its constructor)."""
+        self.binding = binding
+
     @abstractmethod
     def choose(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> InstanceState:
         """One of `candidates` (never empty) for the call."""

@@ -15,7 +15,8 @@ from types import MappingProxyType
 
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.cache.radix import RadixNode
-from flowserve.core.state import CallState, FinishedCall, InstanceQueue, InstanceState, QueryState
+from flowserve.core.records import FinishedCall
+from flowserve.core.state import CallState, InstanceQueue, InstanceState, QueryState
 from flowserve.graph.nodes import CallEstimate, Node, NodeResult
 from flowserve.graph.runtime import QueryRun
 from flowserve.graph.workflow import Workflow

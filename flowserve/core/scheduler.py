@@ -30,7 +30,8 @@ from flowserve.core._ops import OpBook, QueryEnds
 from flowserve.core._peers import PeerBook
 from flowserve.core._runs import RunBook
 from flowserve.core.lifecycle import CallStatus
-from flowserve.core.state import CallRecord, InstanceStatus, QueryState
+from flowserve.core.records import CallRecord, InstanceStatus
+from flowserve.core.state import QueryState
 from flowserve.graph.passes import GraphPass
 from flowserve.graph.registry import WorkflowFactory, WorkflowRegistry
 from flowserve.profiles.instance import InstanceProfile

@@ -1,6 +1,7 @@
 """State the core keeps per call, op, query and instance.
 
-Only the core mutates it: policies read it (a call, its candidate instances, the
+Only the core mutates it, through the records' own methods (`CallState.bind`,
+`InstanceState.start`, ...): policies read it (a call, its candidate instances, the
 `ClusterView`), drivers see plain-data snapshots through the core's query API
 (`SchedulerCore.instance_status`, ...). Predicted costs use the instance's cost model and
 the output predictor, never a simulator's ground truth. A call's status moves only along
@@ -14,7 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flowserve.core.lifecycle import TRANSITIONS, CallStatus
+from flowserve.core.lifecycle import TRANSITIONS, CallStatus, TransitionError
+from flowserve.core.records import FinishedCall
 from flowserve.graph.nodes import CallEstimate, LLMNode, OpNode
 from flowserve.graph.primitives import op_units
 from flowserve.graph.prompt import Toks
@@ -68,8 +70,41 @@ class CallState:
         return self.node.stage
 
     def move(self, to: CallStatus) -> None:
-        assert to in TRANSITIONS[self.status], f"call {self.id}: no transition {self.status.value} → {to.value}"
+        if to not in TRANSITIONS[self.status]:
+            raise TransitionError(self.id, self.status, to)
         self.status = to
+
+    def tokenized(self, call: LLMCall) -> None:
+        """Its prompt's token ids are known: the request it is."""
+        self.input_tokens = call.input_tokens
+        self.call = call
+
+    def bind(self, instance: str, now: float, t_comp: float) -> None:
+        """Queued at `instance` now, predicted to take `t_comp` seconds there."""
+        self.move(CallStatus.QUEUED)
+        self.instance = instance
+        self.enqueued = now
+        self.t_comp = t_comp
+
+    def release(self, now: float) -> None:
+        """Sent to its engine now."""
+        self.move(CallStatus.RELEASED)
+        self.released = now
+
+    def unbind(self) -> None:
+        """Back to READY, bound nowhere (its instance failed it, or was lost)."""
+        self.move(CallStatus.READY)
+        self.released = None
+        self.instance = None
+
+    def exclude(self, instance: str) -> None:
+        """`instance` failed it (or was lost under it): not chosen for it again, unless only it is left."""
+        self.excluded |= {instance}
+
+    def attempt_failed(self) -> int:
+        """An engine failed it: its attempts so far."""
+        self.attempts += 1
+        return self.attempts
 
     @classmethod
     def of(cls, call: LLMCall, query: QueryState | None = None, ready: float = 0.0) -> CallState:
@@ -77,7 +112,7 @@ class CallState:
         node = LLMNode(call.node, call.stage, (Toks(call.prompt),), call.max_tokens, model=call.model)
         cs = cls(call.id, node, query if query is not None else QueryState.__new__(QueryState), ready,
                  call.input_tokens, call.predicted_output, call.id)
-        cs.call = call
+        cs.tokenized(call)
         return cs
 
 
@@ -118,6 +153,19 @@ class QueryState:
             return self._priors.expected(self.query.workflow, self.run.calls_by_stage)
         return self.run.workflow.expected_remaining()
 
+    def progress(self, now: float) -> None:
+        """A node finished now: the remaining calls' deadline budgets are split from here."""
+        self.progressed = now
+
+    def end(self, failed: bool = False) -> None:
+        """It takes nothing more (done, or `failed`)."""
+        self.ended = True
+        self.failed = self.failed or failed
+
+    def ran_on(self, instance: str) -> None:
+        """Its latest call finished on `instance` (where its context grows)."""
+        self.last_instance = instance
+
     def attain_elsewhere(self, seconds: float) -> None:
         """Peer replicas ran `seconds` more of its calls (a program shared by replicas)."""
         self.service_s += seconds
@@ -132,23 +180,6 @@ class QueryState:
         (ATLAS): the most any of its finished dependencies accumulated."""
         path = self._path
         return max((path.get(d, 0.0) for d in deps), default=0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedCall:
-    """A finished call, as kept in an instance's recent history."""
-
-    call_id: int
-    workflow: str
-    stage: str
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int
-    enqueued: float
-    released: float
-    finished: float
-    first_token: float | None
-    predicted_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +218,9 @@ class InstanceQueue(Protocol):
 class InstanceState:
     """One engine instance as the core sees it."""
 
-    def __init__(self, spec: InstanceSpec, cost: CostModel, queue: InstanceQueue) -> None:
+    def __init__(self, spec: InstanceSpec, cost: CostModel, queue: InstanceQueue, kv_capacity: int | None = None,
+                 max_context: int | None = None) -> None:
+        """kv_capacity: KV cache tokens, max_context: the longest sequence (its profile's)."""
         self.spec = spec
         self.name = spec.name
         self.cost = cost
@@ -205,8 +238,8 @@ class InstanceState:
         self.free_seqs = spec.engine.max_num_seqs if spec.reports_capacity else UNLIMITED
         self.headroom = spec.engine.token_budget if spec.reports_capacity else UNLIMITED
         self.kv_free = UNLIMITED
-        self.kv_capacity: int | None = None  # KV cache tokens (from the instance's profile)
-        self.max_context: int | None = None
+        self.kv_capacity = kv_capacity
+        self.max_context = max_context
         self.history: deque[FinishedCall] = deque(maxlen=HISTORY_LEN)
         # interactive calls waiting in the queue per tenant: the backlog VTC lifts against
         self.waiting_tenants: dict[str, int] = {}
@@ -229,6 +262,63 @@ class InstanceState:
     def serves(self, model: str | None) -> bool:
         return model is None or self.spec.model.lower() == model.lower()
 
+    # ------------------------------------------------------------------ what the core's books do to it
+
+    def bound(self, cs: CallState) -> None:
+        """A call was dispatched here (queued): its predicted work is outstanding."""
+        self.outstanding += cs.t_comp
+        self.dispatched += 1
+
+    def add_work(self, seconds: float) -> None:
+        self.outstanding += seconds
+
+    def drop_work(self, seconds: float) -> None:
+        self.outstanding -= seconds
+
+    def start(self, cs: CallState, need: int) -> None:
+        """A queued call starts, needing `need` uncached prompt tokens of the engine's
+        budget (counted against what the engine reported, when it reports)."""
+        self.running[cs.id] = cs
+        if self.spec.reports_capacity:
+            self.free_seqs -= 1
+            self.headroom -= need
+            self.kv_free -= need
+
+    def stop(self, cs: CallState) -> None:
+        """A running call left the engine (finished, failed or cancelled)."""
+        del self.running[cs.id]
+        self.outstanding -= cs.t_comp
+
+    def completed_one(self) -> None:
+        self.completed += 1
+
+    def capacity(self, free_seqs: int, headroom: int, kv_free: int) -> None:
+        """What the engine reports it can start now."""
+        self.free_seqs, self.headroom, self.kv_free = free_seqs, headroom, kv_free
+
+    def bring_up(self) -> None:
+        self.up = True
+
+    def go_down(self) -> list[CallState]:
+        """The instance is lost: its running calls (returned) leave it, and none of this
+        replica's work is outstanding there any more (its queue is emptied by the caller)."""
+        self.up = False
+        running = list(self.running.values())
+        self.running.clear()
+        self.outstanding = self.peer_outstanding
+        return running
+
+    def peer_share(self, outstanding: float, running: int, queued: int, peers: int) -> bool:
+        """Peer replicas' share of the load (`flowserve.core._peers`), part of
+        `outstanding`; True when their running calls moved what it may start."""
+        self.outstanding += outstanding - self.peer_outstanding
+        self.peer_outstanding = outstanding
+        self.peer_queued = queued
+        if (running, peers) == (self.peer_running, self.peers):
+            return False
+        self.peer_running, self.peers = running, peers
+        return True
+
     def __repr__(self) -> str:
         return (f"InstanceState({self.name}, queued={len(self.queue)}, "
                 f"running={len(self.running)}, outstanding={self.outstanding:.2f}s)")
@@ -242,10 +332,7 @@ def replica_share(limit: int, inst: InstanceState) -> int:
 
 
 def new_instance(spec: InstanceSpec, prof: InstanceProfile, queue: InstanceQueue) -> InstanceState:
-    inst = InstanceState(spec, prof.cost, queue)
-    inst.kv_capacity = prof.kv_capacity
-    inst.max_context = prof.max_context
-    return inst
+    return InstanceState(spec, prof.cost, queue, prof.kv_capacity, prof.max_context)
 
 
 def join_queue(cs: CallState, inst: InstanceState, tenants: TenantLedger) -> None:
@@ -287,38 +374,9 @@ class OpState:
         self.instance: str | None = None
         self.batch: int | None = None
 
+    def queued_at(self, instance: str) -> None:
+        self.instance = instance
+        self.batch = None
 
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """Everything measured about one finished call (for metrics)."""
-
-    call_id: int
-    query_id: int
-    workflow: str
-    stage: str
-    instance: str
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int
-    ready: float
-    enqueued: float
-    released: float
-    started: float | None
-    first_token: float | None
-    finished: float
-    preemptions: int
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceStatus:
-    """An instance as drivers see it (the core's query API)."""
-
-    name: str
-    spec: InstanceSpec
-    up: bool
-    queued: int
-    running: int
-    outstanding_s: float
-    dispatched: int
-    completed: int
+    def batched(self, batch: int) -> None:
+        self.batch = batch

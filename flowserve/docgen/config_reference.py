@@ -14,7 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from flowserve.config import ClusterConfig, InstanceConfig, ModelArch
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.settings import GatewaySettings
 from flowserve.kvevents.config import KVEventsConfig
 from flowserve.workloads.registry import WORKLOAD_KINDS
 

@@ -32,6 +32,7 @@ class CallOutcome:
     first_token: float | None = None
     extra: Mapping[str, Any] | None = None  # the answer beyond its text (tool_calls, logprobs; plain JSON)
     own: Mapping[str, Any] | None = None  # what the engine says of its answer: its id, created, system_fingerprint
+    failed_over: str | None = None  # the proxy answered from this other instance after the call's own failed
 
 
 class TokenSink:
@@ -39,22 +40,29 @@ class TokenSink:
     or a whole choice of the engine's chunk when it carries more than text (tool-call
     deltas, logprobs), relayed unchanged.
 
-    `sent` counts deltas already handed out: after the first one a failed call cannot be
-    retried transparently, the client has seen part of an answer.
+    `sent` counts deltas already handed out. `committed` says the answer is no longer
+    the driver's to retry: its client has seen part of it (here, from the first delta) —
+    or, for a sink that hands the request on (the endpoint picker's `Pick`), someone else
+    carries it; a failed call is then final, and `committed_how` says why in its reason.
     """
+
+    committed_how = "after part of the answer was streamed"
 
     def __init__(self, put: Callable[[str | Mapping[str, Any] | EngineFields], None]) -> None:
         self._put = put
         self.sent = 0
+        self.committed = False
 
     def push(self, delta: str) -> None:
         if delta:
             self.sent += 1
+            self.committed = True
             self._put(delta)
 
     def push_choice(self, choice: Mapping[str, Any]) -> None:
         """An engine chunk's choice (without `index` and `finish_reason`)."""
         self.sent += 1
+        self.committed = True
         self._put(choice)
 
     def own(self, fields: Mapping[str, Any]) -> None:

@@ -50,7 +50,7 @@ class LlamaServer:
                  port: int | None = None, log_path: Path | None = None, cpus: str | None = None,
                  slots_prompts: bool = False) -> None:
         """slots_prompts: `/slots` names each slot's prompt (`LLAMA_SERVER_SLOTS_DEBUG=1`), which a
-        gateway tops its cache estimate up with (`flowserve.gateway.slots_feed`)."""
+        gateway tops its cache estimate up with (`flowserve.host.slots_feed`)."""
         self.model = Path(model)
         self.host = "127.0.0.1"
         self.port = port

@@ -25,8 +25,8 @@ from typing import Any
 from flowserve.engines.answer import own_fields
 from flowserve.engines.backend import CallOutcome, EngineRequest, TokenSink
 from flowserve.engines.client import EngineClient, EngineError, EngineKind
-from flowserve.gateway.settings import GatewaySettings
 from flowserve.graph.prompt import Chat
+from flowserve.host.settings import GatewaySettings
 from flowserve.tokenize.chat import chat_messages
 from flowserve.tokenize.text import make_tokenizer
 from flowserve.types.specs import InstanceSpec

@@ -41,8 +41,7 @@ class SimBackend:
         assert time_scale > 0
         self.spec = spec
         self.tokenizer = None  # the gateway's word tokenizer stands for a simulated engine's
-        self.engine = viewed_engine(spec, cost, kv_capacity, report_evictions)
-        self.engine.report_prefill = report_prefill
+        self.engine = viewed_engine(spec, cost, kv_capacity, report_evictions, report_prefill=report_prefill)
         self.scale = time_scale
         self._emit = emit
         self._clock = clock

@@ -1,4 +1,4 @@
-"""The live driver and its HTTP API: the loop around the scheduler core (`driver`), engine
-calls with retries, circuit breakers and probes (`calls`), admission, tokenization for
-routing (`routing_tokens`), tools and jobs, the OpenAI-compatible FastAPI app (`app`,
-`openai_api`), Prometheus metrics, settings and the server process."""
+"""The gateway's HTTP face: the raw ASGI front (`asgi`) for the OpenAI LLM routes
+(`llm`), the FastAPI app for workflows, queries, programs, admin and metrics (`app`), the
+live status page (`status`) and the uvicorn server (`server`). Everything it serves runs
+on the live host (`flowserve.host`); it never imports the picker face (`flowserve.picker`)."""

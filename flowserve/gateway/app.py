@@ -16,100 +16,59 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
-import shutil
 from collections.abc import AsyncIterator, Mapping
-from functools import partial
-from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowserve.apps.base import WorkflowDef
-from flowserve.apps.registry import builtin_workflows
-from flowserve.apps.user import user_workflow
-from flowserve.config import InstanceConfig
-from flowserve.errors import ConfigError, FailureKind, FlowserveError, RequestError
+from flowserve.errors import FailureKind, FlowserveError, RequestError
 from flowserve.gateway.asgi import GatewayASGI
-from flowserve.gateway.backends import BackendFactory
 from flowserve.gateway.disconnect import ClientWatch
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.offload import LARGE_BODY_BYTES, off_loop
-from flowserve.gateway.openai_api import (
+from flowserve.gateway.status import StatusBoard, status_page
+from flowserve.graph.program import PROGRAM_WORKFLOW
+from flowserve.host.backends import BackendFactory
+from flowserve.host.intake.offload import LARGE_BODY_BYTES, off_loop
+from flowserve.host.intake.openai_api import (
     APIError,
     decode_json,
     failure_error,
 )
-from flowserve.gateway.programs import ProgramBook
-from flowserve.gateway.query import QueryHandle, QueryResult, QueryStatus, Rejected, query_body
-from flowserve.gateway.replica import Replica
-from flowserve.gateway.settings import ServeConfig
-from flowserve.gateway.status import StatusBoard, status_page
-from flowserve.gateway.tenancy import authenticate, read_headers, request_tenant
-from flowserve.graph.program import PROGRAM_WORKFLOW
-from flowserve.graph.workflow import Workflow
-from flowserve.schema import validate
+from flowserve.host.intake.tenancy import authenticate, read_headers, request_tenant
+from flowserve.host.query import QueryResult, QueryStatus, query_body
+from flowserve.host.root import LiveHost
+from flowserve.host.served import app_ref
+from flowserve.host.settings import ServeConfig
+from flowserve.host.shared_instances import instance_spec
 from flowserve.tenants import api_keys
-from flowserve.types.work import WorkflowRef
-
-_END = object()
 
 
 class Gateway:
+    """The HTTP face of a live host (`flowserve.host.root.LiveHost`): what FastAPI's routes
+    call beyond the host — workflows over HTTP, queries' state, the admin endpoints."""
+
     def __init__(self, config: ServeConfig, backend_factory: BackendFactory | None = None,
                  workflows: Mapping[str, WorkflowDef] | None = None) -> None:
+        self.host = LiveHost(config, backend_factory, workflows)
         self.config = config
-        self.driver = LiveDriver(config.instances, config.gateway, backend_factory)
-        self.workflows = dict(workflows if workflows is not None else builtin_workflows())
-        for name, settings in config.gateway.workflows.items():
-            if "app" in settings:  # a user's own Workflow class
-                if name in self.workflows:
-                    raise ConfigError(f"gateway.workflows.{name}: {name!r} is a built-in workflow; serve your "
-                                      f"app under another name")
-                self.workflows[name] = user_workflow(name, settings)
-        # workflows prepare now (databases, schemas), so bad settings fail before serving
-        self.prepared: dict[str, Mapping[str, Any]] = {
-            name: wf.prepare(config.gateway.workflows.get(name, {})) if wf.prepare
-            else config.gateway.workflows.get(name, {})
-            for name, wf in self.workflows.items()}
-        for name, wf in self.workflows.items():
-            if wf.tools is not None:
-                self.driver.tools.register(wf.tools(self.prepared[name]))
-            self.driver.workflows.register(app_ref_name(name), partial(build_app, wf, self.prepared[name]))
-        unknown = sorted(set(config.gateway.workflows) - set(self.workflows))
-        if unknown:
-            raise ConfigError(f"gateway.workflows: no workflow {unknown}; registered: {sorted(self.workflows)}")
+        self.driver = self.host.driver
+        self.programs = self.host.programs
+        self.workflows = self.host.workflows
+        self.prepared = self.host.prepared
+        self.replica = self.host.replica
         self.driver_loop: asyncio.AbstractEventLoop | None = None
-        self.programs = ProgramBook(self.driver, config.gateway.programs, self.driver.clock)
         self._admin_keys = api_keys(list(config.admin_keys))
-        self.replica: Replica | None = None  # gateway.state: one of several replicas
 
     async def start(self) -> None:
         self.driver_loop = asyncio.get_running_loop()
-        await self.driver.start()
-        state = self.config.gateway.state
-        if state is not None:
-            self.replica = await Replica.join(state, self.driver, self.config.instances, self.programs)
-        self.programs.start()
-        if any(s.kv_events is not None for s in self.config.instances):
-            # what start-up built lives as long as the gateway: out of the collector's full passes, which
-            # otherwise stall the event loop for 100s of ms under a flood of engine cache events
-            gc.collect()
-            gc.freeze()
+        await self.host.start()
 
     async def stop(self) -> None:
-        await self.programs.stop()
-        await self.driver.shutdown()
-        if self.replica is not None:
-            await self.replica.leave()
-        for prepared in self.prepared.values():
-            for path in prepared.get("_cleanup", ()):
-                shutil.rmtree(path, ignore_errors=True)
+        await self.host.stop()
 
     # ------------------------------------------------------------------ helpers
 
@@ -127,28 +86,6 @@ class Gateway:
                                 "gateway.admin_keys names none", code="admin_keys_not_configured")
         authenticate(request.headers.get("authorization", ""), self._admin_keys)
 
-    def model_of(self, name: str) -> str:
-        if not self.driver.serves(name):
-            raise APIError(404, f"the model {name!r} does not exist; served: {', '.join(self.driver.models())}",
-                           code="model_not_found", param="model")
-        return name
-
-    async def submit(self, h: QueryHandle) -> None:
-        try:
-            await self.driver.submit(h)
-        except Rejected as e:
-            headers = {"Retry-After": str(int(e.retry_after))} if e.retry_after else {}
-            code = "rate_limit_exceeded" if e.status == 429 else "service_unavailable"
-            raise APIError(e.status, e.reason, "server_error" if e.status >= 500 else "rate_limit_error",
-                           code, headers=headers) from None
-
-    def check_context(self, model: str, prompt_tokens: int, max_tokens: int) -> None:
-        limit = self.driver.max_context(model)
-        if limit is not None and prompt_tokens + max_tokens > limit:
-            raise APIError(400, f"this model's maximum context length is {limit} tokens, but "
-                                f"{prompt_tokens + max_tokens} were requested ({prompt_tokens} in the prompt, "
-                                f"{max_tokens} for the completion)", code="context_length_exceeded",
-                           param="prompt")
 
     # ------------------------------------------------------------------ workflows
 
@@ -170,7 +107,7 @@ class Gateway:
             raise APIError(400, "model: expected a string", param="model")
         if not isinstance(body.get("async", False), bool):
             raise APIError(400, "async: expected true or false", param="async")
-        model = self.model_of(model) if model else None
+        model = self.host.model_of(model) if model else None
         try:  # bad inputs answer 400 here, before the query exists; the core builds its own
             wf.build(inputs, self.prepared[name], model)
         except RequestError as e:
@@ -180,7 +117,7 @@ class Gateway:
                            "app_error") from None
         h = self.driver.new_query(name, app_ref(name, inputs, model), model, hdr.tenant, hdr.priority, hdr.slo_s,
                                   cls=hdr.cls)
-        await self.submit(h)
+        await self.host.submit(h)
         if body.get("async"):
             return JSONResponse({"id": h.ref, "workflow": name, "status": "running",
                                  "url": f"/v1/queries/{h.ref}"}, status_code=202)
@@ -211,23 +148,22 @@ class Gateway:
     # ------------------------------------------------------------------ admin
 
     async def add_instance(self, request: Request) -> Response:
+        """With replicas, the change goes to the state first: every replica applies it."""
         body = decode_json(await request.body())
-        if not isinstance(body, dict):
-            raise APIError(400, "expected an instance object")
         try:
-            cfg = validate(InstanceConfig, body, "instance")
+            spec = instance_spec(body)
         except FlowserveError as e:
             raise APIError(400, str(e)) from None
-        specs = cfg.specs()
-        if len(specs) != 1:
-            raise APIError(400, "count: add one instance at a time", param="count")
-        spec = specs[0]
-        if spec.backend == "openai" and not spec.url:
-            raise APIError(400, "url: backend openai needs a url", param="url")
+        if self.replica is not None:
+            await self.replica.instances.share_add(body, spec)
         up = await self.driver.add_instance(spec)
         return JSONResponse({"added": spec.name, "up": up, "instances": self.driver.instances()}, status_code=201)
 
     async def remove_instance(self, name: str) -> Response:
+        if name not in {row["name"] for row in self.driver.instances()}:
+            raise APIError(404, f"no instance {name!r}", code="instance_not_found")
+        if self.replica is not None:
+            await self.replica.instances.share_remove(name)
         try:
             await self.driver.remove_instance(name)
         except KeyError:
@@ -235,20 +171,8 @@ class Gateway:
         return JSONResponse({"removed": name, "instances": self.driver.instances()})
 
 
-def app_ref_name(name: str) -> str:
-    """The factory name a served workflow registers with the core (apart from the driver's own)."""
-    return f"app:{name}"
-
-
-def app_ref(name: str, inputs: Mapping[str, Any], model: str | None) -> WorkflowRef:
-    """A query of the served workflow `name` with these inputs (JSON) and model."""
-    return WorkflowRef(app_ref_name(name), (orjson.dumps(dict(inputs)), model))
-
-
-def build_app(wf: WorkflowDef, settings: Mapping[str, Any], inputs: bytes, model: str | None) -> Workflow:
-    """A served workflow's object for a query: its inputs travel as JSON bytes (plain,
-    immutable data in the `QueryArrived` event)."""
-    return wf.build(orjson.loads(inputs), settings, model)
+def error_response(e: APIError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
 
 def query_answer(ref: str, r: QueryResult) -> Response:
@@ -282,22 +206,21 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
             await gw.stop()
 
     app = FastAPI(title="flowserve gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.gateway = gw
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> Response:
-        return exc.response()
+        return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else None
-        return APIError(exc.status_code, str(exc.detail), code=code).response()
+        return error_response(APIError(exc.status_code, str(exc.detail), code=code))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
         # starlette re-raises after this answer and uvicorn then drops the connection: say so
-        return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error",
-                        headers={"connection": "close"}).response()
+        return error_response(APIError(500, f"internal error: {type(exc).__name__}", "server_error",
+                                       "internal_error", headers={"connection": "close"}))
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
@@ -370,4 +293,4 @@ def create_app(config: ServeConfig, backend_factory: BackendFactory | None = Non
         gw.check_admin(request)
         return await gw.remove_instance(name)
 
-    return GatewayASGI(app, LLMRoutes(gw))
+    return GatewayASGI(app, LLMRoutes(gw.host), gw)

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from flowserve.gateway.disconnect import ClientWatch
-from flowserve.gateway.llm import LLMHost, LLMRoutes, Reply, error_reply
-from flowserve.gateway.openai_api import APIError
+from flowserve.gateway.llm import LLMRoutes, Reply, error_reply
+from flowserve.host.intake.intake import ROUTES, SINGLE, too_large
+from flowserve.host.intake.openai_api import APIError
 
 log = logging.getLogger("flowserve.gateway")
 Scope = MutableMapping[str, Any]
@@ -23,25 +24,17 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-ROUTES = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
-# headers the gateway reads one value of: sent twice, a proxy that checked the first and
-# the gateway that read the last would disagree, so a second one is refused
-SINGLE = frozenset({b"authorization", b"x-tenant", b"x-priority", b"x-slo-ms", b"x-flowserve-class",
-                    b"x-flowserve-program", b"x-flowserve-stage", b"x-flowserve-thread", b"content-type"})
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
 class GatewayASGI:
     """`create_app`'s result: `state.gateway` is the `Gateway` (as on the FastAPI app)."""
 
-    def __init__(self, inner: Any, routes: LLMRoutes) -> None:
+    def __init__(self, inner: Any, routes: LLMRoutes, gateway: object) -> None:
         self.inner = inner
         self.routes = routes
-        self.state = SimpleNamespace(gateway=routes.gw)
-
-    @property
-    def gateway(self) -> LLMHost:
-        return self.routes.gw
+        self.host = routes.host
+        self.state = SimpleNamespace(gateway=gateway)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,7 +44,7 @@ class GatewayASGI:
             name = twice.decode("latin-1")
             return await send_reply(error_reply(APIError(400, f"{name}: sent more than once; send one", param=name)),
                                     send)
-        limit = self.routes.gw.config.gateway.max_body_bytes
+        limit = self.routes.host.config.gateway.max_body_bytes
         declared = _content_length(scope)
         if declared is not None and declared > limit:  # refused before a byte of it is read
             return await send_reply(error_reply(too_large(limit)), send)
@@ -107,11 +100,6 @@ def internal_error(scope: Scope) -> Reply:
     reply = error_reply(_INTERNAL)
     reply.headers.append((b"connection", b"close"))
     return reply
-
-
-def too_large(limit: int) -> APIError:
-    return APIError(413, f"the request body exceeds {limit} bytes (gateway.max_body_bytes)",
-                    code="request_too_large")
 
 
 def repeated(scope: Scope) -> bytes | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import logging
 import multiprocessing
@@ -24,15 +23,13 @@ from typing import Any
 
 import uvicorn
 
-from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.asgi import GatewayASGI
 from flowserve.gateway.http_protocol import BoundedHttpProtocol, HeadLimits
-from flowserve.gateway.llm import LLMHost
-from flowserve.gateway.replica import check_state, replicated
-from flowserve.gateway.settings import GatewaySettings, ServeConfig
-
-DRAIN_MARGIN_S = 5.0  # after the drain deadline: time to write the last answers
+from flowserve.host.listen import DRAIN_MARGIN_S, bind, listening_socket
+from flowserve.host.replica import check_state, replicated
+from flowserve.host.root import LiveHost
+from flowserve.host.settings import GatewaySettings, ServeConfig
 
 
 def uvicorn_config(app: Any, drain_timeout_s: float, limits: HeadLimits | None = None, **kw: Any) -> uvicorn.Config:
@@ -42,9 +39,9 @@ def uvicorn_config(app: Any, drain_timeout_s: float, limits: HeadLimits | None =
                           timeout_graceful_shutdown=int(drain_timeout_s + DRAIN_MARGIN_S) + 1, **kw)
 
 
-def gateway_of(app: Any) -> LLMHost | None:
-    """The gateway behind an app `create_app` made (None: another ASGI app)."""
-    return app.gateway if isinstance(app, GatewayASGI) else None
+def gateway_of(app: Any) -> LiveHost | None:
+    """The host behind an app `create_app` made (None: another ASGI app)."""
+    return app.host if isinstance(app, GatewayASGI) else None
 
 
 def head_limits(s: GatewaySettings) -> HeadLimits:
@@ -118,37 +115,6 @@ def _serve(config: ServeConfig, sock: socket.socket, log_level: str, workers: in
         p.join()
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    # proto IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on accepted connections
-    # (else each response waits ~40 ms for the client's delayed ACK)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except BaseException:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """`flowserve serve`'s listening socket; ConfigError for a port out of range, a port
-    in use, or an address this machine cannot listen on."""
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port: expected 1 to 65535, got {port}")
-    try:
-        return listening_socket(host, port)
-    except socket.gaierror as e:
-        raise ConfigError(f"--host {host!r}: not an address of this machine ({e.strerror})") from None
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise ConfigError(f"--port {port}: {host}:{port} is already in use (another server listens there)") \
-                from None
-        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror})") from None
-
-
 def announce(sock: socket.socket) -> None:
     """The address the gateway really listens on (uvicorn names none for a given socket)."""
     host, port = sock.getsockname()[:2]
@@ -201,7 +167,7 @@ class BackgroundServer:
     def stop(self, timeout_s: float = 120.0) -> None:
         """Graceful: the driver drains, uvicorn finishes the open responses (RuntimeError
         when that takes longer than `timeout_s`)."""
-        self.server.should_exit = True
+        self.server.handle_exit(signal.SIGTERM, None)  # as a SIGTERM would: the graceful exit
         if self._thread.is_alive():
             self._thread.join(timeout_s)
         self._sock.close()

@@ -11,19 +11,16 @@ book.
 
 from __future__ import annotations
 
-import inspect
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.programs import ProgramBook
+from flowserve.host.driver import LiveDriver
+from flowserve.host.programs.book import LivePrograms
 from flowserve.policies.registry import policy_class
-from flowserve.types.commands import PolicyChanged
 
 WINDOW_S = 300.0  # "the last minutes" of the page
 SNAPSHOT_EVERY_S = 1.0
@@ -91,21 +88,8 @@ def figures(c: Counters) -> dict[str, Any]:
             "programs_slo_attainment": share(c.programs_slo_met, c.programs_slo_met + c.programs_slo_missed)}
 
 
-def active_params(cls: type, configured: Mapping[str, Any], changes: list[PolicyChanged]) -> dict[str, Any]:
-    """The constructor's defaults, overridden by the configuration, then by every change the
-    policy announced since (e.g. a tuned α)."""
-    params = {n: p.default for n, p in inspect.signature(cls).parameters.items()
-              if p.default is not inspect.Parameter.empty}
-    params.update(configured)
-    for change in changes:
-        if change.policy == cls.name:
-            params.update(change.params)
-    return {k: v if isinstance(v, int | float | str | bool | dict | list) or v is None else str(v)
-            for k, v in params.items()}
-
-
 class StatusBoard:
-    def __init__(self, driver: LiveDriver, programs: ProgramBook | None = None, window_s: float = WINDOW_S) -> None:
+    def __init__(self, driver: LiveDriver, programs: LivePrograms | None = None, window_s: float = WINDOW_S) -> None:
         self.driver = driver
         self.programs = programs
         self.window_s = window_s
@@ -147,9 +131,8 @@ class StatusBoard:
                           "calls": p.calls, "calls_in_flight": len(p.inflight), "age_s": now - p.opened,
                           "idle_s": now - p.last, "slo_s": p.slo_s} for p in progs[:ROWS_SHOWN]],
             "policies": {
-                "dispatch": {"name": s.dispatch, "params": active_params(self._classes[0], s.dispatch_params,
-                                                                         d.policy_log)},
-                "queue": {"name": s.queue, "params": active_params(self._classes[1], s.queue_params, d.policy_log)},
+                "dispatch": {"name": s.dispatch, "params": d.params.active(self._classes[0], s.dispatch_params)},
+                "queue": {"name": s.queue, "params": d.params.active(self._classes[1], s.queue_params)},
                 "passes": s.passes,
             },
         }

@@ -26,10 +26,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from flowserve.kvevents.wire import WireError, decode_batch
-from flowserve.types.kv import AllBlocksCleared, CacheChange
+from flowserve.kvevents.wire import WireBatch, WireError, decode_batch
+from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored, CacheChange
 
 MAX_HELD = 100_000  # live batches held during a replay; beyond, newer ones are dropped (a gap, replayed later)
+# a batch as read: its bytes, or already decoded (the subscriber decodes large ones off the event loop)
+Payload = bytes | WireBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +79,14 @@ class RankStream:
         self._replay_first: int | None = None
         self._asked: int | None = None  # start of the last replay asked for
         self._covered = -1  # last seq a replay applied: live copies of it that follow are dropped quietly
-        self._held: deque[tuple[int, bytes]] = deque()
+        self._held: deque[tuple[int, Payload]] = deque()
 
     # ------------------------------------------------------------------ inputs
 
     def start(self) -> list[Action]:
         return self._ask(0) if self.has_replay else []
 
-    def live(self, seq: int, payload: bytes) -> list[Action]:
+    def live(self, seq: int, payload: Payload) -> list[Action]:
         if self._replaying is not None:
             if len(self._held) >= MAX_HELD:
                 return [Bad("overflow", f"rank {self.rank}: {MAX_HELD} batches held during a replay; seq {seq} "
@@ -93,7 +95,7 @@ class RankStream:
             return []
         return self._next(seq, payload)
 
-    def replayed(self, seq: int, payload: bytes) -> list[Action]:
+    def replayed(self, seq: int, payload: Payload) -> list[Action]:
         start = self._replaying
         if start is None or seq < start:
             return []  # not asked for
@@ -157,7 +159,7 @@ class RankStream:
             out += self._next(seq, payload)
         return out
 
-    def _next(self, seq: int, payload: bytes) -> list[Action]:
+    def _next(self, seq: int, payload: Payload) -> list[Action]:
         exp = self.expected
         if seq <= self._covered:
             return []  # the replay applied it already (read live while the replay ran)
@@ -187,10 +189,10 @@ class RankStream:
                           + ("" if self.has_replay else " (no replay socket)"), retry=False)
         return gap + self._apply(seq, payload)
 
-    def _apply(self, seq: int, payload: bytes) -> list[Action]:
+    def _apply(self, seq: int, payload: Payload) -> list[Action]:
         self.expected = seq + 1
         try:
-            batch = decode_batch(payload, self.rank)
+            batch = payload if isinstance(payload, WireBatch) else decode_batch(payload, self.rank)
         except WireError as e:
             return [Bad("malformed", f"rank {self.rank} seq {seq}: {e}"),
                     *self._lose(seq, f"batch {seq} is unreadable: {e}", retry=False)]
@@ -217,3 +219,40 @@ class RankStream:
         self.retry_helps = False
         self.complete = True
         return [Complete(reason)]
+
+
+def _blocks(c: CacheChange) -> int:
+    return 1 if isinstance(c, AllBlocksCleared) else len(c.block_hashes)
+
+
+def _pieces(c: CacheChange, most: int) -> list[CacheChange]:
+    """One change as changes of at most `most` blocks each, applied in order to the same
+    effect: a stored run's later pieces hang under the previous piece's last block."""
+    if _blocks(c) <= most:
+        return [c]
+    hashes = c.block_hashes  # type: ignore[union-attr]
+    if isinstance(c, BlockRemoved):
+        return [BlockRemoved(c.rank, hashes[i:i + most]) for i in range(0, len(hashes), most)]
+    assert isinstance(c, BlockStored)
+    size = c.block_size
+    return [BlockStored(c.rank, hashes[i:i + most], c.parent_hash if i == 0 else hashes[i - 1],
+                        c.token_ids[i * size:(i + most) * size], size, c.lora) for i in range(0, len(hashes), most)]
+
+
+def in_slices(changes: list[CacheChange], most: int) -> list[tuple[CacheChange, ...]]:
+    """Changes in slices of at most `most` blocks, in order (a long stored run split):
+    applied one slice per turn of the event loop, a huge batch never holds it whole."""
+    out: list[tuple[CacheChange, ...]] = []
+    cur: list[CacheChange] = []
+    n = 0
+    for c in changes:
+        for piece in _pieces(c, most):
+            k = _blocks(piece)
+            if cur and n + k > most:
+                out.append(tuple(cur))
+                cur, n = [], 0
+            cur.append(piece)
+            n += k
+    if cur:
+        out.append(tuple(cur))
+    return out

@@ -6,11 +6,13 @@ endpoint + rank) and, when the engine has one, a DEALER socket to its replay ROU
 `[b"", topic, seq, payload]` per buffered batch from `start` on, then `[b"", b"", -1, b""]`
 — vLLM 0.32; earlier versions leave the topic out, and both are read). What it
 reads goes through `RankStream` (sequence numbers, replays, holes) and reaches the driver
-as `KVCacheEvents` — up to `CHUNK` batches per event, one event per turn of the loop —
+as `KVCacheEvents` — up to `CHUNK` batches and `SLICE_BLOCKS` blocks per event (a larger
+batch is split, its long stored runs too), one event per turn of the loop —
 and `KVViewChanged` when the instance's view becomes precise (every rank complete) or
 estimated. Bad input is counted by kind (`counts`, and `count` for the metrics) and
 logged, the first few of each kind and then every 1,000th; nothing a publisher sends can
-raise out of the subscriber or hold the event loop: it yields after every chunk, waits for
+raise out of the subscriber or hold the event loop: it decodes a large batch in a worker
+thread, hands the driver at most `SLICE_BLOCKS` blocks per turn, yields after every chunk, waits for
 `room` (the driver has taken what it was given) before reading on, and while the socket
 stays full it leaves the loop to the rest of the gateway as long as its chunk took (at
 most half the loop's time). A publisher faster than that queues in the socket, then
@@ -29,11 +31,14 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, Lost, RankStream
+from flowserve.kvevents.stream import Action, Apply, AskReplay, Bad, Complete, Lost, Payload, RankStream, in_slices
+from flowserve.kvevents.wire import WireError, decode_batch
 from flowserve.types.kv import CacheChange, KVCacheEvents, KVEventsSpec, KVViewChanged
 
 log = logging.getLogger("flowserve.kvevents")
 CHUNK = 64  # batches per KVCacheEvents (bounds one step of the driver: a few ms)
+LARGE_PAYLOAD_BYTES = 64 << 10  # batches at least this large are decoded off the event loop
+SLICE_BLOCKS = 1024  # blocks per KVCacheEvents at most: a batch of 65,536 blocks is 64 turns of the loop
 REPLAY_TIMEOUT_S = 2.0  # a replay socket silent this long has failed
 MAX_PAUSE_S = 0.02  # the longest a flooded subscriber leaves the loop to others between chunks
 RETRY_S = 10.0  # while a rank has a hole a replay may still fill, ask again this often
@@ -108,13 +113,13 @@ class EngineSubscriber:
                     await self._act(rank, stream, stream.retry())
                     continue
                 began = time.perf_counter()
-                actions = self._live(stream, frames)
+                actions = await self._live(stream, frames)
                 full = True
                 for _ in range(CHUNK - 1):  # what else is already there, up to a chunk
                     if not sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                         full = False
                         break
-                    actions += self._live(stream, await sub.recv_multipart())
+                    actions += await self._live(stream, await sub.recv_multipart())
                 await self._act(rank, stream, actions)
                 await asyncio.sleep(0)  # one chunk per turn: the gateway keeps answering
                 if self._room is not None:
@@ -130,12 +135,12 @@ class EngineSubscriber:
         finally:
             sub.close(linger=0)
 
-    def _live(self, stream: RankStream, frames: list[bytes]) -> list[Action]:
+    async def _live(self, stream: RankStream, frames: list[bytes]) -> list[Action]:
         if len(frames) != 3 or len(frames[1]) != 8:
             return [Bad("frames", f"rank {stream.rank}: a message of {len(frames)} frames (topic, seq, payload "
                                   "expected)")]
         self.batches += 1
-        return stream.live(int.from_bytes(frames[1], "big", signed=True), frames[2])
+        return stream.live(int.from_bytes(frames[1], "big", signed=True), await _decoded(frames[2], stream.rank))
 
     async def _act(self, rank: int, stream: RankStream, actions: list[Action]) -> None:
         changes: list[CacheChange] = []
@@ -145,19 +150,30 @@ class EngineSubscriber:
             elif isinstance(a, Bad):
                 self._bad(a)
             else:
-                self._flush(changes)
+                await self._flush(changes)
                 if isinstance(a, Complete):
                     self._rank_state(rank, True, a.reason)
                 elif isinstance(a, Lost):
                     self._rank_state(rank, False, a.reason)
                 elif isinstance(a, AskReplay):
                     await self._replay(rank, stream, a.start)
-        self._flush(changes)
+        await self._flush(changes)
 
-    def _flush(self, changes: list[CacheChange]) -> None:
-        if changes:
-            self._put(KVCacheEvents(self._clock(), self.instance, tuple(changes)))
-            changes.clear()
+    async def _flush(self, changes: list[CacheChange]) -> None:
+        """Hand the changes to the driver: a slice of at most SLICE_BLOCKS blocks at a time,
+        leaving the loop to the rest of the gateway between slices (one huge batch is applied
+        over many turns, never in one)."""
+        if not changes:
+            return
+        slices = in_slices(changes, SLICE_BLOCKS)
+        changes.clear()
+        for k, piece in enumerate(slices):
+            if k:
+                await asyncio.sleep(0)
+                if self._room is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await self._room()
+            self._put(KVCacheEvents(self._clock(), self.instance, piece))
 
     async def _replay(self, rank: int, stream: RankStream, start: int) -> None:
         """Ask the replay socket for every batch from `start` and apply them in order."""
@@ -181,7 +197,7 @@ class EngineSubscriber:
                     actions += stream.replay_done()
                     break
                 self.batches += 1
-                actions += stream.replayed(seq, parts[1])
+                actions += stream.replayed(seq, await _decoded(parts[1], rank))
                 if len(actions) >= CHUNK:
                     await self._act(rank, stream, actions)
                     actions = []
@@ -213,6 +229,18 @@ class EngineSubscriber:
         if n <= LOGGED or n % 1000 == 0:
             level = logging.INFO if bad.kind in ("gap", "restart", "skipped") else logging.WARNING
             log.log(level, "kv events of %s: %s #%d: %s", self.instance, bad.kind, n, bad.detail)
+
+
+async def _decoded(payload: bytes, rank: int) -> Payload:
+    """A large batch decoded in a worker thread (the event loop runs meanwhile: decoding
+    65,536 blocks takes as long as applying them); a small one, or one that is no batch, as
+    its bytes (the stream decodes it, and reports what is wrong with it)."""
+    if len(payload) < LARGE_PAYLOAD_BYTES:
+        return payload
+    try:
+        return await asyncio.to_thread(decode_batch, payload, rank)
+    except WireError:
+        return payload
 
 
 async def close_all(subscribers: list[EngineSubscriber]) -> None:

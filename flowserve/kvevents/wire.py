@@ -29,6 +29,9 @@ from flowserve.types.kv import AllBlocksCleared, BlockHash, BlockRemoved, BlockS
 Layout = Literal["array", "map"]
 GPU_MEDIA = (None, "GPU", "gpu")  # blocks in the engine's GPU cache; CPU/disk tiers are not routed on
 MAX_HASH_BYTES = 64  # vLLM's sha256 digests are 32 bytes; anything longer is not a block hash
+# an adapter's name as vLLM's --lora-modules gives it (a short id): a longer one is refused, so a
+# publisher cannot make the index keep megabytes per event
+MAX_LORA_NAME_BYTES = 256
 
 
 class WireError(ValueError):
@@ -167,6 +170,8 @@ def _hash(h: Any, what: str) -> BlockHash:
 
 def _lora(name: Any, lora_id: Any) -> str | None:
     if isinstance(name, str) and name:
+        if len(name) > MAX_LORA_NAME_BYTES or len(name.encode()) > MAX_LORA_NAME_BYTES:
+            raise ValueError(f"lora_name of {len(name.encode())} bytes (at most {MAX_LORA_NAME_BYTES})")
         return name
     if _is_int(lora_id):
         return f"lora-{lora_id}"  # older engines name adapters by id only

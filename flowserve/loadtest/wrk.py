@@ -5,7 +5,8 @@ Requests are distinct prompts over 8 shared prefixes (`/v1/completions`, 64 outp
 streamed or not) made per request by a Lua script, with an API key. The script's `done`
 prints requests, errors (socket errors, timeouts and answers other than 2xx/3xx) and latency
 percentiles as one JSON line. wrk comes from the system's packages (Debian:
-`apt-get install -y wrk`).
+`apt-get install -y wrk`); without it, `run_load` measures with flowserve's slower Python
+load generator (`flowserve.loadtest.pyload`), which says how busy it was.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,23 @@ def run_wrk(url: str, clients: int, seconds: float, stream: bool, model: str, wo
     return {"requests": data["requests"], "seconds": secs, "errors": data["errors"],
             "req_per_s": data["requests"] / secs if secs else 0.0, "p50_ms": data["p50_us"] / 1000,
             "p99_ms": data["p99_us"] / 1000}
+
+
+PYLOAD_NOTE = ("wrk is not installed (Debian/Ubuntu: apt-get install -y wrk): measured with flowserve's Python load "
+               "generator, which is slower than wrk: its own time per request is in every latency (the latency "
+               "added over the bare backend, measured with the same generator, is what compares), and where it "
+               "used most of a core (client_cpu_share near 1) req/s is its own limit, not the router's")
+
+
+def run_load(url: str, clients: int, seconds: float, stream: bool, model: str, work_dir: Path) -> dict[str, Any]:
+    """wrk where it is installed (`client`: "wrk"), else the Python load generator in its own
+    process (`client`: "python", with `client_cpu_share`)."""
+    if shutil.which("wrk") is not None:
+        return {**run_wrk(url, clients, seconds, stream, model, work_dir), "client": "wrk"}
+    cmd = [sys.executable, "-m", "flowserve.loadtest.pyload", url, str(clients), str(seconds),
+           "true" if stream else "false", model]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("FLOWSERVE ")), None)
+    if out.returncode != 0 or line is None:
+        raise FlowserveError(f"the load generator failed against {url}: {(out.stderr or out.stdout).strip()[-300:]}")
+    return json.loads(line.removeprefix("FLOWSERVE "))

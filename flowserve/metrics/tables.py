@@ -12,11 +12,9 @@ import numpy as np
 
 
 def fmt(x: Any, digits: int = 2) -> str:
-    if x is None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):  # an empty cell, however it was computed
         return "—"
     if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
         return f"{x:.{digits}f}"
     return str(x)
 

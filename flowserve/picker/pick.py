@@ -6,9 +6,11 @@ A request held by the picker carries a `Pick` as its call's sink. The live drive
 the call as it runs every call: when the core sends it (`SendCall`), the call runner asks
 the instance's `PickerBackend` to begin it, which resolves the pick with the instance and
 returns the awaitable the response path completes (`Pick.finish`, `Pick.fail`). From the
-pick on, the request is the proxy's: `sent` counts as text already streamed, so a failure
-is reported as final (never re-dispatched to another instance — the proxy already
-forwarded the request). Probes and tokenization stay those of the engine's own backend.
+pick on, the request is the proxy's: the sink is `committed`, so a failure is reported as
+final (never retried, never re-dispatched by the core: the proxy already forwarded the
+request, and its own retry takes the fallbacks the picker named). A call the proxy's retry
+answered from another engine finishes with `failed_over` set, so the picked instance's
+circuit counts the failure. Probes and tokenization stay those of the engine's own backend.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from urllib.parse import urlsplit
 from flowserve.engines.backend import CallOutcome, EngineError, EngineRequest, TokenSink
 from flowserve.engines.openai_backend import EngineTokens, OpenAIBackend
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall
 
 
 def endpoint_of(url: str) -> str:
-    """An engine's `host:port` as the proxy's ORIGINAL_DST cluster needs it: an IP address
+    """An engine's `host:port` as the proxy's override_host policy needs it: an IP address
     (a host name is resolved once, here), IPv6 in brackets."""
     try:
         parts = urlsplit(url)
@@ -55,6 +57,8 @@ class Pick(TokenSink):
     core sends its call — or with None when its query ended without sending it (`unsent`) —
     and `outcome` is what the response path reports."""
 
+    committed_how = "after the proxy took the request"
+
     def __init__(self) -> None:
         super().__init__(_drop)
         loop = asyncio.get_running_loop()
@@ -72,11 +76,15 @@ class Pick(TokenSink):
         if self.chosen.done():  # sent again after its first engine failed: the proxy already forwarded it
             fut.set_exception(EngineError(f"call {call.id} was already handed to the proxy", retryable=False))
             return fut
-        self.sent = 1  # from here the request is the proxy's: failures are final
+        self.committed = True  # from here the request is the proxy's: failures are final
         self.call = call
         self.outcome = fut
         self.chosen.set_result((instance, endpoint))
         return fut
+
+    def abandon(self) -> None:
+        """Its stream closed before the core sent its call: nobody would report its end."""
+        self.abandoned = True
 
     def unsent(self, _done: object = None) -> None:
         """Its query ended (a done-callback of the query's future): if no call went out, none will."""

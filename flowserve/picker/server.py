@@ -23,8 +23,8 @@ import uvloop
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flowserve.errors import ConfigError
-from flowserve.gateway.server import DRAIN_MARGIN_S, bind
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.listen import DRAIN_MARGIN_S, bind
+from flowserve.host.settings import ServeConfig
 from flowserve.picker.service import Health, PickerCore, grpc_server
 
 log = logging.getLogger("flowserve.picker")
@@ -109,7 +109,7 @@ class PickerServer:
             await core.stop()
             await stopping
             if web is not None:
-                web[0].should_exit = True
+                web[0].handle_exit(signal.SIGTERM, None)
                 await web[1]
 
     def stop(self) -> None:

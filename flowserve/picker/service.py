@@ -1,9 +1,9 @@
 """The endpoint picker's gRPC services on the gateway's scheduler core: Envoy's
-`ExternalProcessor` (one `Exchange` per stream) and gRPC health.
+`ExternalProcessor` (one `ProxyExchange` per stream) and gRPC health.
 
-`PickerCore` is a gateway without its HTTP data plane: the same `Gateway` object — the
-live driver, its scheduler core, programs, tenants, admission and metrics — whose
-engine backends hand calls to the proxy (`PickerBackend`). Health, as GIE's pickers
+`PickerCore` is the live host without the HTTP face: the same `LiveHost` — the live
+driver, its scheduler core, programs, tenants, admission and metrics — whose engine
+backends hand calls to the proxy (`PickerBackend`), and the same request intake. Health, as GIE's pickers
 report it: `liveness` serves while the process runs; `readiness`, the ext_proc service
 and the overall status serve while an instance is up and the picker is not draining.
 """
@@ -24,13 +24,13 @@ from grpc_health.v1.health import aio as health_aio
 from prometheus_client import Counter, Histogram
 
 from flowserve.errors import ConfigError
-from flowserve.gateway.app import Gateway
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.llm import LLMRoutes
-from flowserve.gateway.metrics import LATENCY_BUCKETS
-from flowserve.gateway.settings import ServeConfig
+from flowserve.host.backends import BackendContext
+from flowserve.host.intake.intake import RequestIntake
+from flowserve.host.metrics import LATENCY_BUCKETS
+from flowserve.host.root import LiveHost
+from flowserve.host.settings import ServeConfig
 from flowserve.picker import wire
-from flowserve.picker.exchange import Exchange
+from flowserve.picker.exchange import ProxyExchange
 from flowserve.picker.pick import PickerBackend
 from flowserve.types.specs import InstanceSpec
 
@@ -38,6 +38,7 @@ log = logging.getLogger("flowserve.picker")
 EXT_PROC = "envoy.service.ext_proc.v3.ExternalProcessor"
 HEALTH_SERVICES = ("", "liveness", "readiness", EXT_PROC)
 HEALTH_EVERY_S = 0.5
+FALLBACKS = 2  # endpoints after the pick in x-gateway-destination-endpoint (the proxy retries once)
 
 
 def picker_config(config: ServeConfig) -> ServeConfig:
@@ -53,22 +54,23 @@ def picker_config(config: ServeConfig) -> ServeConfig:
     return dataclasses.replace(config, gateway=config.gateway.model_copy(update={"workflows": {}}))
 
 
-def picker_backend(spec: InstanceSpec, driver: LiveDriver) -> PickerBackend:
-    return PickerBackend(spec, driver.settings)
+def picker_backend(spec: InstanceSpec, host: BackendContext) -> PickerBackend:
+    return PickerBackend(spec, host.settings)
 
 
 class PickerCore:
-    """What every `Exchange` shares: the gateway's core and request checks, and metrics."""
+    """What every `ProxyExchange` shares: the live host and its request intake, and metrics."""
 
     def __init__(self, config: ServeConfig) -> None:
-        self.gateway = Gateway(picker_config(config), picker_backend, workflows={})
-        self.driver = self.gateway.driver
-        self.routes = LLMRoutes(self.gateway)
+        self.host = LiveHost(picker_config(config), picker_backend, workflows={})
+        self.driver = self.host.driver
+        self.intake = RequestIntake(self.host)
         self.clock = self.driver.clock
         self.max_body_bytes = config.gateway.max_body_bytes
         r = self.driver.metrics.registry
         self._requests = Counter("flowserve_epp_requests", "Requests the endpoint picker saw, by outcome (routed, "
-                                 "refused, failed, served_elsewhere)", ["outcome"], registry=r)
+                                 "refused, failed; retried: answered by a fallback after the picked engine failed)",
+                                 ["outcome"], registry=r)
         self._held = Histogram("flowserve_epp_held_seconds", "How long a request waited in the core before its "
                                "pick", buckets=LATENCY_BUCKETS, registry=r)
         self._picks = Counter("flowserve_epp_picks", "Picks by instance", ["instance"], registry=r)
@@ -76,10 +78,10 @@ class PickerCore:
         self._picks_by: dict[str, Any] = {}
 
     async def start(self) -> None:
-        await self.gateway.start()
+        await self.host.start()
 
     async def stop(self) -> None:
-        await self.gateway.stop()
+        await self.host.stop()
 
     def count(self, outcome: str) -> None:
         self._requests.labels(outcome).inc()
@@ -91,6 +93,21 @@ class PickerCore:
         self._routed.inc()
         picks.inc()
         self._held.observe(held_s)
+
+    def fallbacks(self, instance: str) -> list[tuple[str, str]]:
+        """Where the proxy retries a call whose engine failed before answering: the other
+        instances up that serve its model, least outstanding work first, as (name,
+        endpoint); at most `FALLBACKS`."""
+        status = self.driver.live.status()
+        model = next((s.spec.model for s in status if s.name == instance), None)
+        others = sorted((s for s in status if s.up and s.name != instance and s.spec.model == model),
+                        key=lambda s: (s.outstanding_s, s.queued + s.running))
+        out = []
+        for s in others[:FALLBACKS]:
+            backend = self.driver.runner.backends.get(s.name)
+            if isinstance(backend, PickerBackend):
+                out.append((s.name, backend.endpoint))
+        return out
 
     def ready(self) -> bool:
         return not self.driver.draining and any(i["up"] for i in self.driver.instances())
@@ -113,7 +130,7 @@ class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
         """Messages are read by their own task: when the proxy closes its side (its client
         left) while a request waits for its pick, the wait ends at once — the handler
         itself is never cancelled by a half-closed stream."""
-        ex = Exchange(self.core)
+        ex = ProxyExchange(self.core)
         inbox: asyncio.Queue[wire.ProcessingRequest | None] = asyncio.Queue()
 
         async def read() -> None:

@@ -2,8 +2,9 @@
 Inference Extension's endpoint-picker protocol).
 
 The pick goes back twice, as the protocol asks: the `x-gateway-destination-endpoint`
-request header (an `ORIGINAL_DST` cluster routes by it) and the same value under
-`envoy.lb` in the dynamic metadata (for proxies that route by metadata). Refusals are
+request header and the same value under `envoy.lb` in the dynamic metadata — the picked
+endpoint, then fallbacks a retry takes (`IP:PORT,IP:PORT`; Envoy's `override_host`
+policy walks them). Refusals are
 immediate responses with the gateway's own JSON error bodies.
 """
 
@@ -17,7 +18,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
-from flowserve.gateway.openai_api import APIError
+from flowserve.host.intake.openai_api import APIError
 
 DESTINATION = "x-gateway-destination-endpoint"
 SERVED = "x-gateway-destination-endpoint-served"

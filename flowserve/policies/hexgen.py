@@ -89,6 +89,10 @@ class HexgenWB(DispatchPolicy):
             self.alpha = 0.0  # §4.3: the first window runs with α = 0 while it is recorded
             self.tick_s = window_s
 
+    def record_to(self, log: list[tuple[str, str, list[tuple[str, float, float]]]]) -> None:
+        """Benchmarks: each decision as (stage, chosen, [(instance, t_queue, t_comp)])."""
+        self.log = log
+
     def attach(self, services: DriverServices) -> None:
         """With alpha_tuning on, take the driver's online tuner (it replays traces in the
         simulator, which policies never import)."""

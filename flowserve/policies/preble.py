@@ -72,6 +72,16 @@ class Window:
     decodes: deque[tuple[float, float]] = field(default_factory=deque)  # (time, DT)
     decode_s: float = 0.0
 
+    def routed_one(self, now: float, pt: float) -> None:
+        """A request routed here now, with prefill time `pt`."""
+        self.routed.append((now, pt))
+        self.prefill_s += pt
+
+    def decoded(self, now: float, dt: float) -> None:
+        """A request finished decoding here now, after `dt` seconds of decode."""
+        self.decodes.append((now, dt))
+        self.decode_s += dt
+
     def expire(self, horizon: float) -> None:
         while self.routed and self.routed[0][0] < horizon:
             self.prefill_s -= self.routed.popleft()[1]
@@ -278,9 +288,7 @@ class PrebleE2(DispatchPolicy):
 
     def _record(self, cs: CallState, inst: InstanceState, pt: float,
                 key: RadixNode | None, now: float) -> None:
-        w = self._window(inst.name, now)
-        w.routed.append((now, pt))
-        w.prefill_s += pt
+        self._window(inst.name, now).routed_one(now, pt)
         self._forget(cs.id)  # re-dispatched after a failure
         self._routed[cs.id] = Routed(inst.name, now, pt, is_decode_unit(pt, self._decode_time(cs, inst)), key)
         self._decisions += 1
@@ -304,10 +312,7 @@ class PrebleE2(DispatchPolicy):
             if r is None:
                 return ()
             if event.first_token is not None:
-                w = self._window(r.instance, event.time)
-                dt = event.time - event.first_token
-                w.decodes.append((event.time, dt))
-                w.decode_s += dt
+                self._window(r.instance, event.time).decoded(event.time, event.time - event.first_token)
             if self.replicate and r.key is not None:
                 first = event.first_token if event.first_token is not None else event.time
                 self._watch(r.key, queueing_time(first - r.time, r.prefill_s), view)

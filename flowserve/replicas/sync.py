@@ -61,10 +61,11 @@ class ReplicaSync:
                  route_entries: int, route_blocks: int, loads: Callable[[], tuple[InstanceLoad, ...]],
                  costs: Callable[[], Mapping[str, float]], put: Callable[[Any], None],
                  peer_routed: Callable[[PeerRouted], None], registry: CollectorRegistry,
-                 hold_config: Callable[[], Awaitable[None]]) -> None:
+                 hold_config: Callable[[], Awaitable[None]], pending: Callable[[], int] = lambda: 0) -> None:
         """loads, costs: the core's `own_load` and `tenant_costs`; put: the driver's inbox;
         peer_routed: hands a peer's routed prompt to the driver; hold_config: refreshes
-        this replica's claim on the state's config (raises on a conflict)."""
+        this replica's claim on the state's config (raises on a conflict); pending: the
+        parts this replica has not written yet (its report says so)."""
         self.store = store
         self.replica = replica
         self.sync_s, self.heartbeat_s = sync_s, heartbeat_s
@@ -84,7 +85,7 @@ class ReplicaSync:
         self._refusals: set[str] = set()
         self._resync: list[Callable[[], Awaitable[None]]] = []
         self._flush: list[Callable[[], Awaitable[None]]] = []
-        self.pending: Callable[[], int] = lambda: 0  # program parts not yet written (set by the gateway)
+        self._pending = pending
         self._epoch = 0  # the state's epoch as last read
         self.up_since = -math.inf  # since when Redis answers again (after it was lost)
         self._task: asyncio.Task[None] | None = None
@@ -179,7 +180,7 @@ class ReplicaSync:
         self.metrics.routes.labels("sent").inc(len(batch))
 
     async def _send_report(self, now: float) -> None:
-        report = self.exchange.report(time.time(), self._loads(), self._costs(), self._epoch, self.pending())
+        report = self.exchange.report(time.time(), self._loads(), self._costs(), self._epoch, self._pending())
         last, when = self._last_report
         if last is not None and (last.loads, last.tenants, last.epoch, last.pending) == \
                 (report.loads, report.tenants, report.epoch, report.pending) and now - when < self.heartbeat_s / 2:
@@ -190,7 +191,11 @@ class ReplicaSync:
     async def _read_reports(self, now: float) -> None:
         reports: dict[str, Report] = {}
         gone = []
-        raws, self._epoch = await self.store.read_reports()
+        raws, epoch = await self.store.read_reports()
+        if epoch is None:
+            self.refuse("epoch", f"{self.store.key('epoch')} is not a flowserve counter: program summaries do not "
+                                 f"wait for peers' reports")
+        self._epoch = epoch or 0
         for name, raw in raws.items():
             if name == self.replica:
                 continue
@@ -249,7 +254,10 @@ class ReplicaSync:
         self._last_report = (None, -1e18)
         self._last_config = -1e18
         for fn in self._resync:
-            await fn()
+            try:
+                await fn()
+            except (aioredis.ResponseError, StateError) as e:  # foreign state under one part's keys
+                self.refuse("resync", str(e))
         self.degraded_since = None
         self.up_since = now
         self.up.set()

@@ -132,13 +132,14 @@ def run_contestant(case: Case, specs, wl, standalone, policy: PolicySpec, clairv
     loose = search.loosest()
     summary = search.summary(hint.get("0.95"), hint.get("0.99"))
     whole = full[GRID[-1] if search.aware else None]
-    lat = np.array([q.latency for q in loose.queries if q.failed is None] or [np.nan])
+    lat = np.array([q.latency for q in loose.queries if q.failed is None])  # none: a workload of batch work alone
     batch = [q for q in whole.queries if q.id in batch_ids and q.failed is None]
     batch_calls = sum(1 for c in whole.calls if c.query_id in batch_ids)
     tenants = {q.id: q.tenant for q in wl.queries}
     summary.update({
-        "latency_mean_s": float(np.mean(lat)), "latency_p99_s": float(np.percentile(lat, 99)),
-        "throughput_qps": len(lat) / max(whole.makespan, 1e-9),
+        "latency_mean_s": float(np.mean(lat)) if len(lat) else None,
+        "latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else None,
+        "throughput_qps": len(lat) / max(whole.makespan, 1e-9) if len(lat) else None,
         "batch_done": len(batch),
         "batch_latency_mean_s": float(np.mean([q.latency for q in batch])) if batch else None,
         "batch_calls_per_s": batch_calls / max(whole.makespan, 1e-9) if batch else None,

@@ -26,7 +26,7 @@ from flowserve.cache.radix import RadixNode, RadixTree
 from flowserve.errors import FailureKind
 from flowserve.profiles.cost_model import CostModel
 from flowserve.sim.marks import OutputMarks
-from flowserve.sim.sequence import DECODE, DONE, PREFILL, WAITING, Capacity, Seq
+from flowserve.sim.sequence import DECODE, PREFILL, WAITING, Capacity, Seq
 from flowserve.sim.stretch import attended_tokens, prefill_portions
 from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefillDone, PrefixEvicted
 from flowserve.types.specs import EngineParams
@@ -35,7 +35,8 @@ from flowserve.types.work import LLMCall
 
 class SimEngine:
     def __init__(self, name: str, params: EngineParams, cost: CostModel, kv_capacity: int,
-                 report_evictions: bool = False) -> None:
+                 report_evictions: bool = False, report_prefill: bool = False) -> None:
+        """report_prefill: a PrefillDone per call whose prefill completes (the core shares prefills)."""
         assert params.token_budget > 0 and params.max_num_seqs > 0
         self.name = name
         self.p = params
@@ -43,7 +44,7 @@ class SimEngine:
         self.capacity_tokens = kv_capacity - kv_capacity % params.block_size
         self.tree = RadixTree() if params.prefix_caching else None
         self.report_evictions = report_evictions
-        self.report_prefill = False  # PrefillDone when the core shares prefills (its driver sets it)
+        self.report_prefill = report_prefill
         self.waiting: deque[Seq] = deque()
         self.prefilling: list[Seq] = []  # admission order
         self.decoding: dict[int, Seq] = {}
@@ -88,7 +89,7 @@ class SimEngine:
         target = min(call.predicted_output if output_tokens is None else output_tokens,
                      max(1, self.capacity_tokens - call.input_tokens))  # vLLM stops at max_model_len
         seq = Seq(call, next(self._order), target)
-        seq.need = seq.prompt_len - self._match(seq, now) + 1
+        seq.estimate(seq.prompt_len - self._match(seq, now) + 1)
         if seq.prompt_len + 1 > self.capacity_tokens:
             return [CallFailed(now, call.id, self.name,
                                f"prompt of {seq.prompt_len} tokens exceeds the KV capacity of "
@@ -113,7 +114,7 @@ class SimEngine:
                 self._portions = [(s, n) for s, n in self._portions if s is not seq]
             else:
                 self._leave_decode(seq)
-        seq.state = DONE
+        seq.end()
         self._kick(now)
 
     def advance(self, now: float) -> list[CallFinished | CallFailed | PrefixEvicted]:
@@ -205,11 +206,10 @@ class SimEngine:
         self.private += n_dec * k
         completed_prefill = []
         for s, n in self._portions:
-            s.prefill_left -= n * k
-            s.prefilled += n * k
+            left = s.prefill(n * k)
             self.stats["prefilled"] += n * k
-            assert s.prefill_left >= 0
-            if s.prefill_left == 0:
+            assert left >= 0
+            if left == 0:
                 completed_prefill.append(s)
         for s in completed_prefill:
             self.prefilling.remove(s)
@@ -226,31 +226,22 @@ class SimEngine:
             start = s.matched[1] if s.matched is not None and s.matched[0] == self.tree.version else None
             node, _ = self.tree.insert(s.call.prompt, now, start)
             self.tree.acquire(node)
-            if s.lock is not None:
-                self.tree.release(s.lock)
-            s.lock = node
             # the prompt now lives in the tree (a copy another sequence inserted first
             # is simply dropped); recomputed output tokens stay private
             moved = s.prompt_len - s.cached
-            s.kv -= moved
+            old = s.cache(node, moved)
+            if old is not None:
+                self.tree.release(old)
             self.private -= moved
-        if s.pending == 0:  # a fresh sequence: the last prefill iteration samples token 1
-            s.gen_base = 1
-            s.first_token = now
-            s.kv += 1
+        fresh = s.pending == 0  # a fresh sequence: the last prefill iteration samples token 1
+        s.decode(now, self.dec_iter)
+        if fresh:
             self.private += 1
             if self.report_prefill:
                 self._events.append(PrefillDone(now, s.call.id, self.name))
-        else:  # recomputed: decoding resumes where it was preempted
-            s.gen_base = s.pending
-            s.pending = 0
         if s.gen_base >= s.target:
-            s.state = DECODE
-            s.iter_base = self.dec_iter
             self._complete(s, now, decoding=False)
             return
-        s.state = DECODE
-        s.iter_base = self.dec_iter
         self._events.extend(self.marks.start(s, now))
         self.decoding[s.call.id] = s
         self.dec_ctx += s.prompt_len + s.gen_base
@@ -266,7 +257,7 @@ class SimEngine:
         if decoding:
             self._leave_decode(s)
         self._free(s)
-        s.state = DONE
+        s.end()
         del self.seqs[s.call.id]
         if self.overhead > 0:
             first = None if s.first_token is None else s.first_token + self.overhead
@@ -281,10 +272,9 @@ class SimEngine:
 
     def _free(self, s: Seq) -> None:
         self.private -= s.kv_now(self.dec_iter)
-        s.kv = 0
-        if s.lock is not None and self.tree is not None:
-            self.tree.release(s.lock)
-            s.lock = None
+        lock = s.free()
+        if lock is not None and self.tree is not None:
+            self.tree.release(lock)
 
     # ------------------------------------------------------------------ admission
 
@@ -294,8 +284,7 @@ class SimEngine:
         if self.tree is None:
             return 0
         if s.matched is None or s.matched[0] != self.tree.version:
-            node = self.tree.match(s.call.prompt, now)
-            s.matched = (self.tree.version, node)
+            s.match(self.tree.version, self.tree.match(s.call.prompt, now))
         return min(s.matched[1].depth, s.prompt_len - 1)
 
     def _admit(self, now: float) -> None:
@@ -319,17 +308,13 @@ class SimEngine:
             if not self._reserve(uncached + 1 + len(self.decoding), now, keep=node):
                 break
             self.waiting.popleft()
+            lock = None
             if node is not None and node.depth:
                 self.tree.acquire(node)
-                s.lock = node
-            s.cached = cached
-            s.kv = uncached
-            s.prefill_left = uncached
+                lock = node
+            s.admit(cached, uncached, uncached, now, lock)
             self.private += uncached
             self.stats["cached"] += cached
-            s.state = PREFILL
-            if s.started is None:
-                s.started = now
             self.prefilling.append(s)
 
     def _computing(self, s: Seq, cached: int) -> bool:
@@ -381,11 +366,7 @@ class SimEngine:
             self._leave_decode(s)
         else:
             self.prefilling.remove(s)
-        s.state = WAITING
-        s.pending = gen
-        s.gen_base = gen
-        s.need = s.prompt_len + s.pending + 1
-        s.preemptions += 1
+        s.preempt(gen)
         self.stats["preemptions"] += 1
         self.waiting.appendleft(s)
 

@@ -32,7 +32,8 @@ import numpy as np
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.config import load_cluster
 from flowserve.core.policy import DispatchPolicy, DriverServices
-from flowserve.core.state import CallRecord, CallState, InstanceState
+from flowserve.core.records import CallRecord
+from flowserve.core.state import CallState, InstanceState
 from flowserve.core.view import ClusterView
 from flowserve.metrics.summary import attainment
 from flowserve.policies import make_dispatch
@@ -77,7 +78,7 @@ class DecisionLog(DispatchPolicy):
     """A dispatch policy that records every decision of the policy it wraps (which it
     otherwise is: its declarations, hooks and counters)."""
 
-    def __init__(self, inner: DispatchPolicy) -> None:
+    def __init__(self, inner: DispatchPolicy, seen: list[Seen] | None = None) -> None:
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
         self.uses_deadline = inner.uses_deadline  # type: ignore[misc]
@@ -89,12 +90,11 @@ class DecisionLog(DispatchPolicy):
         self.binding = inner.binding
         self.tick_s = inner.tick_s
         self.shares_prefills = inner.shares_prefills  # type: ignore[misc]
-        self.seen: list[Seen] = []
+        self.seen: list[Seen] = [] if seen is None else seen
 
     def __deepcopy__(self, memo: dict) -> DecisionLog:
-        log = DecisionLog(copy.deepcopy(self.inner, memo))
-        log.seen = self.seen
-        return log
+        # the copies a run makes share one record of decisions
+        return DecisionLog(copy.deepcopy(self.inner, memo), self.seen)
 
     def _hits(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> dict[str, int]:
         if self.shadow is None or cs.call is None:

@@ -38,12 +38,13 @@ CacheView = Literal["engine", "precise", "estimated", "configured"]
 class PublishingEngine(SimEngine):
     """Publishes its cache's blocks; `announce` gives the first batch, before any call."""
 
-    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int) -> None:
+    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, report_prefill: bool = False) -> None:
         # the wire format needs msgpack, which the core's dependencies leave out: imported when publishing
         from flowserve.kvevents.engine_blocks import EngineBlocks
 
         assert spec.kv_events is not None
-        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=True)
+        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=True,
+                         report_prefill=report_prefill)
         self.blocks = EngineBlocks(spec.name, spec.kv_events.block_size)
 
     def _finish_prefill(self, s: Seq, now: float) -> None:
@@ -93,8 +94,10 @@ class EstimatingEngine(_Estimated, SimEngine):
     catalog's KV capacity), which a real engine's may not (vLLM keeps memory for
     activations and CUDA graphs out of its cache)."""
 
-    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, believed: int | None = None) -> None:
-        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=False)
+    def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, believed: int | None = None,
+                 report_prefill: bool = False) -> None:
+        super().__init__(spec.name, spec.engine, cost, kv_capacity, report_evictions=False,
+                         report_prefill=report_prefill)
         self.estimate = CacheEstimate(spec.name, max(believed or kv_capacity, 1))
 
 
@@ -105,8 +108,9 @@ class EstimatingSlotEngine(_Estimated, SlotEngine):
     own slot choice leaves them."""
 
     def __init__(self, spec: InstanceSpec, cost: CostModel, kv_capacity: int, config: SlotConfig,
-                 believed: int | None = None) -> None:
-        super().__init__(spec.name, spec.engine, cost, kv_capacity, config, report_evictions=False)
+                 believed: int | None = None, report_prefill: bool = False) -> None:
+        super().__init__(spec.name, spec.engine, cost, kv_capacity, config, report_evictions=False,
+                         report_prefill=report_prefill)
         self.estimate = CacheEstimate(spec.name, max(believed or kv_capacity, 1), estimated_sequences(spec))
 
 
@@ -120,13 +124,15 @@ def viewed_spec(spec: InstanceSpec, view: CacheView | None) -> InstanceSpec:
 
 
 def viewed_engine(spec: InstanceSpec, cost: CostModel, kv_capacity: int, report_evictions: bool,
-                  view: CacheView | None = None, believed: int | None = None) -> SimEngine:
+                  view: CacheView | None = None, believed: int | None = None,
+                  report_prefill: bool = False) -> SimEngine:
     """The engine model of an instance (`viewed_spec` first), reporting to the router as `view`
-    says; `believed`: the KV tokens an estimate takes the engine to cache (default: its own)."""
+    says; `believed`: the KV tokens an estimate takes the engine to cache (default: its own);
+    report_prefill: a PrefillDone per completed prefill (the core shares prefills)."""
     if spec.kv_events is not None and spec.engine.prefix_caching:
-        return PublishingEngine(spec, cost, kv_capacity)
+        return PublishingEngine(spec, cost, kv_capacity, report_prefill)
     if view in ("estimated", "configured") and report_evictions and spec.engine.prefix_caching:
         if cost.slot_config is not None:
-            return EstimatingSlotEngine(spec, cost, kv_capacity, cost.slot_config, believed)
-        return EstimatingEngine(spec, cost, kv_capacity, believed)
-    return make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions)
+            return EstimatingSlotEngine(spec, cost, kv_capacity, cost.slot_config, believed, report_prefill)
+        return EstimatingEngine(spec, cost, kv_capacity, believed, report_prefill)
+    return make_engine(spec.name, spec.engine, cost, kv_capacity, report_evictions, report_prefill)

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from flowserve.core.records import CallRecord, InstanceStatus
 from flowserve.core.scheduler import SchedulerCore
-from flowserve.core.state import CallRecord, InstanceStatus
 from flowserve.replicas.blocks import RouteEntry
 from flowserve.replicas.exchange import Exchange
 from flowserve.replicas.peers import Report

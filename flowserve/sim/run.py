@@ -126,6 +126,7 @@ def simulate(
     clairvoyant: bool = False,
     cache_view: CacheView | None = None,
     believed_kv: Mapping[str, int] | None = None,
+    engine_costs: Mapping[str, CostModel] | None = None,
 ) -> SimResult:
     """cost_models: per instance name, the model both the engine and the core use instead
     of the roofline (replaying a live cluster with its fitted profiles); deadlines: per
@@ -135,7 +136,10 @@ def simulate(
     core predicts every call's true output length (the oracle bound of `bench compare`);
     cache_view: how the router learns what every engine caches (`flowserve.sim.kv_views`;
     None: as each instance is configured); believed_kv: per instance, the KV tokens the
-    driver's estimate takes the engine to cache (the gateway's `cache_tokens`).
+    driver's estimate takes the engine to cache (the gateway's `cache_tokens`);
+    engine_costs: per instance name, the cost model its simulated engine runs at where it
+    differs from what the core believes (engines that share a host's cores run slower than
+    each was profiled alone: `ScaledCost`).
 
     A query that cannot run (a prompt longer than every serving instance's context)
     fails alone; the result counts it with its reason."""
@@ -163,10 +167,10 @@ def simulate(
     if policy.replicas > 1:  # each replica its own policy objects, as each live replica has
         others = [make_dispatch(policy.dispatch, policy.dispatch_params) for _ in range(policy.replicas - 1)]
         core = ReplicaCores([core, *map(new_core, others)], policy.sync_ms / 1000)
-    engines = [viewed_engine(s, profile(s).cost, kv_capacity(s), core.keeps_prefix_index, cache_view,
-                             (believed_kv or {}).get(s.name)) for s in cluster if s.kind == "llm"]
+    engines = [viewed_engine(s, (engine_costs or {}).get(s.name) or profile(s).cost, kv_capacity(s),
+                             core.keeps_prefix_index, cache_view, (believed_kv or {}).get(s.name),
+                             core.wants_prefill_done) for s in cluster if s.kind == "llm"]
     for engine in engines:
-        engine.report_prefill = core.wants_prefill_done
         if isinstance(engine, PublishingEngine):
             for ev in engine.announce(0.0):  # the publisher's first batch, before any query
                 core.handle(ev)

@@ -35,6 +35,70 @@ class Seq:
         self.first_token: float | None = None
         self.preemptions = 0
 
+    # ------------------------------------------------------------------ its moves (the engine's)
+
+    def estimate(self, need: int) -> None:
+        """KV tokens its admission needs (an estimate while it waits)."""
+        self.need = need
+
+    def match(self, version: int, node: RadixNode) -> None:
+        """Its longest cached prefix, as of the tree's `version`."""
+        self.matched = (version, node)
+
+    def admit(self, cached: int, kv: int, prefill: int, now: float, lock: RadixNode | None = None) -> None:
+        """Admitted now: `cached` prompt tokens found, `kv` private tokens held, `prefill`
+        tokens to compute (`lock`: the cached prefix it holds in the tree)."""
+        if lock is not None:
+            self.lock = lock
+        self.cached, self.kv, self.prefill_left = cached, kv, prefill
+        self.state = PREFILL
+        if self.started is None:
+            self.started = now
+
+    def prefill(self, n: int) -> int:
+        """`n` more prompt tokens computed; how many are left."""
+        self.prefill_left -= n
+        self.prefilled += n
+        return self.prefill_left
+
+    def cache(self, node: RadixNode, moved: int) -> RadixNode | None:
+        """Its prompt is in the tree at `node` (held from now on), and `moved` of its private
+        tokens with it; returns the node it held before."""
+        old, self.lock = self.lock, node
+        self.kv -= moved
+        return old
+
+    def decode(self, now: float, dec_iter: int) -> None:
+        """Prefill done: a fresh sequence samples its first token now; a recomputed one
+        resumes where it was preempted. It decodes from iteration `dec_iter`."""
+        if self.pending == 0:
+            self.gen_base = 1
+            self.first_token = now
+            self.kv += 1
+        else:
+            self.gen_base = self.pending
+            self.pending = 0
+        self.state = DECODE
+        self.iter_base = dec_iter
+
+    def free(self) -> RadixNode | None:
+        """Its KV is freed; the tree node it held (to release), if any."""
+        lock, self.lock, self.kv = self.lock, None, 0
+        return lock
+
+    def preempt(self, generated: int) -> None:
+        """Back to waiting, its `generated` tokens to prefill again."""
+        self.state = WAITING
+        self.pending = generated
+        self.gen_base = generated
+        self.need = self.prompt_len + self.pending + 1
+        self.preemptions += 1
+
+    def end(self) -> None:
+        self.state = DONE
+
+    # ------------------------------------------------------------------ reading
+
     def generated(self, dec_iter: int) -> int:
         if self.state == DECODE:
             return self.gen_base + (dec_iter - self.iter_base)

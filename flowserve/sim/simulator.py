@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from flowserve.core.state import CallRecord, InstanceStatus
+from flowserve.core.records import CallRecord, InstanceStatus
 from flowserve.graph.oracle import NO_ORACLE, Oracle
 from flowserve.graph.primitives import op_units
 from flowserve.profiles.ops import OpProfile

@@ -26,7 +26,7 @@ from flowserve.errors import FailureKind
 from flowserve.profiles.cost_model import CostModel
 from flowserve.profiles.slot_config import SlotConfig
 from flowserve.sim.engine import SimEngine
-from flowserve.sim.sequence import PREFILL, WAITING, Capacity, Seq
+from flowserve.sim.sequence import WAITING, Capacity, Seq
 from flowserve.types.events import CallFailed, CallFinished, CallProgress, PrefixEvicted
 from flowserve.types.specs import EngineParams
 from flowserve.types.work import LLMCall, Tokens
@@ -47,6 +47,25 @@ class Slot:
     length: int = 0  # KV cells it keeps: that prompt and the tokens generated after it
     busy: bool = False
     last_used: float = -1.0  # llama-server's t_last_used (-1: never)
+
+    def keep(self, tokens: Tokens, length: int) -> None:
+        """It keeps the KV of `tokens` (`length` cells: the prompt and what followed it)."""
+        self.tokens, self.length = tokens, length
+
+    def clear(self) -> Tokens:
+        """Its cells are purged; what it kept."""
+        old, self.tokens, self.length = self.tokens, (), 0
+        return old
+
+    def take(self) -> None:
+        """A request runs in it (its cells are the request's from now on)."""
+        self.busy, self.tokens, self.length = True, (), 0
+
+    def give_back(self, tokens: Tokens, length: int, now: float | None = None) -> None:
+        """Idle again, keeping `tokens` (`now`: when its request ended; None: it never started)."""
+        self.busy, self.tokens, self.length = False, tokens, length
+        if now is not None:
+            self.last_used = now
 
 
 def choose_slot(slots: Sequence[Slot], prompt: Tokens, similarity: float) -> tuple[Slot, bool] | None:
@@ -115,7 +134,7 @@ class RamCache:
                 best, f_keep, sim = st, f_cur, sim_cur
         if best is not None:
             self.states.remove(best)
-            slot.tokens, slot.length = best.tokens, best.length
+            slot.keep(best.tokens, best.length)
 
     def update(self) -> list[RamState]:
         """Evict the oldest states beyond the limit; returns them."""
@@ -129,9 +148,9 @@ class SlotEngine(SimEngine):
     """`SimEngine` with llama-server's slots (module docstring); `params.max_num_seqs` slots."""
 
     def __init__(self, name: str, params: EngineParams, cost: CostModel, kv_capacity: int,
-                 config: SlotConfig, report_evictions: bool = False) -> None:
+                 config: SlotConfig, report_evictions: bool = False, report_prefill: bool = False) -> None:
         super().__init__(name, replace(params, prefix_caching=False, block_size=1), cost, kv_capacity,
-                         report_evictions)
+                         report_evictions, report_prefill)
         self.config = config
         self.slots = [Slot(i) for i in range(params.max_num_seqs)]
         self.slot_ctx = self.capacity_tokens if config.kv_unified else self.capacity_tokens // len(self.slots)
@@ -184,24 +203,19 @@ class SlotEngine(SimEngine):
             cached = min(common_prefix(slot.tokens, s.call.prompt), s.prompt_len - 1)
             old = slot.tokens
             self.held -= slot.length
-            slot.busy, slot.tokens, slot.length = True, (), 0
+            slot.take()
             if cached < len(old) and (self.ram is None or not update_cache):
                 self._report(old, cached)  # the slot drops what lies beyond the common prefix
             uncached = s.prompt_len - cached + s.pending
             if not self._reserve(uncached + 1 + len(self.decoding), now):
-                slot.busy, slot.tokens, slot.length = False, s.call.prompt[:cached], cached
+                slot.give_back(s.call.prompt[:cached], cached)
                 self.held += cached
                 break
             self.waiting.popleft()
             self._slot_of[s.call.id] = slot
-            s.cached = cached
-            s.kv = cached + uncached
-            s.prefill_left = uncached
-            self.private += s.kv
+            s.admit(cached, cached + uncached, uncached, now)
+            self.private += cached + uncached
             self.stats["cached"] += cached
-            s.state = PREFILL
-            if s.started is None:
-                s.started = now
             self.prefilling.append(s)
             self._cache_idle_slots()
 
@@ -218,14 +232,14 @@ class SlotEngine(SimEngine):
                 self._report(st.tokens)
             if self.config.kv_unified:
                 self.held -= slot.length
-                slot.tokens, slot.length = (), 0
+                slot.clear()
 
     def _free(self, s: Seq) -> None:
         length = s.kv_now(self.dec_iter)
         super()._free(s)
         slot = self._slot_of.pop(s.call.id, None)
         if slot is not None:  # the slot keeps the request's prompt and output
-            slot.busy, slot.tokens, slot.length, slot.last_used = False, s.call.prompt, length, self._now
+            slot.give_back(s.call.prompt, length, self._now)
             self.held += length
 
     def _reserve(self, tokens: int, now: float, keep: object = None) -> bool:
@@ -239,8 +253,7 @@ class SlotEngine(SimEngine):
             if not slot.busy and slot.length:
                 self.held -= slot.length
                 self.stats["evicted"] += slot.length
-                old, slot.tokens, slot.length = slot.tokens, (), 0
-                self._report(old)
+                self._report(slot.clear())
         return tokens <= self.capacity_tokens - self.used
 
     def _report(self, tokens: Tokens, kept: int = 0) -> None:
@@ -262,10 +275,10 @@ class SlotEngine(SimEngine):
 
 
 def make_engine(name: str, params: EngineParams, cost: CostModel, kv_capacity: int,
-                report_evictions: bool = False) -> SimEngine:
+                report_evictions: bool = False, report_prefill: bool = False) -> SimEngine:
     """The engine model of an instance's kind: llama-server's slots when its profile says
     so (`FittedCostModel.slot_config`), else the vLLM/SGLang-like engine."""
     config = cost.slot_config
     if config is not None:
-        return SlotEngine(name, params, cost, kv_capacity, config, report_evictions)
-    return SimEngine(name, params, cost, kv_capacity, report_evictions)
+        return SlotEngine(name, params, cost, kv_capacity, config, report_evictions, report_prefill)
+    return SimEngine(name, params, cost, kv_capacity, report_evictions, report_prefill)

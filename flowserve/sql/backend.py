@@ -25,7 +25,7 @@ class Answer:
     cached_tokens: int = 0
 
 
-class Backend(Protocol):
+class SQLBackend(Protocol):
     model: str | None
     cluster: tuple[InstanceSpec, ...] | None  # the instances it runs on (None: unknown, a gateway's)
 

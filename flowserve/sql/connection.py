@@ -24,7 +24,7 @@ import pyarrow as pa
 from flowserve.config import load_cluster
 from flowserve.errors import ConfigError
 from flowserve.sql.arguments import check_cluster, check_gateway, check_options, check_statement, check_tables
-from flowserve.sql.backend import Backend
+from flowserve.sql.backend import SQLBackend
 from flowserve.sql.cache import ResultCache
 from flowserve.sql.duck import embedded_connection
 from flowserve.sql.engine_model import PAPER_CLUSTER
@@ -39,7 +39,7 @@ from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import QUERY_CLASSES, QueryClass
 
 if TYPE_CHECKING:
-    from flowserve.gateway.settings import GatewaySettings
+    from flowserve.host.settings import GatewaySettings
 
 PREFETCH_ROWS = 100_000  # rows an operator plans at once
 
@@ -56,7 +56,7 @@ def cluster_specs(cluster: str | Sequence[InstanceSpec]) -> tuple[InstanceSpec, 
 def make_backend(cluster: str | Sequence[InstanceSpec] | None = None, gateway: str | None = None,
                  seed: int = 0, model: str | None = None, prefix_caching: bool = True,
                  settings: GatewaySettings | None = None, api_key: str | None = None,
-                 query_class: QueryClass = "batch", chat: bool = False) -> Backend:
+                 query_class: QueryClass = "batch", chat: bool = False) -> SQLBackend:
     cluster, gateway = check_cluster(cluster), check_gateway(gateway)
     if (cluster is None) == (gateway is None):
         raise SQLInputError("connect(): give exactly one of cluster=... or gateway=URL")
@@ -94,7 +94,7 @@ class Result:
 
 
 class Connection:
-    def __init__(self, backend: Backend, optimize: str | Optimizations = "all", on_error: str = "null",
+    def __init__(self, backend: SQLBackend, optimize: str | Optimizations = "all", on_error: str = "null",
                  cache: bool | str | None = None, seed: int = 0, max_tokens: int | None = None,
                  ggr: GGRConfig = DEFAULT_GGR, on_progress: Callable[[Stats], None] | None = None,
                  external_access: bool = False) -> None:
@@ -150,11 +150,10 @@ class Connection:
                                 f"statement; nothing was run")
         cluster = self.backend.cluster or PAPER_CLUSTER
         ex = self._start(st)
-        real, ex.backend = ex.backend, SimClusterBackend(cluster, seed=self.seed)
         try:
-            self._prefetch(st, ex)
+            with ex.using(SimClusterBackend(cluster, seed=self.seed)):
+                self._prefetch(st, ex)
         finally:
-            ex.backend = real
             ex.memo.clear()
         planned_ids = {p.op_id for p in st.prefetch}
         return explain_ops(ex.planned, [op for i, op in st.ops.items() if i not in planned_ids],
@@ -171,11 +170,7 @@ class Connection:
             register(self.db, self.executor)
         ex = self.executor
         ex.backend.begin_statement()
-        ex.ops = st.ops
-        ex.memo.clear()
-        ex.stats = Stats()
-        ex.planned = []
-        ex.closed = set()
+        ex.begin(st.ops)
         return ex
 
     def _prefetch(self, st: Statement, ex: Executor) -> None:

@@ -102,13 +102,13 @@ def estimate_send(calls: Sequence[Call], shape: EngineShape) -> SendEstimate:
     hits = 0
     time_s = 0.0
     for idx in share:
-        h, t = _Instance(shape, calls, tokens).run(idx)
+        h, t = _EngineLoad(shape, calls, tokens).run(idx)
         hits += h
         time_s = max(time_s, t)
     return SendEstimate(len(calls), sum(tokens), hits, time_s)
 
 
-class _Instance:
+class _EngineLoad:
     def __init__(self, shape: EngineShape, calls: Sequence[Call], tokens: Sequence[int]) -> None:
         self.s = shape
         self.calls = calls

@@ -4,13 +4,14 @@ internal UDFs read (row order is DuckDB's; the memo maps argument values to answ
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowserve.sql.backend import Answer, Backend
+from flowserve.sql.backend import Answer, SQLBackend
 from flowserve.sql.cache import ResultCache, cache_key
 from flowserve.sql.engine_model import engine_shape
 from flowserve.sql.errors import OutputError, StatementFailed
@@ -40,9 +41,26 @@ class Stats:
     def hit_rate(self) -> float:
         return token_hit_rate(self.cached_tokens, self.prompt_tokens)
 
+    def sent(self, calls: int, prompt: int, cached: int) -> None:
+        self.calls += calls
+        self.prompt_tokens += prompt
+        self.cached_tokens += cached
+
+    def planned(self, solver_s: float, dedup_saved: int) -> None:
+        self.solver_s += solver_s
+        self.dedup_saved += dedup_saved
+
+    def cache_hit(self) -> None:
+        self.cache_hits += 1
+
+    def ran(self, rows: int, operator: dict[str, Any]) -> None:
+        """An operator ran over `rows` (`operator`: what it did)."""
+        self.rows += rows
+        self.operators.append(operator)
+
 
 class Executor:
-    def __init__(self, backend: Backend, opts: Optimizations, on_error: str = "null",
+    def __init__(self, backend: SQLBackend, opts: Optimizations, on_error: str = "null",
                  cache: ResultCache | None = None, seed: int = 0, ggr_cfg: GGRConfig = DEFAULT_GGR,
                  on_progress: Callable[[Stats], None] | None = None) -> None:
         assert on_error in ("null", "fail"), on_error
@@ -63,11 +81,26 @@ class Executor:
         self.closed: set[int] = set()
         self._lock = threading.RLock()
 
+    def begin(self, ops: dict[int, LLMOp]) -> None:
+        """A new statement with these operators: fresh figures and plans (the memo too)."""
+        self.ops = ops
+        self.memo.clear()
+        self.stats = Stats()
+        self.planned = []
+        self.closed = set()
+
+    @contextlib.contextmanager
+    def using(self, backend: SQLBackend) -> Iterator[None]:
+        """Run on `backend` meanwhile (explain: the simulated copy of the cluster)."""
+        real, self.backend = self.backend, backend
+        try:
+            yield
+        finally:
+            self.backend = real
+
     def _progress(self, calls: int, prompt: int, cached: int) -> None:
         s = self.stats
-        s.calls += calls
-        s.prompt_tokens += prompt
-        s.cached_tokens += cached
+        s.sent(calls, prompt, cached)
         if self.on_progress is not None:
             self.on_progress(s)
 
@@ -78,8 +111,7 @@ class Executor:
             todo = [tuple(r) for r in rows if row_key(op_id, r) not in self.memo]
             planned = plan_op(op, todo, self.opts, self.ggr_cfg, engine_shape(self.backend.cluster))
             self.planned.append(planned)
-            self.stats.solver_s += planned.solver_s
-            self.stats.dedup_saved += planned.dedup_saved
+            self.stats.planned(planned.solver_s, planned.dedup_saved)
             answers: list[Answer | None] = [None] * len(planned.requests)
             send = []
             keys = []
@@ -89,7 +121,7 @@ class Executor:
                 text = self.cache.get(key) if self.cache is not None and not req.warm else None
                 if text is not None:
                     answers[k] = Answer(text)
-                    self.stats.cache_hits += 1
+                    self.stats.cache_hit()
                 else:
                     send.append(k)
             if send:
@@ -122,8 +154,7 @@ class Executor:
                     if self.on_error == "fail":
                         raise StatementFailed(f"{op.fn}(): a row failed: {v[1]} "
                                               f"(on_error=fail; use on_error=null to get NULL and llm_error)")
-            self.stats.rows += len(rows)
-            self.stats.operators.append({
+            self.stats.ran(len(rows), {
                 "op": op.fn, "stage": stage, "rows": len(rows), "calls": len(send),
                 "cache_hits": len(planned.requests) - len(send), "dedup_saved": planned.dedup_saved,
                 "solver_s": planned.solver_s, "plan": planned.chosen,

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.sql.backend import Answer, Progress, usage_report
 from flowserve.sql.batch import LLMBatch
 from flowserve.sql.output import OutputSpec
@@ -35,8 +35,8 @@ class LiveClusterBackend:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="flowserve-sql-driver", daemon=True)
         self._thread.start()
-        self.driver = LiveDriver(list(cluster), settings or GatewaySettings(dispatch_params={"binding": "late"}),
-                                 workflows={LLMBatch.name: LLMBatch})
+        self.driver = compose_driver(list(cluster), settings or GatewaySettings(dispatch_params={"binding": "late"}),
+                                     workflows={LLMBatch.name: LLMBatch})
         self._await(self.driver.start())
         self._t0: float | None = None
         self._t1 = 0.0

@@ -23,6 +23,12 @@ class ErrorGroup:
     rows: int = 0
     examples: list[str] = field(default_factory=list)
 
+    def add(self, row: str) -> None:
+        """Another row failed so (its first EXAMPLES are kept)."""
+        self.rows += 1
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(row)
+
 
 @dataclass
 class ErrorLog:
@@ -33,10 +39,8 @@ class ErrorLog:
         g = self.groups.get((op, reason_key(reason)))
         if g is None:
             g = self.groups[(op, reason_key(reason))] = ErrorGroup(op, reason)
-        g.rows += 1
+        g.add(row)
         self.rows += 1
-        if len(g.examples) < EXAMPLES:
-            g.examples.append(row)
 
     def report(self) -> list[dict[str, Any]]:
         return [{"op": g.op, "reason": g.reason, "rows": g.rows, "examples": g.examples}

@@ -56,7 +56,7 @@ def llm_column(df: Any, template: str, columns: Sequence[str], name: str, *, kin
         c, g, opts, sd = settings
         backend = make_backend(c, g, sd)
         ex = Executor(backend, opts, "null", seed=sd)
-        ex.ops = {0: op}
+        ex.begin({0: op})
         for b in batches:
             rows = list(zip(*[[None if v is None else str(v) for v in b.column(col).to_pylist()] for col in cols],
                             strict=True)) if b.num_rows else []
@@ -100,7 +100,7 @@ def register(spark: Any, *, cluster: str | None = None, gateway: str | None = No
             backend = make_backend(c, g, sd, api_key=key)
             try:
                 ex = Executor(backend, opts, "null", seed=sd)
-                ex.ops = {0: op}
+                ex.begin({0: op})
                 ex.run_op(0, rows, "spark-sql")
                 return pd.Series([ex.value(0, r)[0] for r in rows], dtype="object")
             finally:

@@ -11,7 +11,7 @@ LIMIT applies to rows; without it every LLM filter sees every row of the FROM cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlglot
 from sqlglot import exp
@@ -126,16 +126,15 @@ def analyse(sql: str, max_tokens: int | None = None, model: str | None = None, p
     st = Statement(tree.sql(dialect="duckdb"), ops, kind=tree.key)
     if top is None:
         return st
-    st.prefetch = _prefetch(top, [(i, udf, clause) for i, (udf, clause) in located.items()], predicates)
+    prefetch = _prefetch(top, [(i, udf, clause) for i, (udf, clause) in located.items()], predicates)
     aggregated = top.args.get("group") is not None or top.args.get("distinct") is not None or \
         any(e.find(exp.AggFunc) is not None for e in top.expressions)
     if error_column and err_calls and not aggregated:
         joined = exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string("; "), *err_calls.values()])
         col = exp.alias_(exp.Nullif(this=joined, expression=exp.Literal.string("")), "llm_error")
         top.set("expressions", [*top.expressions, col])
-        st.sql = tree.sql(dialect="duckdb")
-        st.error_column = True
-    return st
+        return replace(st, sql=tree.sql(dialect="duckdb"), prefetch=prefetch, error_column=True)
+    return replace(st, prefetch=prefetch)
 
 
 def _name_llm_columns(top: exp.Select) -> None:

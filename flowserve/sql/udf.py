@@ -20,7 +20,7 @@ _TYPES = {"__fs_llm_text": (VARCHAR, pa.string()), "__fs_llm_bool": (BOOLEAN, pa
 def register(con: duckdb.DuckDBPyConnection, executor: Executor) -> None:
     arg_types = [INTEGER, duckdb.list_type(VARCHAR)]
 
-    def make(name: str, arrow_type: pa.DataType, error: bool) -> Any:
+    def make(arrow_type: pa.DataType, error: bool) -> Any:
         def fn(op_ids: pa.Array, args: pa.Array) -> pa.Array:
             ids = op_ids.to_pylist()
             rows = args.to_pylist()
@@ -33,13 +33,12 @@ def register(con: duckdb.DuckDBPyConnection, executor: Executor) -> None:
                 for i, v in zip(pos, vals, strict=True):
                     out[i] = v
             return pa.array(out, type=arrow_type)
-        fn.__name__ = name
         return fn
 
     for name, (db_type, arrow_type) in _TYPES.items():
-        con.create_function(name, make(name, arrow_type, False), arg_types, db_type, type="arrow",
+        con.create_function(name, make(arrow_type, False), arg_types, db_type, type="arrow",
                             null_handling="special",
                             side_effects=False)
-    con.create_function(ERROR_UDF, make(ERROR_UDF, pa.string(), True), arg_types, VARCHAR, type="arrow",
+    con.create_function(ERROR_UDF, make(pa.string(), True), arg_types, VARCHAR, type="arrow",
                         null_handling="special")
     assert set(UDF.values()) <= set(_TYPES)

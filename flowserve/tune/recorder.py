@@ -41,6 +41,9 @@ class _Item:
     output: int | None = None
     error: bool = False
 
+    def finish(self, now: float, output: int, error: bool) -> None:
+        self.finished, self.output, self.error = now, output, error
+
 
 @dataclass
 class _Record:
@@ -54,6 +57,9 @@ class _Record:
     calls: list[int] = field(default_factory=list)
     ended: float | None = None
     failed: bool = False
+
+    def end(self, now: float, failed: bool) -> None:
+        self.ended, self.failed = now, failed
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ class TraceRecorder:
         for key in [k for k in rec.open if k in run.results]:
             res = run.results[key]
             item = rec.items[key]
-            item.finished, item.output, item.error = now, res.output_tokens, res.error is not None
+            item.finish(now, res.output_tokens, res.error is not None)
             rec.open.discard(key)
             if item.op is not None:
                 total, n = self._op_time.get(item.op, (0.0, 0))
@@ -143,7 +149,7 @@ class TraceRecorder:
         else:
             self._with_ops.discard(qs.id)
         if qs.id not in view.queries:  # QueryDone or QueryFailed with this event
-            rec.ended, rec.failed = now, qs.failed
+            rec.end(now, qs.failed)
             self._with_ops.discard(qs.id)
             for cid in rec.calls:
                 self._call_owner.pop(cid, None)

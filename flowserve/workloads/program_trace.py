@@ -169,7 +169,7 @@ def _modelled(c: TracedCall, workflow: str, shared: Mapping[str, int], ids: Segm
 
 
 @dataclass(frozen=True, slots=True)
-class FinishedCall:
+class RecordedCall:
     """A finished call as a recording sees it (times on the recording's clock)."""
 
     step: str
@@ -181,7 +181,7 @@ class FinishedCall:
     prompt: tuple[Segment, ...] | None = None
 
 
-def traced_calls(calls: Sequence[FinishedCall], arrival: float) -> tuple[TracedCall, ...]:
+def traced_calls(calls: Sequence[RecordedCall], arrival: float) -> tuple[TracedCall, ...]:
     """What each call followed, from the times alone: the latest call that had finished
     when it was sent, and its own thread's previous finished call; its gap is the time
     from the later of those (the query's arrival for a first call) to its sending."""

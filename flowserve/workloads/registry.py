@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from os import PathLike
 from typing import Any
 
 from flowserve.errors import ConfigError
@@ -75,7 +76,7 @@ def workload_config(data: Mapping[str, Any], source: str) -> Any:
 OUTPUT_ROOM = 256  # tokens left for the answer when prompts are sized to a context
 
 
-def load_workload(ref: str | Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+def load_workload(ref: str | PathLike[str] | Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                   max_context: int | None = None) -> Workload:
     """A built-in workload name, a workload YAML, a recorded JSONL trace, or a workload
     config as a mapping (`{"kind": ..., ...}`).
@@ -85,7 +86,10 @@ def load_workload(ref: str | Mapping[str, Any], overrides: Mapping[str, Any] | N
     `max_prompt` itself."""
     if isinstance(ref, Mapping):
         data, source = dict(ref), "workload"
-    elif ref.endswith(".jsonl"):
+    elif not isinstance(ref, str | PathLike):
+        raise ConfigError(f"workload: expected a built-in name, a workload YAML, a JSONL trace or a mapping, "
+                          f"got {type(ref).__name__}")
+    elif (ref := str(ref)).endswith(".jsonl"):
         data, source = jsonl_kind(ref), ref
     else:
         data, source = load_mapping(ref, BUILTIN_WORKLOADS, "workload")

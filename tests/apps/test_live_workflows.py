@@ -9,8 +9,8 @@ import pytest
 from live_support import MODEL, run, sim_spec, single
 
 from flowserve.core.view import ClusterView
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.policies import DISPATCH_POLICIES
 from flowserve.policies.round_robin import RoundRobin
 from flowserve.types.commands import Command, PolicyChanged, RunJob
@@ -69,7 +69,7 @@ def test_ticks_jobs_and_policy_changes_run_live(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setitem(DISPATCH_POLICIES, JobPolicy.name, JobPolicy)
 
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(dispatch=JobPolicy.name, jobs=jobs), jobs=JOBS)
+        d = compose_driver([sim_spec("a")], GatewaySettings(dispatch=JobPolicy.name, jobs=jobs), jobs=JOBS)
         await d.start()
         try:
             await d.until(lambda: bool(d.policy_log), timeout_s=30)
@@ -89,7 +89,7 @@ def test_a_failing_job_is_reported_to_the_policy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(DISPATCH_POLICIES, BrokenJobPolicy.name, BrokenJobPolicy)
 
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(dispatch=BrokenJobPolicy.name, jobs="thread"), jobs=JOBS)
+        d = compose_driver([sim_spec("a")], GatewaySettings(dispatch=BrokenJobPolicy.name, jobs="thread"), jobs=JOBS)
         await d.start()
         policy = d.dispatch
         try:
@@ -106,7 +106,7 @@ def test_an_unregistered_job_is_reported_to_the_policy(monkeypatch: pytest.Monke
     monkeypatch.setitem(DISPATCH_POLICIES, JobPolicy.name, JobPolicy)
 
     async def body() -> None:
-        d = LiveDriver([sim_spec("a")], GatewaySettings(dispatch=JobPolicy.name, jobs="thread"), jobs={})
+        d = compose_driver([sim_spec("a")], GatewaySettings(dispatch=JobPolicy.name, jobs="thread"), jobs={})
         await d.start()
         policy = d.dispatch
         try:
@@ -125,7 +125,7 @@ def test_hexgen_online_alpha_tuning_runs_live() -> None:
         settings = GatewaySettings(dispatch="hexgen_wb", queue="urgency", time_scale=50.0,
                                    dispatch_params={"alpha_tuning": True, "window_s": 0.5}, jobs="process")
         b = InstanceSpec("b", "A6000", MODEL, backend="sim", reports_capacity=True)
-        d = LiveDriver([sim_spec("a"), b], settings)
+        d = compose_driver([sim_spec("a"), b], settings)
         await d.start()
         try:
             for i in range(6):

@@ -13,8 +13,8 @@ from fixtures_retrieval import SEARCH_KEY, TOPICS
 from live_support import ScriptedBackend, ext_spec, run
 
 from flowserve.apps.teola_served import ADVANCED_RAG, NAIVE_RAG, SEARCH_GEN
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.ops import op_profile
 from flowserve.retrieval.embedding import Embedder
 from flowserve.retrieval.process import SearchServiceProcess, free_port
@@ -49,9 +49,9 @@ def answers(call: LLMCall) -> str:
 async def _run(wf, inputs: dict, settings: dict, embedder: Embedder, search_url: str | None = None,
                passes: str = "none", embed_batch: bool = False):
     llm = ScriptedBackend(ext_spec("llm"), answers)
-    d = LiveDriver([llm.spec, *op_specs(search_url, embed_batch)],
-                   GatewaySettings(passes=passes, retrieval={"search_key": SEARCH_KEY, "search_timeout_s": 2.0}),
-                   backend_factory=lambda spec, _d: llm)
+    d = compose_driver([llm.spec, *op_specs(search_url, embed_batch)],
+                       GatewaySettings(passes=passes, retrieval={"search_key": SEARCH_KEY, "search_timeout_s": 2.0}),
+                       backend_factory=lambda spec, _d: llm)
     d.retrieval._embedder = embedder  # the session's loaded model (else loaded on first use)
     await d.start()
     try:

@@ -17,9 +17,9 @@ from flowserve.apps.text2sql import TEXT2SQL
 from flowserve.apps.text2sql.agent import AgentConfig
 from flowserve.apps.text2sql.modelled import ModelledRun, agent_workload, simulate_agent
 from flowserve.errors import ConfigError, RequestError
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.query import QueryResult
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.query import QueryResult
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef
 
@@ -35,9 +35,9 @@ def spec(url: str) -> InstanceSpec:
 def ask(prepared: dict[str, Any], url: str, question: str, database: str = "chinook",
         settings: GatewaySettings | None = None) -> QueryResult:
     async def body() -> QueryResult:
-        d = LiveDriver([spec(url)], settings or GatewaySettings(),
-                       workflows={"text2sql": lambda q, db: TEXT2SQL.build({"question": q, "database": db}, prepared,
-                                                                           None)})
+        d = compose_driver([spec(url)], settings or GatewaySettings(),
+                           workflows={"text2sql": lambda q, db: TEXT2SQL.build({"question": q, "database": db},
+                                                                               prepared, None)})
         d.tools.register(TEXT2SQL.tools(prepared))
         await d.start()
         try:

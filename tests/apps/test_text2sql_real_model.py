@@ -22,7 +22,7 @@ import pytest
 from flowserve.apps.text2sql.evaluate import Question, summarize
 from flowserve.bench.text2sql_eval import eval_in_process
 from flowserve.engines.llamacpp_server import LlamaServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 pytestmark = pytest.mark.real_engine
 

@@ -16,7 +16,7 @@ from flowserve import workflows as user
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import workload_config

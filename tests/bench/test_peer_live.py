@@ -18,7 +18,8 @@ def test_prompts_share_prefixes_and_differ_in_their_question() -> None:
 def test_summary_averages_repetitions_and_needs_all_three_figures_better() -> None:
     def run(router: str, slots: int, mean: float, p99: float, hit: float) -> dict:
         return {"router": router, "slots": slots, "mean_s": mean, "p99_s": p99, "hit_rate": hit,
-                "sim_mean_s": mean * 1.5, "sim_p99_s": p99, "sim_hit_rate": hit}
+                "sim_mean_s": mean * 1.5, "sim_p99_s": p99, "sim_hit_rate": hit, "sim_at_speed_mean_s": mean,
+                "engine_speed": 1.0}
 
     runs = [run("flowserve", 1, 0.2, 0.5, 0.6), run("flowserve", 1, 0.4, 0.7, 0.8),
             run("sglang-router", 1, 0.35, 0.9, 0.6), run("sglang-router", 1, 0.35, 0.9, 0.6),

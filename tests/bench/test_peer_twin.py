@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowserve.bench.peer_twin import common_prefix_len, simulate_twin, twin_cluster, twin_workload
+from flowserve.bench.peer_twin import common_prefix_len, engine_speed, simulate_twin, twin_cluster, twin_workload
+from flowserve.core.records import CallRecord
 from flowserve.policies import flowserve_queue
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.profiles.slot_config import SlotConfig
@@ -62,3 +63,25 @@ def test_flowserve_keeps_the_slot_caches_where_the_open_gate_lost_them(profile, 
     monkeypatch.setattr(flowserve_queue, "slot_caches", lambda inst: False)
     opened = simulate_twin("flowserve", wl, profile, 4)
     assert opened["sim_hit_rate"] < 0.45 and opened["sim_mean_s"] > 2 * ours["sim_mean_s"]
+
+
+def test_engine_speed_by_hand() -> None:
+    cost = FittedCostModel("m", (0.0, 0.0, 1e-3, 0.0, 1e-4, 0.0), 4096, 4096, 2)  # 1 ms a prompt token
+    calls = [CallRecord(1, 1, "w", "s", "e", 100, 4, 40, 0, 0, 0, 0, 0, 1, 0, 1),  # 60 computed
+             CallRecord(2, 2, "w", "s", "e", 50, 4, 10, 0, 0, 0, 0, 0, 1, 0, 1)]  # 40 computed
+    # the profile: 0.1 s for 100 computed tokens; live: 3 s for 1,500 (2 ms a token)
+    assert engine_speed(3.0, 1500, calls, cost) == pytest.approx(2.0)
+    assert engine_speed(0.0, 1500, calls, cost) == 1.0  # nothing reported
+
+
+def test_the_twin_at_the_engines_reported_speed(profile) -> None:
+    ids, times, docs = trace(30, 1.0, seed=5)  # light load: each request nearly alone
+    wl = twin_workload(ids, times, docs, 16)
+    base = simulate_twin("flowserve", wl, profile, 4)
+    assert "sim_at_speed_mean_s" not in base
+    # engines that computed prompts twice as slowly per token as the profile says
+    per_token = 2 * TINY.prefill_time(DOC_TOKENS + 30) / (DOC_TOKENS + 30)
+    slow = simulate_twin("flowserve", wl, profile, 4, {"prompt_seconds": per_token * 1000, "computed_tokens": 1000})
+    assert 1.5 < slow["engine_speed"] < 2.5
+    assert 1.5 < slow["sim_at_speed_mean_s"] / slow["sim_mean_s"] <= 2.5
+    assert slow["sim_mean_s"] == base["sim_mean_s"]

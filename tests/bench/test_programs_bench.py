@@ -13,7 +13,7 @@ from live_support import MODEL
 from flowserve.bench.programs import goals, near_saturation, report, throughput_at
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.loadtest import program_client
 from flowserve.workloads.program_trace import query_json
 from flowserve.workloads.programs import ProgramShape, program_traces

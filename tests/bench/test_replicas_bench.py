@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from flowserve.bench.replicas import cost_share, measure
-from flowserve.bench.replicas_client import Call, ClientRun, ProgramCheck
+from flowserve.bench.replicas_client import ClientCall, ClientRun, ProgramCheck
 from flowserve.bench.replicas_workload import PROGRAM, replicas_workload
 
 
@@ -21,8 +21,8 @@ def test_the_workload_is_seeded_and_mixes_tools_programs_and_tenants() -> None:
 
 
 def test_figures_from_what_the_client_saw() -> None:
-    calls = [Call(1, "gold", 0, 0.0, 1.0, 200, 100, 60, 10), Call(2, "free", 1, 0.0, 2.0, 200, 100, 0, 10),
-             Call(3, "free", 1, 0.5, 3.0, 0), Call(4, "gold", 0, 1.0, 4.0, 503)]
+    calls = [ClientCall(1, "gold", 0, 0.0, 1.0, 200, 100, 60, 10), ClientCall(2, "free", 1, 0.0, 2.0, 200, 100, 0, 10),
+             ClientCall(3, "free", 1, 0.5, 3.0, 0), ClientCall(4, "gold", 0, 1.0, 4.0, 503)]
     run = ClientRun(calls, [ProgramCheck("p1", 2, 1, 1, 100, 60, 10, {"calls": 2, "prompt_tokens": 100,
                                                                        "cached_tokens": 60, "output_tokens": 10,
                                                                        "lost_calls": 1})])

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from flowserve.cli import app
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-calibrate"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from flowserve.cli import app
+from flowserve.cli.common import OUTPUT_CHECKS
 
 runner = CliRunner()
 OUTPUT_NAMES = {"--json", "--out", "--cache", "--plot", "--png", "--record-trace"}
@@ -47,7 +48,7 @@ def options(cmd: Any) -> list[Any]:
 
 def checked(param: Any) -> bool | None:
     """True/False: a checked folder/file output option; None: not checked."""
-    kind = getattr(param.callback, "output", None)
+    kind = OUTPUT_CHECKS.get(getattr(param.callback, "__wrapped__", param.callback))  # typer wraps it
     return None if kind is None else kind == "folder"
 
 

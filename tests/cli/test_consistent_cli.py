@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from flowserve.cli import app
 from flowserve.cluster import BUILTIN_CLUSTERS
 from flowserve.config import load_cluster
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 from flowserve.sql.connection import cluster_specs
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from flowserve.cli import app
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text())

@@ -18,7 +18,7 @@ from live_support import MODEL
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-admin"
 AUTH = {"authorization": f"Bearer {KEY}"}

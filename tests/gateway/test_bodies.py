@@ -16,12 +16,11 @@ from live_support import MODEL
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import GatewaySettings, serve_config
+from flowserve.host.settings import GatewaySettings, serve_config
 
 KEY = "sk-body"
 AUTH = {"authorization": f"Bearer {KEY}"}
 LIMIT = 64 * 1024
-HEALTH_BOUND_S = 2.0  # generous: ~0.15 s measured (decoding JSON holds the GIL even in a thread)
 
 
 def served(**gateway: object) -> BackgroundServer:
@@ -78,8 +77,9 @@ def test_health_keeps_its_latency_while_a_large_body_is_processed() -> None:
         t.join()
     assert out["resp"].status_code == 400 and "maximum context length" in out["resp"].text  # it was processed
     assert len(latencies) >= 3, latencies  # /health was answered while the body was processed
-    # on the event loop, one /health would wait for most of the processing
-    assert max(latencies) < min(HEALTH_BOUND_S, out["took"] / 3), (max(latencies), out["took"])
+    # on the event loop, one /health would wait for most of the processing: a share of the request's
+    # own time, never an absolute bound (issue 44 item 13)
+    assert max(latencies) < out["took"] / 3, (max(latencies), out["took"])
 
 
 def test_a_chat_of_too_many_messages_is_refused_before_any_work() -> None:
@@ -93,6 +93,25 @@ def test_a_chat_of_too_many_messages_is_refused_before_any_work() -> None:
         resp = http.post("/v1/chat/completions", json={**chat, "messages": chat["messages"][:2], "max_tokens": 10**6})
         assert resp.status_code == 400 and resp.json()["error"]["param"] == "max_tokens"
         assert resp.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_chat_of_too_many_tools_is_refused_before_any_work() -> None:
+    """Issue 44 item 4: 2,000 tools (1.8 MB) were answered after 31-60 s of per-tool work.
+    The tool count is the cheap limit, checked first; 128 tools (OpenAI's limit) are served."""
+    def tool(i: int) -> dict:
+        return {"type": "function", "function": {"name": f"tool_{i}", "description": "look something up " * 20,
+                                                 "parameters": {"type": "object", "properties": {
+                                                     f"arg_{k}": {"type": "string", "description": "x" * 40}
+                                                     for k in range(8)}}}}
+
+    chat = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "which tool?"}],
+            "tools": [tool(i) for i in range(2000)]}
+    with served() as srv, httpx.Client(base_url=srv.url, headers=AUTH, timeout=None) as http:
+        resp = http.post("/v1/chat/completions", json=chat)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "tools", resp.text
+        assert "tools: 2000 tools; at most 128 in one request (gateway.max_tools)" in resp.json()["error"]["message"]
+        resp = http.post("/v1/chat/completions", json={**chat, "tools": chat["tools"][:128]})
+        assert resp.status_code == 200, resp.text
 
 
 def test_health_answers_while_a_long_chat_is_laid_out_and_tokenized() -> None:

@@ -19,10 +19,10 @@ from flowserve.engines.client import EngineClient
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
-from flowserve.gateway.driver import LiveDriver
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import GatewaySettings, load_serve_config
 from flowserve.graph.workflow import Graph, Workflow
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings, load_serve_config
 from flowserve.profiles.fitted import load_profile
 from flowserve.tokenize.template import ChatTemplate
 from flowserve.tokenize.text import LocalTokenizer
@@ -131,7 +131,7 @@ def test_workflow_steps_carry_a_response_format_to_llama_server(llama_server: Ll
     async def run() -> dict:
         spec = InstanceSpec("llama", "A100-80G", tiny_model.name, backend="openai", url=llama_server.base_url,
                             profile=profile)
-        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"llama": "llamacpp"}), workflows={"pick": Pick})
+        driver = compose_driver([spec], GatewaySettings(engine_kinds={"llama": "llamacpp"}), workflows={"pick": Pick})
         await driver.start()
         try:
             return (await driver.run("pick", WorkflowRef("pick"), model=tiny_model.name)).output

@@ -11,8 +11,8 @@ from typing import Any
 from tool_engine import ARGUMENTS, ToolEngine
 from weather_agent import ANSWER, TOOLS, WeatherAgent
 
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import WorkflowRef
 
@@ -21,8 +21,8 @@ def test_chat_steps_run_a_tool_loop_on_a_real_engine() -> None:
     async def run(engine: ToolEngine) -> tuple[dict[str, Any], WeatherAgent]:
         spec = InstanceSpec("e", "A100-80G", engine.model, backend="openai", url=engine.url)
         built: list[WeatherAgent] = []  # the agent the core builds, to read what it saw
-        driver = LiveDriver([spec], GatewaySettings(engine_kinds={"e": "vllm"}),
-                            workflows={"weather": lambda: built.append(WeatherAgent()) or built[-1]})
+        driver = compose_driver([spec], GatewaySettings(engine_kinds={"e": "vllm"}),
+                                workflows={"weather": lambda: built.append(WeatherAgent()) or built[-1]})
         await driver.start()
         try:
             result = await driver.run("weather", WorkflowRef("weather"), model=engine.model)

@@ -15,7 +15,7 @@ from tool_engine import ARGUMENTS, OWN, PLAIN, ToolEngine
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-tools"
 TOOLS = [{"type": "function", "function": {

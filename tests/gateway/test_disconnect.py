@@ -18,7 +18,7 @@ from flowserve.apps.single import SingleCall
 from flowserve.gateway.app import create_app
 from flowserve.gateway.disconnect import REASON
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.tenants import api_keys
 
 KEY = "sk-test-key"

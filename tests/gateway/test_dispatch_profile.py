@@ -10,7 +10,7 @@ from live_support import MODEL
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config, serve_config
+from flowserve.host.settings import load_serve_config, serve_config
 
 INSTANCES = [{"name": "sim", "gpu": "A100-80G", "model": MODEL, "count": 2}]
 

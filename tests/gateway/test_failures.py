@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from flowserve.engines.answer import EngineError, error_from_body, status_kind
 from flowserve.errors import FailureKind, RequestError, Unanswerable, WorkflowError
-from flowserve.gateway.openai_api import FAILURES, failure_error
+from flowserve.host.intake.openai_api import FAILURES, failure_error
 
 
 def test_every_failure_kind_has_an_http_answer():

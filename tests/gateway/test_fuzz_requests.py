@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from live_support import MODEL
 
 from flowserve.gateway.app import create_app
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY, NARROW = "sk-fuzz", "sk-fuzz-narrow"  # KEY acts for every tenant; NARROW only for its own, "b"
 CASES = settings(max_examples=500, deadline=None, derandomize=True,

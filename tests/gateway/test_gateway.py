@@ -14,8 +14,8 @@ from live_support import MODEL, ScriptedBackend, ext_spec
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
-from flowserve.gateway.tenancy import query_class
+from flowserve.host.intake.tenancy import query_class
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.tenants import api_keys
 
 KEY = "sk-test-key"

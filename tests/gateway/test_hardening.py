@@ -16,7 +16,7 @@ from live_support import MODEL, ext_spec
 from flowserve.engines.backend import CallOutcome, EngineRequest
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.tenants import api_keys
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall

@@ -17,7 +17,7 @@ from live_support import MODEL
 from flowserve.gateway.app import create_app
 from flowserve.gateway.asgi import SINGLE, repeated
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 
 KEY = "sk-heads"
 BODY = json.dumps({"model": MODEL, "prompt": "one two", "max_tokens": 2}).encode()

@@ -20,7 +20,7 @@ from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 from flowserve.policies import DISPATCH_POLICIES
 
 pytestmark = pytest.mark.real_engine  # every test here starts llama-server

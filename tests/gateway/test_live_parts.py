@@ -11,10 +11,10 @@ from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.engines.cache_estimate import CacheEstimate
 from flowserve.engines.scaled_cost import ScaledCost
 from flowserve.errors import ConfigError
-from flowserve.gateway.breaker import CircuitBreaker, backoff_delay
-from flowserve.gateway.settings import serve_config
-from flowserve.gateway.tools import ToolError, run_sql
 from flowserve.graph.prompt import Lit, as_chat
+from flowserve.host.breaker import CircuitBreaker, backoff_delay
+from flowserve.host.settings import serve_config
+from flowserve.host.tools import ToolError, run_sql
 from flowserve.profiles.cost_model import cost_model_for
 from flowserve.tokenize.chat import chat_parts
 from flowserve.tokenize.words import WordTokenizer

@@ -11,13 +11,13 @@ import yaml
 from fixtures_retrieval import SEARCH_KEY, TOPICS
 from live_support import tiny_profile
 
-from flowserve.bench.teola_live import LiveSetup, run_apps
+from flowserve.bench.teola_live import TeolaLiveSetup, run_apps
 from flowserve.calibrate.validate import engine_instance
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 from flowserve.retrieval.process import SearchServiceProcess
 
 pytestmark = pytest.mark.real_engine  # every test here starts llama-server
@@ -61,7 +61,7 @@ def test_bench_teola_live_runs_every_arm_on_llama_server(llama_server: LlamaServ
     """`flowserve bench teola --live`'s plumbing, one query per arm: every query completes,
     and every arm decodes the pinned lengths (the e-graph adds ≤ 1 token per split prefill)."""
     profile = tiny_profile(tmp_path / "p.yaml", tiny_model, 2)
-    setup = LiveSetup((engine_instance(llama_server.base_url, profile, "llama0"),), search_service.url, SEARCH_KEY)
+    setup = TeolaLiveSetup((engine_instance(llama_server.base_url, profile, "llama0"),), search_service.url, SEARCH_KEY)
     lines: list[str] = []
     report = run_apps(setup, ["search_gen", "naive_rag"], 1, 1.0, 0, lines.append)
     pinned = {"search_gen": 16 + 8 + 16, "naive_rag": 3 * 16 + 16}  # draft + judge + answer; three drafts + answer

@@ -14,7 +14,7 @@ from live_support import MODEL, ScriptedBackend, ext_spec, run
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.settings import ServeConfig, serve_config
 
 KEY, OTHER_KEY = "sk-program-key", "sk-someone-else"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -26,7 +26,7 @@ from flowserve.client import program
 from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 
 pytestmark = pytest.mark.real_engine
 

@@ -15,7 +15,7 @@ from live_support import MODEL
 from flowserve.apps.registry import builtin_workflows
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.retrieval.process import SearchServiceProcess
 
 KEY = "sk-sim-workflows"

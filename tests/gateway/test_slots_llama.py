@@ -1,4 +1,4 @@
-"""The estimate topped up from llama-server's `/slots` (`flowserve.gateway.slots_feed`),
+"""The estimate topped up from llama-server's `/slots` (`flowserve.host.slots_feed`),
 against real llama-servers: a prompt another client left in a slot becomes routable."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flowserve.engines.llamacpp_server import LlamaServer
 from flowserve.engines.tinymodel import TinyModel
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 
 pytestmark = pytest.mark.real_engine  # every test here starts llama-server
 
@@ -63,7 +63,7 @@ def test_a_prompt_another_client_left_in_a_slot_is_routed_there(telling: list[Ll
         asked = c.completions.create(model=tiny_model.name, prompt=PROMPT + " order by year", max_tokens=2)
         # routed to the slot that holds the prompt: the engine reports the prefix as cached
         assert asked.usage.prompt_tokens_details.cached_tokens >= asked.usage.prompt_tokens // 2
-        reader = srv.app.state.gateway.driver.runner.kv.slots["llama1"]
+        reader = srv.app.state.gateway.driver.kv.slots["llama1"]
         assert reader.prompts >= 1 and reader.state == "topping up the estimate"
         assert "flowserve_kv_slot_prompts_total{instance=\"llama1\"}" in h.get("/metrics").text
 
@@ -77,6 +77,6 @@ def test_slots_that_name_no_prompt_are_not_asked_again(llama_server: LlamaServer
     with BackgroundServer(create_app(cfg)) as srv:
         c = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=KEY, max_retries=0)
         c.completions.create(model=tiny_model.name, prompt=PROMPT, max_tokens=2)
-        reader = srv.app.state.gateway.driver.runner.kv.slots["llama0"]
+        reader = srv.app.state.gateway.driver.kv.slots["llama0"]
         poll_until(lambda: reader.state.endswith("not asked again"), 30, "the reader gave up")
         assert "LLAMA_SERVER_SLOTS_DEBUG" in reader.state and reader.prompts == 0

@@ -1,11 +1,12 @@
 """The `sql` tool in the gateway (issue 27, item 4): the issue's resource bombs run in
 the sandbox's worker processes, end with the limit they hit, and the gateway stays
-healthy meanwhile — `/health` and completions answer while they run."""
+healthy meanwhile — `/health` and completions answer while they run. Which limit stops a
+bomb first (time or memory) and how fast the answers come depend on the machine: the
+tests assert neither (issue 44 item 13); speeds are `flowserve bench sandbox`'s."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ from live_support import MODEL
 from flowserve.apps.base import WorkflowDef
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
 from flowserve.graph.nodes import NodeResult
 from flowserve.graph.workflow import Graph, Workflow
+from flowserve.host.settings import serve_config
 
 LIMIT_S = 1.0
 
@@ -69,20 +70,21 @@ def test_the_gateway_stays_healthy_while_sql_bombs_run(databases: dict[str, str]
         for t in threads:
             t.start()
         served = 0
-        while any(t.is_alive() for t in threads):
-            start = time.monotonic()
+        while True:  # at least once: the bombs take a limit's time (or gigabytes) to be stopped
             assert http.get("/health").status_code == 200
             resp = http.post("/v1/completions", json={"model": MODEL, "prompt": "count the loans", "max_tokens": 2})
             assert resp.status_code == 200
-            # generous on a shared 2-core machine; a bomb in the gateway's process would hold it 6-16 s
-            assert time.monotonic() - start < 3.0
             served += 1
+            if not any(t.is_alive() for t in threads):
+                break
+        for t in threads:
+            t.join()
         ok = http.post("/v1/workflows/sql", json={"input": {"database": databases["sqlite"],
                                                             "sql": "SELECT COUNT(*) FROM client"}})
-    assert served >= 3
+    assert served >= 1
     errors = [results[i].json()["output"]["error"] for i in range(len(bombs))]
-    assert "Out of Memory" in errors[0]
-    assert "time limit of 1 s" in errors[1] and "time limit of 1 s" in errors[2]
+    for e in errors:  # stopped by whichever limit a machine of this speed hits first, with a clear error
+        assert "Out of Memory" in e or "time limit of 1 s" in e, e
     assert ok.json()["output"]["value"]["rows"] == [[200]]  # the workers were replaced
 
 

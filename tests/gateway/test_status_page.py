@@ -16,12 +16,15 @@ from browser import dump_dom, ensure_chromium
 from prometheus_client.parser import text_string_to_metric_families
 
 from flowserve.gateway.app import create_app
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.open_program import OpenProgram
-from flowserve.gateway.programs import ProgramBook
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ProgramSettings, serve_config
-from flowserve.gateway.status import Counters, StatusBoard, active_params, read_counters, status_page
+from flowserve.gateway.status import Counters, StatusBoard, read_counters, status_page
+from flowserve.host.driver import LiveDriver
+from flowserve.host.policy_params import PolicyParams
+from flowserve.host.programs.book import LivePrograms
+from flowserve.host.programs.open_program import OpenProgram
+from flowserve.host.programs.store import LocalPrograms
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import ProgramSettings, serve_config
 from flowserve.policies.flowserve_queue import FlowserveQueue
 from flowserve.policies.hexgen import HexgenWB
 from flowserve.types.commands import PolicyChanged
@@ -45,17 +48,20 @@ class Clock:
 
 
 def test_active_params_are_defaults_then_config_then_announced_changes() -> None:
-    changes = [PolicyChanged(1.0, "hexgen_wb", {"alpha": 0.2}), PolicyChanged(2.0, "other", {"alpha": 9.0}),
-               PolicyChanged(3.0, "hexgen_wb", {"alpha": 0.4})]
-    params = active_params(HexgenWB, {"beta": 10.0, "alpha": 0.7}, changes)
+    heard = PolicyParams()
+    for change in (PolicyChanged(1.0, "hexgen_wb", {"alpha": 0.2}), PolicyChanged(2.0, "other", {"alpha": 9.0}),
+                   PolicyChanged(3.0, "hexgen_wb", {"alpha": 0.4})):
+        heard.changed(change)
+    params = heard.active(HexgenWB, {"beta": 10.0, "alpha": 0.7})
     assert params["alpha"] == 0.4 and params["beta"] == 10.0 and params["window_s"] == 100.0
-    assert active_params(FlowserveQueue, {"tenant_weights": {"gold": 3}}, [])["tenant_weights"] == {"gold": 3}
+    assert heard.active(FlowserveQueue, {"tenant_weights": {"gold": 3}})["tenant_weights"] == {"gold": 3}
+    assert [c.time for c in heard.log] == [1.0, 2.0, 3.0]
 
 
 def test_windowed_figures_are_differences_against_the_snapshot_a_window_ago() -> None:
     clock = Clock()
     cfg = serve_config(CONFIG, "test")
-    driver = LiveDriver(cfg.instances, cfg.gateway, clock=clock)
+    driver = compose_driver(cfg.instances, cfg.gateway, clock=clock)
     m = driver.metrics
     board = StatusBoard(driver, window_s=60.0)
     m.tenants.add("a", ("slo", "met"), 3)
@@ -85,17 +91,18 @@ def test_windowed_figures_are_differences_against_the_snapshot_a_window_ago() ->
 def test_programs_are_counted_in_the_window_and_listed_newest_first() -> None:
     clock = Clock()
     cfg = serve_config(CONFIG, "test")
-    driver = LiveDriver(cfg.instances, cfg.gateway, clock=clock)
-    book = ProgramBook(driver, ProgramSettings(), clock)
+    driver = compose_driver(cfg.instances, cfg.gateway, clock=clock)
+    book = LivePrograms(driver, ProgramSettings(), clock, LocalPrograms())
     board = StatusBoard(driver, book, window_s=60.0)
-    book.m_ended.labels("deleted").inc(2)
-    book.m_ended.labels("idle").inc(1)
-    book.m_slo.labels("met").inc(2)
+    m = driver.metrics
+    m.programs_ended.labels("deleted").inc(2)
+    m.programs_ended.labels("idle").inc(1)
+    m.programs_slo.labels("met").inc(2)
     clock.now += 70
     board.snapshot()  # the baseline once the window has passed it
-    book.m_ended.labels("failed").inc(1)
-    book.m_slo.labels("missed").inc(1)
-    book.m_slo.labels("met").inc(1)
+    m.programs_ended.labels("failed").inc(1)
+    m.programs_slo.labels("missed").inc(1)
+    m.programs_slo.labels("met").inc(1)
     book.open = {("gold", "a"): OpenProgram("a", "gold", 0, "interactive", 30.0, opened=clock.now - 5,
                                             last=clock.now - 1, calls=3, inflight={"c3"}),
                  ("free", "b"): OpenProgram("b", "free", 0, "interactive", None, opened=clock.now - 2,

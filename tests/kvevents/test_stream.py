@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from flowserve.kvevents.stream import Apply, AskReplay, Bad, Complete, Lost, RankStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowserve.cache.block_index import BlockIndex
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.kvevents.stream import Apply, AskReplay, Bad, Complete, Lost, RankStream, in_slices
 from flowserve.kvevents.wire import encode_batch
-from flowserve.types.kv import AllBlocksCleared, BlockRemoved
+from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored
 
 
 def batch(n: int) -> bytes:
@@ -102,3 +107,46 @@ def test_join_late_without_replay_is_incomplete() -> None:
     s = RankStream(0, has_replay=False)
     out = s.live(9, batch(9))
     assert isinstance(out[0], Lost) and "joined at seq 9" in out[0].reason and applied(out) == [9]
+
+
+def _changes(draw: st.DrawFn) -> list:
+    """Stored runs (chained or fresh), removals and clears over engine hashes 1..."""
+    out: list = []
+    nxt = 1
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["stored", "stored", "removed", "cleared"]))
+        if kind == "stored":
+            n = draw(st.integers(1, 40))
+            parent = draw(st.sampled_from([None, nxt - 1])) if nxt > 1 else None
+            out.append(BlockStored(0, tuple(range(nxt, nxt + n)), parent, tuple(range(nxt * 4, (nxt + n) * 4)), 4))
+            nxt += n
+        elif kind == "removed" and nxt > 1:
+            out.append(BlockRemoved(0, tuple(draw(st.lists(st.integers(1, nxt - 1), min_size=1, max_size=30)))))
+        else:
+            out.append(AllBlocksCleared(0))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(changes=st.composite(_changes)(), most=st.integers(1, 17))
+def test_slices_are_bounded_and_apply_as_the_whole(changes: list, most: int) -> None:
+    """Issue 44 item 6: a batch handed to the core in slices of at most `most` blocks leaves
+    the block index exactly as the whole batch at once would."""
+    whole, sliced = BlockIndex(PrefixIndex()), BlockIndex(PrefixIndex())
+    apply_changes(whole, changes)
+    slices = in_slices(changes, most)
+    for piece in slices:
+        assert sum(1 if isinstance(c, AllBlocksCleared) else len(c.block_hashes) for c in piece) <= most
+        apply_changes(sliced, list(piece))
+    assert sliced.held_blocks("a") == whole.held_blocks("a") and sorted(sliced.paths("a")) == sorted(whole.paths("a"))
+    assert sliced.stats == whole.stats
+
+
+def apply_changes(index: BlockIndex, changes: list) -> None:
+    for c in changes:
+        if isinstance(c, BlockStored):
+            index.stored("a", c, 0.0)
+        elif isinstance(c, BlockRemoved):
+            index.removed("a", c, 0.0)
+        else:
+            index.cleared("a", c.rank, 0.0)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,11 +18,12 @@ from live_support import run
 
 from flowserve.engines.llamacpp_server import free_port
 from flowserve.kvevents.publisher import KVPublisher
-from flowserve.kvevents.subscriber import EngineSubscriber
+from flowserve.kvevents.subscriber import SLICE_BLOCKS, EngineSubscriber
 from flowserve.types.kv import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
+    KVCacheEvents,
     KVEventsSpec,
     KVViewChanged,
 )
@@ -34,23 +37,44 @@ def blocks(first: int, n: int, parent: int | None = None, rank: int = 0) -> Bloc
                        P[16 * first:16 * (first + n)], 16)
 
 
+def free_run(n: int, avoid: range = range(0)) -> int:
+    """The first of `n` consecutive free ports (the engines' ranks publish on port + rank)
+    outside `avoid`: a free port's neighbour may be another socket's."""
+    while True:
+        first = free_port()
+        ports = range(first, first + n)
+        if set(ports).isdisjoint(avoid) and all(_bindable(p) for p in ports[1:]):
+            return first
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class Harness:
     """A core fed by the subscriber; waits on conditions, never on time."""
 
     def __init__(self, ranks: int, replay: bool, retry_s: float = 30.0, replay_timeout_s: float = 2.0) -> None:
-        port, rport = free_port(), free_port()
-        while rport in (port + 1, port - 1):
-            rport = free_port()
+        port = free_run(ranks)
+        rport = free_run(ranks, avoid=range(port, port + ranks))
         self.ends = [(f"tcp://127.0.0.1:{port + r}", f"tcp://127.0.0.1:{rport + r}" if replay else None)
                      for r in range(ranks)]
         spec = KVEventsSpec(self.ends[0][0], self.ends[0][1], "kv", 16, ranks)
         self.core = make_core([dataclasses.replace(live_spec("a"), kv_events=spec)], "prefix_affinity")
         self.views: list[KVViewChanged] = []
+        self.trace: list[object] = []  # the KVCacheEvents put, in order (and what a test adds between)
         self._changed = asyncio.Condition()
         self.sub = EngineSubscriber("a", spec, self._put, lambda: 0.0, retry_s=retry_s,
                                     replay_timeout_s=replay_timeout_s)
 
     def _put(self, ev: Any) -> None:
+        if isinstance(ev, KVCacheEvents):
+            self.trace.append(ev)
         self.core.handle(ev)
         if isinstance(ev, KVViewChanged):
             self.views.append(ev)
@@ -192,4 +216,43 @@ def test_bad_input_is_counted_and_the_stream_goes_on(layout: str) -> None:
             await h.until(lambda: h.hit() == 32)
             assert h.sub.counts == {"frames": 2, "stale": 1, "malformed": 1, "skipped": 1}
             assert not h.precise() and "unreadable" in h.core.kv_views()[0].reason
+    run(go())
+
+
+def test_a_huge_batch_is_applied_in_slices_with_the_loop_free_between_them() -> None:
+    """Issue 44 item 6: one batch of thousands of blocks went to the core in one turn of the
+    loop. Now a slice of at most SLICE_BLOCKS blocks per turn, a long stored run split with
+    each piece under the last one: another coroutine runs between every two slices (counted,
+    not timed), and the view is the same as if applied at once."""
+    n = 2 * SLICE_BLOCKS + 100
+    tokens = tuple(range(10_000, 10_000 + 16 * n))
+    chain = BlockStored(0, tuple(range(1, n + 1)), None, tokens, 16)
+
+    async def go() -> None:
+        async with setup(layouts=("array",)) as (h, (p,)):
+            log = h.trace
+            h.sub.start()
+            await h.until(h.precise)
+            await p.subscribed()
+            ticking = True
+
+            async def ticker() -> None:
+                while ticking:
+                    log.append("tick")
+                    await asyncio.sleep(0)
+
+            other = asyncio.get_running_loop().create_task(ticker())
+            log.clear()
+            await p.publish([chain, BlockRemoved(0, (n,))])
+            await h.until(lambda: h.core.kv_views()[0].blocks == n - 1)
+            ticking = False
+            await other
+            events = [e for e in log if isinstance(e, KVCacheEvents)]
+            assert len(events) == 3  # 1024 + 1024 + 101 blocks (the last with the removal)
+            for ev in events:
+                assert sum(len(c.block_hashes) for c in ev.changes) <= SLICE_BLOCKS
+            at = [i for i, e in enumerate(log) if isinstance(e, KVCacheEvents)]
+            between = [log[i + 1:j] for i, j in itertools.pairwise(at)]
+            assert all("tick" in part for part in between), [len(part) for part in between]
+            assert h.core.prefix_hit(tokens, "a") == 16 * (n - 1)  # the whole run but its removed last block
     run(go())

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowserve.kvevents.wire import WireBatch, WireError, decode_batch, encode_batch
+from flowserve.cache.block_index import BlockIndex
+from flowserve.cache.prefix_index import PrefixIndex
+from flowserve.kvevents.wire import MAX_LORA_NAME_BYTES, WireBatch, WireError, decode_batch, encode_batch
 from flowserve.types.kv import AllBlocksCleared, BlockRemoved, BlockStored
 
 STORED = BlockStored(0, (11, 12), None, tuple(range(32)), 16, None)
@@ -66,6 +71,36 @@ def test_a_broken_event_is_reported_and_the_rest_applies(event: object, says: st
     batch = decode_batch(payload)
     assert batch.changes == (AllBlocksCleared(0),)
     assert len(batch.broken) == 1 and says in batch.broken[0], batch.broken
+
+
+def test_a_lora_name_past_the_bound_is_refused_and_nothing_of_it_is_kept() -> None:
+    """Issue 44 item 5: 1 MiB adapter names grew the process by as much as was sent (the
+    index's cache of adapter keys kept them). Past the bound an event is broken (counted,
+    logged) and nothing of its name stays; a name at the bound is an adapter like any."""
+    at_bound = "a" * MAX_LORA_NAME_BYTES
+    ok = decode_batch(encode_batch(0.0, [BlockStored(0, (1,), None, tuple(range(16)), 16, at_bound)]))
+    assert ok.changes[0].lora == at_bound and not ok.broken
+    index = BlockIndex(PrefixIndex())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(16):  # 16 MiB of names sent
+            name = f"{i:02d}" + "x" * (1 << 20)
+            payload = encode_batch(0.0, [BlockStored(0, (i,), None, tuple(range(16)), 16, name)])
+            batch = decode_batch(payload)
+            assert batch.changes == () and "lora_name of 1048578 bytes (at most 256)" in batch.broken[0]
+            del payload, batch, name
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1 << 20, kept
+    multibyte = "é" * (MAX_LORA_NAME_BYTES // 2 + 1)  # few characters, too many bytes
+    assert "lora_name of 258 bytes" in decode_batch(encode_batch(0.0, [BlockStored(0, (1,), None, tuple(range(16)),
+                                                                                    16, multibyte)])).broken[0]
+    index.stored("a", ok.changes[0], 0.0)  # type: ignore[arg-type]
+    assert index.holds("a", tuple(range(16)), 16, at_bound) == 16
 
 
 @pytest.mark.parametrize(("payload", "says"), [

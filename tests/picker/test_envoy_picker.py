@@ -29,11 +29,14 @@ def front(two_engines: list[HttpEngine], tmp_path_factory: pytest.TempPathFactor
     cfg = engines_config(tmp / "serve.yaml", two_engines, dispatch="prefix_affinity", max_body_bytes=4096,
                          api_keys={"sk-test": {"tenant": "test", "acts_for": ["acme", "gold", "free"]}})
     with picker(cfg, tmp / "epp.log") as p, \
-            envoy("picker.yaml", tmp / "envoy-b.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+            envoy("picker.yaml", tmp / "envoy-b.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                  REQUEST_BODY_MODE="BUFFERED",
                   RESPONSE_BODY_MODE="STREAMED") as (buffered, _), \
-            envoy("picker.yaml", tmp / "envoy-f.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED",
+            envoy("picker.yaml", tmp / "envoy-f.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                  REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED",
                   RESPONSE_BODY_MODE="STREAMED") as (duplex, _), \
-            envoy("picker.yaml", tmp / "envoy-n.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+            envoy("picker.yaml", tmp / "envoy-n.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                  REQUEST_BODY_MODE="BUFFERED",
                   RESPONSE_BODY_MODE="NONE") as (headers_only, _):
         yield {"BUFFERED": buffered, "FULL_DUPLEX_STREAMED": duplex, "response headers only": headers_only,
                "metrics": p.metrics, "picker": p, "config": cfg}
@@ -91,20 +94,50 @@ def test_the_same_decisions_as_the_gateway(two_engines: list[HttpEngine], tmp_pa
             chosen.append(r.headers["x-flowserve-instance"])
             # the next decision sees this call ended, in both (the picker learns it from the response path)
             until(lambda: metric(metrics, "flowserve_instance_inflight") == 0, what="the call's end")
+        read = [httpx.get(f"{url}/v1/programs/{p}", headers={"x-tenant": "gold"}, timeout=30) for p in ("p1", "p2")]
+        assert [r.status_code for r in read] == [200, 200], [r.text for r in read]
+        assert [r.json()["status"] for r in read] == ["open", "open"]
         ended = [httpx.delete(f"{url}/v1/programs/{p}", headers={"x-tenant": "gold"}, timeout=30).json()
                  for p in ("p1", "p2")]
-        return chosen, ended
+        return chosen, [{**e, "calls_read": r.json()["calls"]} for e, r in zip(ended, read, strict=True)]
 
     with gateway(cfg, tmp_path / "gw.log") as gw:
         direct, direct_programs = run(gw, gw + "/metrics")
     with picker(cfg, tmp_path / "epp.log") as p, \
-            envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED",
+            envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                  REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED",
                   RESPONSE_BODY_MODE="STREAMED") as (url, _):
         picked, picked_programs = run(url, p.metrics)
     assert len(set(direct)) == 2  # the workload exercises both instances
     assert picked == direct
-    keys = ("calls", "prompt_tokens", "output_tokens", "instances", "status")
+    assert [p["calls_read"] for p in direct_programs] == [6, 6]  # GET before the end counts every call
+    keys = ("calls", "calls_read", "prompt_tokens", "output_tokens", "instances", "status")
     assert [{k: p[k] for k in keys} for p in picked_programs] == [{k: p[k] for k in keys} for p in direct_programs]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_request_to_a_failing_engine_is_retried_on_another(mode: str, tmp_path: Path) -> None:
+    """Issue 44 item 11: Envoy retried connect failures only. The picker lists fallbacks after
+    its pick (GIE's `IP:PORT,IP:PORT`), the shipped config's retry policy takes the next one
+    when an engine fails before answering, and the picker learns where the answer came from."""
+    with HttpEngine("x0") as a, HttpEngine("x1") as b:
+        cfg = engines_config(tmp_path / "serve.yaml", [a, b], dispatch="round_robin")
+        with picker(cfg, tmp_path / "epp.log") as p, \
+                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                      REQUEST_BODY_MODE=mode, RESPONSE_BODY_MODE="STREAMED") as (url, proxy):
+            a.fail()
+            sent = [completion(f"retry me {k}", stream=k % 2 == 1) for k in range(4)]
+            for body in sent:
+                r = post(url + "/v1/completions", body)
+                assert r.status_code == 200, r.text
+                assert r.headers["x-engine"] == "x1" and r.headers["x-flowserve-instance"] == "i1"
+            assert b.bodies == sent  # every request answered by the healthy engine, as sent
+            failed = len(a.bodies)
+            assert failed >= 1  # round robin picked the failing engine: those were retried
+            assert proxy.stats("cluster.engines.upstream_rq_retry")["cluster.engines.upstream_rq_retry"] == failed
+            assert metric(p.metrics, 'flowserve_epp_requests_total{outcome="retried"}') == failed
+            assert metric(p.metrics, 'flowserve_engine_errors_total{instance="i0",retryable="true"}') == failed
+            until(lambda: metric(p.metrics, "flowserve_instance_inflight") == 0, what="no call in flight")
 
 
 BAD: list[tuple[str, dict[str, Any]]] = [
@@ -143,7 +176,8 @@ def test_a_request_waits_in_the_core_while_every_engine_is_full(tmp_path: Path) 
     with HttpEngine("g0") as a, HttpEngine("g1") as b:
         cfg = engines_config(tmp_path / "serve.yaml", [a, b], max_inflight=1, max_queries=3)
         with picker(cfg, tmp_path / "epp.log") as p, \
-                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                      REQUEST_BODY_MODE="BUFFERED",
                       RESPONSE_BODY_MODE="STREAMED") as (url, _):
             a.hold()
             b.hold()
@@ -182,7 +216,7 @@ def test_a_picker_restarted_mid_stream_leaves_no_request_hanging(tmp_path: Path)
     with HttpEngine("r0") as a:
         cfg = engines_config(tmp_path / "serve.yaml", [a], max_inflight=1)
         with picker(cfg, tmp_path / "epp.log") as p, \
-                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port,
+                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
                       REQUEST_BODY_MODE="FULL_DUPLEX_STREAMED", RESPONSE_BODY_MODE="STREAMED") as (url, _):
             a.hold()
             results: dict[str, httpx.Response] = {}
@@ -213,7 +247,8 @@ def test_a_draining_picker_finishes_what_it_sent_and_refuses_the_rest(tmp_path: 
     with HttpEngine("d0") as a:
         cfg = engines_config(tmp_path / "serve.yaml", [a], max_inflight=1, drain_timeout_s=1.0)
         with picker(cfg, tmp_path / "epp.log") as p, \
-                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, REQUEST_BODY_MODE="BUFFERED",
+                envoy("picker.yaml", tmp_path / "envoy.log", PICKER_PORT=p.port, ENGINE_ENDPOINTS=p.engines,
+                      REQUEST_BODY_MODE="BUFFERED",
                       RESPONSE_BODY_MODE="STREAMED") as (url, _):
             a.hold()
             results: dict[str, httpx.Response] = {}

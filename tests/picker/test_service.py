@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import flowserve
 from flowserve.cli import app
 from flowserve.errors import ConfigError
-from flowserve.gateway.settings import load_serve_config
+from flowserve.host.settings import load_serve_config
 from flowserve.picker.service import EXT_PROC, picker_config
 
 

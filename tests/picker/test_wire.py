@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flowserve.errors import ConfigError
-from flowserve.gateway.openai_api import APIError
+from flowserve.host.intake.openai_api import APIError
 from flowserve.picker import wire
 from flowserve.picker.pick import endpoint_of
 

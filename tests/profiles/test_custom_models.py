@@ -47,6 +47,8 @@ def test_declared_architecture_uses_the_roofline(tmp_path):
 
 @pytest.mark.parametrize(("inst", "message"), [
     ({"name": "x", "gpu": "L4", "model": "my-1b"}, "unknown model 'my-1b'"),
+    ({"name": "x", "gpu": "L4", "model": "my-1b"},  # issue 44 item 12: the way that works, named
+     r"flowserve profile --url ENGINE_URL --model my-1b --out my-1b.yaml`, then `profile: my-1b.yaml`"),
     ({"name": "x", "model": "mistral-7b"}, "instance 'x': gpu is required unless the instance has a profile"),
     ({"name": "x", "profile": "p.yaml", "model": "llama-2-7b"}, "differs from the profile's model 'tiny-llama'"),
     ({"name": "x", "profile": "nope.yaml"}, "instance 'x': profile: cannot read"),

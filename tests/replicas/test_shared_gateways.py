@@ -14,9 +14,9 @@ from live_support import MODEL, poll_until, run
 
 from flowserve.errors import ConfigError
 from flowserve.gateway.app import create_app
-from flowserve.gateway.replica import check_state
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.replica import check_state
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.replicas.redis_server import PrivateRedis
 
 KEY = "sk-replicas"
@@ -121,7 +121,7 @@ def test_a_prompt_one_replica_routed_joins_the_others_prefix_index(
 
 
 def test_without_redis_server_workers_are_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flowserve.gateway import replica
+    from flowserve.host import replica
 
     monkeypatch.setattr(replica, "redis_binary", lambda: None)
     cfg = serve_config({"instances": [{"name": "sim", "gpu": "A100-80G", "model": MODEL}]}, "test")
@@ -163,3 +163,36 @@ def test_an_unreachable_state_url_is_one_clear_error(tmp_path) -> None:
 def _raw(url: str, namespace: str) -> dict:
     return {"api_keys": OPERATOR, "gateway": {"time_scale": 200.0, "dispatch": "flowserve", "queue": "flowserve",
                                            "state": {"url": url, "namespace": namespace}}}
+
+
+def test_admin_instance_changes_reach_every_replica_and_one_that_joins_later(redis_server: PrivateRedis,
+                                                                            namespace: str) -> None:
+    """Issue 44 item 10: POST/DELETE /admin/instances on one replica left the others on the
+    old set. The change goes through the state: each replica applies it, a later one starts
+    with it."""
+    admin = {"authorization": "Bearer sk-admin"}
+    cfg = config(redis_server.url, namespace, admin_keys=["sk-admin"])
+
+    def names(s: BackgroundServer) -> set[str]:
+        return {i["name"] for i in httpx.get(f"{s.url}/admin/instances", headers=admin).json()["instances"]}
+
+    with ExitStack() as stack:
+        a = stack.enter_context(BackgroundServer(create_app(cfg)))
+        b = stack.enter_context(BackgroundServer(create_app(cfg)))
+        base = names(a)
+        assert names(b) == base and len(base) == 2
+        added = httpx.post(f"{a.url}/admin/instances", headers=admin,
+                           json={"name": "extra", "gpu": "A100-80G", "model": MODEL})
+        assert added.status_code == 201, added.text
+        poll_until(lambda: "extra" in names(b), 10, "the added instance at the other replica")
+        gone = sorted(base)[0]
+        assert httpx.delete(f"{b.url}/admin/instances/{gone}", headers=admin).status_code == 200
+        poll_until(lambda: gone not in names(a), 10, "the removed instance gone at the other replica")
+        want = (base - {gone}) | {"extra"}
+        assert names(a) == names(b) == want
+        c = stack.enter_context(BackgroundServer(create_app(cfg)))
+        assert names(c) == want  # from its start, before any heartbeat
+        r = httpx.post(f"{c.url}/v1/completions", headers=AUTH, json={"model": MODEL, "prompt": "hi", "max_tokens": 2})
+        assert r.status_code == 200 and r.headers["x-flowserve-instance"] in want
+        missing = httpx.delete(f"{c.url}/admin/instances/{gone}", headers=admin)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "instance_not_found"

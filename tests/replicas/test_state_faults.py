@@ -15,7 +15,7 @@ from live_support import MODEL, poll_until
 
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import ServeConfig, serve_config
+from flowserve.host.settings import ServeConfig, serve_config
 from flowserve.replicas.redis_server import PrivateRedis
 
 KEY = "sk-faults"
@@ -126,3 +126,40 @@ def test_tenants_service_at_one_replica_counts_at_the_other(replicas: tuple[Back
     poll_until(lambda: ledger_b.counter("gold") >= served_at_a / 2, 10, "a's service in b's counter")
     assert ledger_b.counter("gold") == pytest.approx(served_at_a / 2)  # weight 2
     assert "gold" not in b.app.state.gateway.driver.core.tenant_costs()  # b shares only its own service onwards
+
+
+def test_a_foreign_epoch_loses_no_program_summary(
+        own_redis: PrivateRedis, namespace: str, replicas: tuple[BackgroundServer, BackgroundServer]) -> None:
+    a, b = replicas
+    r = redis.Redis.from_url(own_redis.url)
+    for pid, foreign in (("p-string", lambda k: r.set(k, b"not a counter")),
+                         ("p-hash", lambda k: r.hset(k, mapping={"a": "b"}))):
+        for i in range(3):
+            assert call((a, b)[i % 2], pid, f"{pid} step {i}").status_code == 200
+        r.delete(f"{namespace}:epoch")
+        foreign(f"{namespace}:epoch")
+        summary = httpx.delete(f"{b.url}/v1/programs/{pid}", headers=AUTH, timeout=30)
+        assert summary.status_code == 200, summary.text
+        assert summary.json()["status"] == "ended" and summary.json()["calls"] == 3
+        assert httpx.get(f"{a.url}/v1/programs/{pid}", headers=AUTH).json()["calls"] == 3
+    assert metric(b.url, 'flowserve_state_refused_total{kind="epoch"}') >= 2
+    assert r.hgetall(f"{namespace}:epoch") == {b"a": b"b"}  # refused, never overwritten
+    r.close()
+
+
+def test_a_foreign_replica_counter_is_refused_and_the_replica_serves(
+        own_redis: PrivateRedis, namespace: str, caplog: pytest.LogCaptureFixture) -> None:
+    r = redis.Redis.from_url(own_redis.url)
+    r.set(f"{namespace}:seq", b"someone else's")
+    with caplog.at_level("ERROR", logger="flowserve.replicas"), \
+            BackgroundServer(create_app(config(own_redis.url, namespace))) as s:
+        health = httpx.get(f"{s.url}/health").json()
+        number = int(health["state"]["replica"].split("-")[0].removeprefix("r"))
+        assert number >= 1 << 24  # its own random number, above any count
+        assert metric(s.url, 'flowserve_state_refused_total{kind="seq"}') == 1
+        assert call(s, "p", "served").status_code == 200
+    refused = [rec.getMessage() for rec in caplog.records if "shared state refused" in rec.getMessage()]
+    assert len(refused) == 1 and f"{namespace}:seq" in refused[0], refused
+    assert not [rec for rec in caplog.records if rec.exc_info and rec.name.startswith("flowserve")]  # no traceback
+    assert r.get(f"{namespace}:seq") == b"someone else's"
+    r.close()

@@ -12,7 +12,7 @@ import pytest
 import flowserve.sql as fsql
 from flowserve.gateway.app import create_app
 from flowserve.gateway.server import BackgroundServer
-from flowserve.gateway.settings import serve_config
+from flowserve.host.settings import serve_config
 from flowserve.sql.connection import Connection
 from flowserve.sql.errors import SQLInputError
 from flowserve.sql.live_backend import LiveClusterBackend

@@ -9,8 +9,9 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.real_engine  # starts Spark: a JVM and its Python workers
-if shutil.which("java") is None:  # .ci/run installs Java where it is missing
-    pytest.skip("no java on PATH", allow_module_level=True)
+if shutil.which("java") is None:
+    pytest.skip("no java on PATH: Spark needs a Java runtime (Debian's package openjdk-17-jre-headless: "
+                "apt-get install -y openjdk-17-jre-headless)", allow_module_level=True)
 
 from pyspark.sql import SparkSession  # noqa: E402
 

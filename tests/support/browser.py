@@ -37,7 +37,7 @@ def ensure_chromium() -> tuple[str | None, str]:
                 if done.returncode:
                     return None, f"installing Chromium failed: {' '.join(cmd)}: {done.stderr.strip()[-300:]}"
     found = find_chromium()
-    return found, "" if found else "apt-get installed no chromium executable"
+    return found, "" if found else "apt-get install -y chromium left no chromium executable on PATH"
 
 
 def dump_dom(chromium: str, url: str, profile_dir: Path, budget_ms: int = 5000) -> str:

@@ -19,8 +19,9 @@ from http_engine import HttpEngine
 from repo_paths import ROOT
 
 from flowserve.engines.llamacpp_server import free_port
+from flowserve.host.settings import load_serve_config
 from flowserve.loadtest.procs import served
-from flowserve.picker.envoy import Envoy, render
+from flowserve.picker.envoy import Envoy, envoy_endpoints, render
 
 MODEL = "llama-3.1-8b"
 EXAMPLES = ROOT / "examples" / "envoy"
@@ -42,6 +43,7 @@ class Picker:
     port: int  # gRPC: ext_proc and health
     metrics: str  # its /metrics URL
     pid: int
+    engines: str  # its engines as Envoy's endpoints (picker.yaml's ENGINE_ENDPOINTS)
 
 
 @contextlib.contextmanager
@@ -51,7 +53,8 @@ def picker(config: Path, log: Path, port: int | None = None) -> Iterator[Picker]
     with served([sys.executable, "-m", "flowserve.cli", "epp", "--config", str(config), "--port", str(port),
                  "--metrics-port", str(metrics), "--log-level", "warning"],
                 f"http://127.0.0.1:{metrics}/health", log) as proc:
-        yield Picker(port, f"http://127.0.0.1:{metrics}/metrics", proc.pid)
+        yield Picker(port, f"http://127.0.0.1:{metrics}/metrics", proc.pid,
+                     envoy_endpoints(load_serve_config(config)))
 
 
 @contextlib.contextmanager

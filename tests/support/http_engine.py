@@ -2,9 +2,10 @@
 Envoy: each answer names the engine (`x-engine`), so a test sees where a request really
 ran. Tokens are the prompt's UTF-8 bytes (`/tokenize`, also for chats: the messages'
 JSON), so the gateway's and the picker's token ids agree with the engine's. A closed
-gate holds every answer until it opens (`hold()`, `release()`); `wait_arrived(n)` waits
-until n requests reached the engine. Answers: JSON with usage, or SSE with one event per
-output token and, when asked (`stream_options.include_usage`), a usage event.
+gate holds every answer until it opens (`hold()`, `release()`); a failing engine answers
+500 (`fail()`); `wait_arrived(n)` waits until n requests reached the engine. Answers: JSON
+with usage, or SSE with one event per output token and, when asked
+(`stream_options.include_usage`), a usage event.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class HttpEngine:
         self.bodies: list[dict[str, Any]] = []
         self._open = threading.Event()
         self._open.set()
+        self._failing = threading.Event()
         self._arrived = threading.Condition()
 
         async def app(scope: Scope, receive: Callable[[], Awaitable[Any]],
@@ -56,6 +58,10 @@ class HttpEngine:
 
     def release(self) -> None:
         self._open.set()
+
+    def fail(self) -> None:
+        """Every completion from now on is a 500 (its body still counts as arrived)."""
+        self._failing.set()
 
     def completions(self) -> list[dict[str, Any]]:
         return [b for b in self.bodies if "max_tokens" in b or "messages" in b or "prompt" in b]
@@ -91,6 +97,8 @@ class HttpEngine:
         with self._arrived:
             self.bodies.append(body)
             self._arrived.notify_all()
+        if self._failing.is_set():
+            return await self._json(send, {"error": {"message": f"{self.name} failed", "type": "server_error"}}, 500)
         if not self._open.is_set():
             await asyncio.get_running_loop().run_in_executor(None, self._open.wait)
         chat = path.endswith("chat/completions")

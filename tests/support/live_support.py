@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 from flowserve.apps.single import SingleCall
 from flowserve.engines.backend import CallOutcome, EngineError, EngineRequest
 from flowserve.engines.tinymodel import TinyModel
-from flowserve.gateway.driver import LiveDriver
-from flowserve.gateway.settings import GatewaySettings
+from flowserve.host.driver import LiveDriver
+from flowserve.host.root import compose_driver
+from flowserve.host.settings import GatewaySettings
 from flowserve.profiles.fitted import FittedCostModel
 from flowserve.types.specs import InstanceSpec
 from flowserve.types.work import LLMCall, WorkflowRef
@@ -95,7 +96,7 @@ class ScriptedBackend:
 
 def scripted_driver(backends: dict[str, ScriptedBackend], **settings: Any) -> LiveDriver:
     specs = [b.spec for b in backends.values()]
-    return LiveDriver(specs, GatewaySettings(**settings), backend_factory=lambda spec, _d: backends[spec.name])
+    return compose_driver(specs, GatewaySettings(**settings), backend_factory=lambda spec, _d: backends[spec.name])
 
 
 def tiny_profile(path: Path, model: TinyModel, slots: int, ctx: int = 4096) -> Path:

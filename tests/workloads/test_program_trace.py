@@ -16,17 +16,17 @@ from flowserve.sim.run import PolicySpec, simulate
 from flowserve.types.specs import InstanceSpec
 from flowserve.workloads import load_workload
 from flowserve.workloads.agent_trace import read_agent_trace
-from flowserve.workloads.program_trace import FinishedCall, TracedCall, TracedQuery, query_json, traced_calls
+from flowserve.workloads.program_trace import RecordedCall, TracedCall, TracedQuery, query_json, traced_calls
 
 CLUSTER = [InstanceSpec("a", "A100-80G", "llama-3.1-8b", 1, reports_capacity=True)]
 
 
 def test_what_each_call_followed_from_the_times_alone():
-    calls = [FinishedCall("plan", "main", 1.0, 2.0, 100, 10),
-             FinishedCall("work", "a", 2.5, 4.0, 120, 5),   # thread a after the plan (0.5 s tool gap)
-             FinishedCall("work", "b", 2.7, 3.0, 130, 5),   # thread b too
-             FinishedCall("work", "a", 4.5, 5.0, 140, 5),   # a again: after b's (3.0) and its own (4.0) call
-             FinishedCall("join", "main", 6.0, 7.0, 200, 5)]  # main: the latest (a, 5.0), its own plan (2.0)
+    calls = [RecordedCall("plan", "main", 1.0, 2.0, 100, 10),
+             RecordedCall("work", "a", 2.5, 4.0, 120, 5),   # thread a after the plan (0.5 s tool gap)
+             RecordedCall("work", "b", 2.7, 3.0, 130, 5),   # thread b too
+             RecordedCall("work", "a", 4.5, 5.0, 140, 5),   # a again: after b's (3.0) and its own (4.0) call
+             RecordedCall("join", "main", 6.0, 7.0, 200, 5)]  # main: the latest (a, 5.0), its own plan (2.0)
     out = traced_calls(calls, arrival=0.25)
     assert [c.after for c in out] == [(), (0,), (0,), (1,), (0, 3)]
     assert [round(c.gap_s, 6) for c in out] == [0.75, 0.5, 0.7, 0.5, 1.0]

@@ -61,6 +61,25 @@ class _Cand:
     ran: bool = False
     score: int = 0
 
+    def answered(self, key: str, sql: str | None) -> None:
+        """Its LLM step `key` answered with `sql` (None: modelled, the answer goes on as tokens)."""
+        self.key, self.sql = key, sql
+
+    def executed(self, value: Any) -> None:
+        self.ran, self.value, self.error = True, value, None
+
+    def failed(self, error: str) -> None:
+        self.error = error
+
+    def revise(self) -> int:
+        """Another round of revision; its number."""
+        self.rounds += 1
+        return self.rounds
+
+    def passed(self) -> None:
+        """An evaluator judged its result right."""
+        self.score += 1
+
 
 class ChessAgent(Workflow):
     name = "text2sql"
@@ -126,12 +145,11 @@ class ChessAgent(Workflow):
 
     def _answered(self, g: Graph, i: int, key: str, answer: str | None) -> None:
         cand = self.cands[i]
-        cand.key = key
         if answer is None:  # modelled: the answer's tokens go to the (modelled) execution
-            cand.sql = None
+            cand.answered(key, None)
             g.tool(f"{key}.exec", "sql", stage=EXEC, database=self.catalog.path, sql=Out(key))
             return
-        cand.sql = P.extract_sql(answer)
+        cand.answered(key, P.extract_sql(answer))
         if not cand.sql:
             self._failed(g, i, NO_SQL)
             return
@@ -140,20 +158,20 @@ class ChessAgent(Workflow):
     def _executed(self, g: Graph, i: int, result: NodeResult) -> None:
         cand = self.cands[i]
         if result.error is None:
-            cand.ran, cand.value, cand.error = True, result.value, None
+            cand.executed(result.value)
             self._settle(g)
         else:
             self._failed(g, i, result.error)
 
     def _failed(self, g: Graph, i: int, error: str) -> None:
         cand = self.cands[i]
-        cand.error = error
+        cand.failed(error)
         if cand.rounds >= self.cfg.max_rounds:
             self._settle(g)
             return
-        cand.rounds += 1
+        rounds = cand.revise()
         sql: str | Out = cand.sql if cand.sql is not None else Out(cand.key)
-        self._llm(g, f"cand{i}.rev{cand.rounds}", REVISE,
+        self._llm(g, f"cand{i}.rev{rounds}", REVISE,
                   P.revise_prompt(self.catalog.kind, self.catalog.schema(self.tables), self.question,
                                   sql or "(no SQL)", error), self.cfg.max_tokens)
 
@@ -200,7 +218,7 @@ class ChessAgent(Workflow):
     def _evaluated(self, answer: str | None) -> None:
         for i, passed in P.parse_verdicts(answer or "").items():
             if 0 <= i < len(self.cands) and self.cands[i].ran and passed:
-                self.cands[i].score += 1
+                self.cands[i].passed()
         self._evals_open -= 1
         if not self._evals_open:
             ran = [i for i, c in enumerate(self.cands) if c.ran]

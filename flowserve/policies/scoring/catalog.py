@@ -39,8 +39,8 @@ PartKind = Literal["filter", "scorer", "picker", "guard"]
 FILTERS: dict[str, type[Filter]] = {c.name: c for c in (Healthy, FitsContext, GateOpen, ServesModel, RoleFilter,
                                                          CacheAffinity)}
 SCORERS: dict[str, type[Scorer]] = {c.name: c for c in (
-    ExpectedFinish, Outstanding, BatchHarm, PrefillHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree,
-    QueueDepth, SessionAffinity, PrefillBlocks, ActiveBlocks)}
+    ExpectedFinish, Outstanding, BatchHarm, PrefillHarm, UncachedWork, PrefixHit, SpeculativeHit, KVFree, QueueDepth,
+    SessionAffinity, PrefillBlocks, ActiveBlocks)}
 PICKERS: dict[str, type[Picker]] = {c.name: c for c in (MaxScore, TopKRandom)}
 GUARDS: dict[str, type[Guard]] = {c.name: c for c in (PinPrefix, LoadBalanceGuard)}
 PARTS: dict[PartKind, tuple[Mapping[str, type[Plugin]], type[Plugin]]] = {
