@@ -11,7 +11,6 @@ many of them are interactive.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flowserve.core.policy import Ahead
@@ -30,19 +29,8 @@ class Started:
     shielded: bool = False  # to be served as if alone beside a tenant over its share (`flowserve_gate`)
 
 
-def serial_prefill_end(calls: Iterable[Started], since: float) -> float:
-    """When the prefills of `calls` (in release order) end, one after the other from `since`:
-    each starts at its release or when the one before it ends."""
-    t = since
-    for s in calls:
-        if s.prefill_s > 0:
-            t = max(t, s.start) + s.prefill_s
-    return t
-
-
 class RunningBook:
-    __slots__ = ("_calls", "_context", "_done_until", "_latest", "_owing", "fragile", "interactive", "shielded",
-                 "tenants")
+    __slots__ = ("_calls", "_context", "_latest", "_owing", "fragile", "interactive", "shielded", "tenants")
 
     def __init__(self) -> None:
         self._calls: dict[int, Started] = {}
@@ -51,7 +39,6 @@ class RunningBook:
         # still prefilling (the core's time only moves on; an earlier time scans them all)
         self._owing: dict[int, Started] = {}
         self._latest = -math.inf
-        self._done_until = -math.inf  # when the last prefill found done ended
         self._context = 0.0
         self.interactive = 0  # interactive calls running
         self.fragile = 0  # running calls started fragile
@@ -107,26 +94,24 @@ class RunningBook:
             self._context = 0.0
 
     def prefill_owed_s(self, now: float) -> float:
-        """Prefill seconds the running calls still owe at `now`: their prefills share the
-        engine's token budget, so they go one after the other, in release order — each
-        starts at its release or when the one before it ends (`serial_prefill_end`)."""
+        """Prefill seconds the running calls still owe, each counted from its release."""
         if now < self._latest:
-            return max(0.0, serial_prefill_end(self._calls.values(), -math.inf) - now)
+            return sum(max(0.0, s.prefill_s - (now - s.start)) for s in self._calls.values() if s.prefill_s > 0)
         self._latest = now
-        t = self._done_until
+        owed = 0.0
         done = None
         for cid, s in self._owing.items():
-            t = max(t, s.start) + s.prefill_s
-            if t <= now:  # done by now, and so is every call before it: dropped for good
-                self._done_until = t
-                if done is None:
-                    done = [cid]
-                else:
-                    done.append(cid)
+            left = s.prefill_s - (now - s.start)
+            if left > 0.0:
+                owed += left
+            elif done is None:
+                done = [cid]
+            else:
+                done.append(cid)
         if done is not None:
             for cid in done:
                 del self._owing[cid]
-        return max(0.0, t - now)
+        return owed
 
     def context_sum(self) -> float:
         return self._context

@@ -1,16 +1,14 @@
 """`prefill_harm`: what the call's prefill on each instance costs the calls running there,
 in seconds.
 
-    x_i = n_i · (iteration_i(u_i prefill tokens + the n_i decodes) − iteration_i(the n_i decodes))
+    x_i = n_i · prefill_i(uncached_i)
 
-n_i calls running on i (peer replicas' included) with Σ context C_i; u_i the prompt tokens i
-does not cache (of a prefix only believed cached, the share `speculative` counts as
-cached); `iteration_i` the cost model's seconds for one engine iteration. An engine with
-chunked prefill runs a prefill inside the iterations that advance its running decodes, so
-each running call's next tokens come later by what the prefill adds to those iterations —
-its compute where the batch is compute-bound, little where the decodes are memory-bound:
-a call that misses the cache where many calls run delays them all, one that hits it
-delays them little. `batch_harm` counts
+n_i calls running on i (peer replicas' included); prefill_i(uncached_i) the cost model's
+seconds for the prompt tokens i does not cache (of a prefix only believed cached, the share
+`speculative` counts as cached). An engine with chunked prefill runs a
+prefill inside the iterations that advance its running decodes, so each running call's
+next tokens come later by about the prefill's compute: a call that misses the cache where
+many calls run delays them all, one that hits it delays them little. `batch_harm` counts
 the longer decode steps of a bigger batch; this counts the prefill that interrupts them.
 
 A cost in seconds (unit `s`): its score is 1 − x_i / S, S the largest seconds cost of the
@@ -23,24 +21,13 @@ from typing import Annotated
 
 from flowserve.core.params import Help
 from flowserve.policies.scoring.plugin import CostScorer, Decision
-from flowserve.policies.scoring.scorers.finish import (
-    SPECULATIVE_HELP,
-    believed_cached,
-    check_credit,
-    running_batches,
-)
+from flowserve.policies.scoring.scorers.finish import SPECULATIVE_HELP, believed_cached, check_credit
 from flowserve.policies.scoring.slack import backlog
-from flowserve.profiles.cost_model import prefill_attended
 
 
-def prefill_delay(cost, new_tokens: int, cached_tokens: int, running: int, running_context: float) -> float:
-    """Seconds a prefill of `new_tokens` (after `cached_tokens`) adds to `running` decoding
-    calls together: each waits for the iteration it rides in to take longer by that much."""
-    if running <= 0 or new_tokens <= 0:
-        return 0.0
-    alone = cost.iteration_time(0, 0.0, running, running_context)
-    mixed = cost.iteration_time(new_tokens, prefill_attended(new_tokens, cached_tokens), running, running_context)
-    return running * max(mixed - alone, 0.0)
+def prefill_delay(running: int, prefill_s: float) -> float:
+    """Seconds a prefill of `prefill_s` adds to `running` decoding calls together."""
+    return max(running, 0) * max(prefill_s, 0.0)
 
 
 class PrefillHarm(CostScorer):
@@ -59,11 +46,11 @@ class PrefillHarm(CostScorer):
         cs = d.call
         w = d.once("backlog", lambda: backlog(d.candidates)) if self.by_pressure else 1.0
         out = []
-        batches = running_batches(d)
-        for inst, believed, batch in zip(d.candidates, believed_cached(d, self.speculative), batches, strict=True):
-            if batch is None:
+        for inst, believed in zip(d.candidates, believed_cached(d, self.speculative), strict=True):
+            n = len(inst.running) + inst.peer_running
+            if not n:
                 out.append(0.0)
                 continue
             cached = min(believed, max(cs.input_tokens - 1, 0))
-            out.append(w * prefill_delay(inst.cost, cs.input_tokens - cached, cached, batch[0], batch[1]))
+            out.append(w * prefill_delay(n, inst.cost.prefill_time(cs.input_tokens - cached, cached)))
         return out
