@@ -60,9 +60,7 @@ def simulated(quick: bool, console: Console, policies: tuple[str, ...] = POLICIE
     for pol in policies:
         for view in VIEWS:
             wall = time.perf_counter()
-            dispatch, _, queue = pol.partition("+")
-            r = simulate(engines, wl, PolicySpec(dispatch, queue or "fcfs"), cache_view=view,  # type: ignore[arg-type]
-                         believed_kv=believed_kv)
+            r = simulate(engines, wl, PolicySpec(pol), cache_view=view, believed_kv=believed_kv)  # type: ignore[arg-type]
             ttft = np.array([c.first_token - c.ready for c in r.calls if c.first_token is not None])
             rows.append({"policy": pol, "view": view, "ttft_p90_s": float(np.percentile(ttft, 90)),
                          "ttft_p50_s": float(np.percentile(ttft, 50)), "throughput_qps": len(r.queries) / r.makespan,

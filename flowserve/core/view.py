@@ -167,10 +167,6 @@ class ClusterView:
         """The same with nothing cached."""
         return self._cost(cs, inst, 0)
 
-    def t_comp_at(self, cs: CallState, inst: Instance, cached_tokens: int) -> float:
-        """The same with `cached_tokens` of the prompt cached (a policy's own belief)."""
-        return self._cost(cs, inst, max(0, min(cached_tokens, cs.input_tokens - 1)))
-
     def _cost(self, cs: CallState, inst: Instance, cached: int) -> float:
         key = (inst.profile, cached)
         cost = cs.costs.get(key)

@@ -4,8 +4,7 @@ t_queue + t_comp with `wait_model: serial`).
     finish_i = wait_i + slowdown_i + t_comp(call, i)
 
 * `t_comp` — the view's cache-aware compute estimate (Hexgen Eq. 2 on i's hardware, minus
-  the prefix the router's index says i caches; of a prefix the view only believes cached —
-  routed there, unconfirmed by the engine's events — the share `speculative` counts);
+  the prefix the router's index says i caches);
 * `wait_i` (`work_ahead`), `wait_model: batched`: prefills go one after the other through
   the engine's token budget while decodes share its batch, so the prefill seconds of the
   calls i's queue releases before this one and those its running calls still owe, plus
@@ -30,14 +29,6 @@ from flowserve.policies.flowserve_gate import occupancy
 from flowserve.policies.scoring.plugin import CostScorer, Decision
 
 WaitModel = Literal["serial", "batched"]
-SPECULATIVE_HELP = ("the share of a prefix the view only believes cached (routed there lately, not confirmed by the "
-                    "engine's events) that counts as cached, in [0, 1]")
-
-
-def check_credit(speculative: float) -> float:
-    if not 0.0 <= speculative <= 1.0:
-        raise ValueError(f"speculative must be in [0, 1], got {speculative}")
-    return speculative
 
 
 def batch_slowdown(cost, steps: int, own_context: float, running: int, running_context: float) -> float:
@@ -92,41 +83,25 @@ def running_batches(d: Decision) -> list[tuple[int, float] | None]:
     return d.once("running_batches", compute)
 
 
-def believed_cached(d: Decision, speculative: float) -> list[int]:
-    """Per candidate, the prompt tokens taken as cached: the confirmed ones and `speculative`
-    of those the view only believes (`view.cache_split`; all of them at 1)."""
-    def compute() -> list[int]:
-        view, cs = d.view, d.call
-        if speculative >= 1.0:
-            return [view.cached_tokens(cs, i) for i in d.candidates]
-        return [c + int(speculative * s) for c, s in (view.cache_split(cs, i) for i in d.candidates)]
-    return d.once(("cached", speculative), compute)
+def t_comps(d: Decision) -> list[float]:
+    """Per candidate, the view's cache-aware t_comp of the call."""
+    return d.once("t_comp", lambda: [d.view.t_comp(d.call, i) for i in d.candidates])
 
 
-def t_comps(d: Decision, speculative: float = 1.0) -> list[float]:
-    """Per candidate, the call's cache-aware t_comp (`believed_cached`)."""
-    def compute() -> list[float]:
-        view, cs = d.view, d.call
-        if speculative >= 1.0:
-            return [view.t_comp(cs, i) for i in d.candidates]
-        return [view.t_comp_at(cs, i, c) for i, c in zip(d.candidates, believed_cached(d, speculative), strict=True)]
-    return d.once(("t_comp", speculative), compute)
-
-
-def finishes(d: Decision, wait_model: WaitModel = "batched", speculative: float = 1.0) -> list[float]:
+def finishes(d: Decision, wait_model: WaitModel = "batched") -> list[float]:
     """Per candidate, finish_i (the module docstring), computed once per decision."""
     def compute() -> list[float]:
         cs, now = d.call, d.view.now
         steps, own = call_steps(cs)
         batches = running_batches(d) if wait_model == "batched" else [None] * len(d.candidates)
         out = []
-        for inst, tc, batch in zip(d.candidates, t_comps(d, speculative), batches, strict=True):
+        for inst, tc, batch in zip(d.candidates, t_comps(d), batches, strict=True):
             wait = work_ahead(inst, cs, now, wait_model)
             if batch is not None:
                 wait += batch_slowdown(inst.cost, steps, own, batch[0], batch[1])
             out.append(wait + tc)
         return out
-    return d.once(("finish", wait_model, speculative), compute)
+    return d.once(("finish", wait_model), compute)
 
 
 class ExpectedFinish(CostScorer):
@@ -136,12 +111,10 @@ class ExpectedFinish(CostScorer):
 
     def __init__(self, wait_model: Annotated[WaitModel, Help(
             "how the work ahead is counted: `batched` (prefills in turn, decodes sharing the batch, the wait "
-            "for a slot) or `serial` (Hexgen's t_queue: every call ahead one after the other)")] = "batched",
-                 speculative: Annotated[float, Help(SPECULATIVE_HELP)] = 1.0) -> None:
+            "for a slot) or `serial` (Hexgen's t_queue: every call ahead one after the other)")] = "batched") -> None:
         if wait_model not in ("serial", "batched"):
             raise ValueError(f"wait_model must be 'serial' or 'batched', got {wait_model!r}")
         self.wait_model: WaitModel = wait_model
-        self.speculative = check_credit(speculative)
 
     def cost(self, d: Decision) -> list[float]:
-        return finishes(d, self.wait_model, self.speculative)
+        return finishes(d, self.wait_model)

@@ -20,7 +20,7 @@ from typing import Annotated
 
 from flowserve.core.params import Help
 from flowserve.policies.scoring.plugin import CostScorer, Decision
-from flowserve.policies.scoring.scorers.finish import SPECULATIVE_HELP, check_credit, t_comps
+from flowserve.policies.scoring.scorers.finish import t_comps
 from flowserve.policies.scoring.slack import SlackBook
 
 W_FREE_HELP = "w of deadline-free interactive calls (batch work takes 1, calls with a deadline their slack), in [0, 1]"
@@ -37,14 +37,11 @@ class UncachedWork(CostScorer):
     needs_prefix_index = True
     unit = "s"
 
-    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP)] = 0.5,
-                 speculative: Annotated[float, Help(SPECULATIVE_HELP)] = 1.0) -> None:
+    def __init__(self, w_free: Annotated[float, Help(W_FREE_HELP)] = 0.5) -> None:
         self.slack = SlackBook(w_free)
-        self.speculative = check_credit(speculative)
 
     def cost(self, d: Decision) -> list[float]:
         w = self.slack.weight(d)
         colds = [d.view.t_cold(d.call, i) for i in d.candidates]
         fastest = min(colds)
-        return [w * fastest * uncached_share(tc, cold)
-                for tc, cold in zip(t_comps(d, self.speculative), colds, strict=True)]
+        return [w * fastest * uncached_share(tc, cold) for tc, cold in zip(t_comps(d), colds, strict=True)]
