@@ -16,6 +16,7 @@ from flowserve.graph.runtime import QueryRun
 from flowserve.policies.flowserve_gate import (
     Gate,
     batch_gap,
+    batch_room,
     engine_slots,
     entitled_slots,
     gate_limit,
@@ -117,6 +118,14 @@ def test_the_fixed_gate_holds_interactive_calls_beyond_the_sweet_spot() -> None:
     del a.running[done]
     assert q.select(a, h.view) is waiting  # a slot freed
     assert FlowserveQueue(gain=0.0).batch_limit(a) == 256
+
+
+def test_batch_room_by_hand() -> None:
+    assert batch_room(29, 256, 0, 0.0, False) == 256  # batch work alone: every slot
+    assert batch_room(29, 256, 1, 0.0, False) == 29  # an interactive call runs: the gate's limit
+    assert batch_room(29, 256, 0, 0.1, False) == 29  # interactive calls arrive here
+    assert batch_room(2, 4, 0, 0.0, True) == 2  # llama-server: its slots hold its prefix cache
+    assert batch_room(300, 256, 0, 0.0, False) == 300  # never below the limit
 
 
 def test_gate_limit_by_hand() -> None:

@@ -12,6 +12,7 @@ from flowserve.graph.program import Program
 from flowserve.graph.prompt import Toks
 from flowserve.graph.registry import WorkflowFactory
 from flowserve.graph.replay import PlanWorkflow
+from flowserve.graph.runtime import QueryRun
 from flowserve.graph.workflow import Graph, Workflow
 from flowserve.policies import make_dispatch, queue_factory
 from flowserve.profiles.instance import instance_profile
@@ -139,4 +140,9 @@ __all__ = ["LLMNode", "OpNode", "ScriptProgram", "ScriptedDriver", "live_spec", 
 
 
 def call_state(call: LLMCall, qs: QueryState | None = None, ready: float = 0.0) -> CallState:
+    """The call as the core holds it; without `qs`, its own interactive query of the default tenant
+    (dispatch profiles read the query's class)."""
+    if qs is None:
+        q = Query(call.query_id, 0.0, call.workflow, ref_of(ScriptProgram([])), None, call.tenant, 0, "interactive")
+        qs = QueryState(q, QueryRun(ScriptProgram([]), call.query_id))
     return CallState.of(call, qs, ready)

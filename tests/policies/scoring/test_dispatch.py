@@ -142,3 +142,14 @@ def test_declarations_follow_the_parts() -> None:
     deadline = ScoredDispatch(spec)
     assert deadline.uses_deadline and deadline.needs_prefix_index
     assert not deadline.shares_prefills and deadline.prefix_window_s == 0.0 and deadline.name == "t"
+
+
+def test_each_query_class_has_its_own_parts() -> None:
+    h, insts = harness_with(["a", "b"])
+    COSTS.update(a=[0.0, 5.0], b=[5.0, 0.0])
+    spec = ProfileSpec("t", (PartSpec("a", classes=("interactive",)), PartSpec("b", classes=("batch",))),
+                       guards=(PartSpec("to_last", classes=("batch",)),))
+    p = ScoredDispatch(spec)
+    assert p.choose(call(), insts, h.at(0.0)) is insts[0]  # a's costs, no guard
+    assert p.choose(call(cls="batch"), insts, h.at(0.0)) is insts[1]  # b's costs, then the guard
+    assert p.stats == {"moved": 1}

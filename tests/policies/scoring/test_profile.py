@@ -58,6 +58,11 @@ def test_a_profile_file(tmp_path) -> None:
     ({"scorers": ["kv_free"], "filters": ["kv_free"]}, r"filters\[0\]: unknown filter 'kv_free'"),
     ({"scorers": ["kv_free"], "picker": {"name": "max_score", "weight": 2}}, "picker: only scorers take a weight"),
     ({"scorers": ["kv_free", "kv_free"]}, "'kv_free' appears twice"),
+    ({"scorers": [{"name": "kv_free", "classes": ["bulk"]}]},
+     r"scorers\[0\]: classes must name some of \['interactive', 'batch'\], got \['bulk'\]"),
+    ({"scorers": [{"name": "kv_free", "classes": []}]}, r"scorers\[0\]: classes must name some of"),
+    ({"scorers": ["kv_free"], "picker": {"name": "max_score", "classes": ["batch"]}},
+     "picker: the picker serves every call"),
     ({"scorers": ["kv_free"], "wieght": 1}, "wieght: unknown field"),
     ({"scorers": ["kv_free"], "prefix_window_s": -1}, "prefix_window_s: Input should be greater than or equal"),
     ({"scorers": ["kv_free"], "guards": [3]}, r"guards\[0\]: expected a guard's name or a mapping with 'name', got 3"),
@@ -82,6 +87,16 @@ def test_parameters_set_per_part() -> None:
         with_params(spec, {"w_free": 1}, "test")
     with pytest.raises(ConfigError, match=r"finish\.weight: expected a number, got 'x'"):
         with_params(spec, {"finish.weight": "x"}, "test")
+
+
+def test_a_part_may_serve_some_query_classes() -> None:
+    spec = parse_profile({"scorers": ["finish", {"name": "outstanding", "weight": 2, "classes": "batch"}],
+                          "guards": [{"name": "pin", "classes": ["batch", "interactive"]}]}, "test")
+    assert spec.scorers[1] == PartSpec("outstanding", {}, 2.0, ("batch",))
+    assert spec.scorers[0].classes == spec.guards[0].classes == ("interactive", "batch")
+    assert spec.describe()["scorers"] == [{"name": "finish", "weight": 1.0},
+                                          {"name": "outstanding", "weight": 2.0, "classes": ["batch"]}]
+    assert parse_profile(spec.describe(), "again") == spec
 
 
 def test_a_path_must_look_like_one() -> None:
