@@ -99,21 +99,11 @@ class RiverLatency:
         return out
 
 
-class LightGBMLatency:
-    """LightGBM boosters (TTFT, TPOT) refitted on the last `window` calls every `refit` calls."""
+class WindowRefit:
+    """A batch-trained pair of models (TTFT, TPOT) refitted on the last `window` calls every
+    `refit` calls; a subclass says how one model is fitted (`_fit`: None until it can be)."""
 
-    def __init__(self, seed: int = 0, window: int = 2000, refit: int = 200, rounds: int = 40) -> None:
-        if "usearch" in sys.modules and "lightgbm" not in sys.modules:
-            # usearch's C++ runtime, loaded first, breaks LightGBM's feature names ('Column_' twice)
-            raise ConfigError("the lightgbm latency model needs lightgbm imported before usearch (the gateway's "
-                              "vector index) in this process")
-        import lightgbm
-
-        self._lgb = lightgbm
-        self._params = {"objective": "regression", "num_leaves": 15, "learning_rate": 0.1, "min_data_in_leaf": 10,
-                        "verbose": -1, "deterministic": True, "force_row_wise": True, "num_threads": 1,
-                        "seed": seed}
-        self._rounds = rounds
+    def __init__(self, window: int, refit: int) -> None:
         self._refit = refit
         self._rows: deque[tuple[Sequence[float], float, float | None]] = deque(maxlen=window)
         self._ttft: Any = None
@@ -128,6 +118,33 @@ class LightGBMLatency:
             self._tpot = self._fit([(r[0], r[2]) for r in self._rows if r[2] is not None])
 
     def _fit(self, rows: list[tuple[Sequence[float], float]]) -> Any:
+        raise NotImplementedError
+
+    def _predicted(self, arr: np.ndarray) -> list[Latency]:
+        n = len(arr)
+        ttft = self._ttft.predict(arr) if self._ttft is not None else np.zeros(n)
+        tpot = self._tpot.predict(arr) if self._tpot is not None else np.zeros(n)
+        return list(zip(ttft.tolist(), tpot.tolist(), strict=True))
+
+
+class LightGBMLatency(WindowRefit):
+    """LightGBM boosters (TTFT, TPOT) refitted on the last `window` calls every `refit` calls."""
+
+    def __init__(self, seed: int = 0, window: int = 2000, refit: int = 200, rounds: int = 40) -> None:
+        if "usearch" in sys.modules and "lightgbm" not in sys.modules:
+            # usearch's C++ runtime, loaded first, breaks LightGBM's feature names ('Column_' twice)
+            raise ConfigError("the lightgbm latency model needs lightgbm imported before usearch (the gateway's "
+                              "vector index) in this process")
+        import lightgbm
+
+        self._lgb = lightgbm
+        self._params = {"objective": "regression", "num_leaves": 15, "learning_rate": 0.1, "min_data_in_leaf": 10,
+                        "verbose": -1, "deterministic": True, "force_row_wise": True, "num_threads": 1,
+                        "seed": seed}
+        self._rounds = rounds
+        super().__init__(window, refit)
+
+    def _fit(self, rows: list[tuple[Sequence[float], float]]) -> Any:
         if len(rows) < 2 * self._params["min_data_in_leaf"]:
             return None
         xs = np.asarray([r[0] for r in rows], dtype=float)
@@ -136,13 +153,10 @@ class LightGBMLatency:
         return self._lgb.train(self._params, data, num_boost_round=self._rounds)
 
     def predict(self, xs: Sequence[Sequence[float]]) -> list[Latency]:
-        arr = np.asarray(xs, dtype=float)
-        ttft = self._ttft.predict(arr) if self._ttft is not None else np.zeros(len(xs))
-        tpot = self._tpot.predict(arr) if self._tpot is not None else np.zeros(len(xs))
-        return list(zip(ttft.tolist(), tpot.tolist(), strict=True))
+        return self._predicted(np.asarray(xs, dtype=float))
 
 
-class QuantileBoostLatency:
+class QuantileBoostLatency(WindowRefit):
     """llm-d's sidecar model: gradient-boosted trees of the p90 (`quantile`) TTFT and TPOT —
     scikit-learn's `HistGradientBoostingRegressor` with the quantile loss, as XGBoost's
     quantile objective there — retrained on the last `window` calls every `refit` calls."""
@@ -160,18 +174,7 @@ class QuantileBoostLatency:
                                                  random_state=seed)
 
         self._new = reg
-        self._refit = refit
-        self._rows: deque[tuple[Sequence[float], float, float | None]] = deque(maxlen=window)
-        self._ttft: Any = None
-        self._tpot: Any = None
-        self.samples = 0
-
-    def learn(self, x: Sequence[float], ttft_s: float, tpot_s: float | None) -> None:
-        self.samples += 1
-        self._rows.append((x, ttft_s, tpot_s))
-        if self.samples % self._refit == 0:
-            self._ttft = self._fit([(r[0], r[1]) for r in self._rows])
-            self._tpot = self._fit([(r[0], r[2]) for r in self._rows if r[2] is not None])
+        super().__init__(window, refit)
 
     def _fit(self, rows: list[tuple[Sequence[float], float]]) -> Any:
         if len(rows) < 20:
@@ -180,11 +183,8 @@ class QuantileBoostLatency:
             return self._new().fit(np.asarray([r[0] for r in rows], dtype=float), np.asarray([r[1] for r in rows]))
 
     def predict(self, xs: Sequence[Sequence[float]]) -> list[Latency]:
-        arr = np.asarray(xs, dtype=float)
         with self._one_thread():
-            ttft = self._ttft.predict(arr) if self._ttft is not None else np.zeros(len(xs))
-            tpot = self._tpot.predict(arr) if self._tpot is not None else np.zeros(len(xs))
-        return list(zip(ttft.tolist(), tpot.tolist(), strict=True))
+            return self._predicted(np.asarray(xs, dtype=float))
 
 
 LATENCY_MODELS: dict[str, Callable[[int], Any]] = {
