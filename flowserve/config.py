@@ -147,8 +147,9 @@ class InstanceConfig(Strict):
                                       "adapter not in a slot (default 0.05, an assumption: measure yours)")
     role: Literal["prefill", "decode", "both"] = Field("both", description="prefill/decode disaggregation: `prefill` "
                                                        "only prefills for decode instances, `decode` decodes (and "
-                                                       "prefills the prompts not worth moving), `both` does either "
-                                                       "(docs/pd.md)")
+                                                       "prefills the prompts not worth moving), `both` does either. "
+                                                       "Checked, not yet scheduled: a cluster with a `prefill` "
+                                                       "instance is refused when it runs")
     kv_transfer: KVTransferConfig | None = Field(None, description="the engine's P/D protocol and KV transfer "
                                                  "(`vllm` by default)")
     _profile: FittedCostModel | None = PrivateAttr(None)
@@ -300,7 +301,7 @@ class ClusterConfig(Strict):
 
     links: list[LinkConfig] = Field(default_factory=list, description="interconnects between instances or groups "
                                     "(an entry's name: all its instances), for the KV transfers of disaggregated "
-                                    "calls (docs/pd.md)")
+                                    "calls (checked, not yet scheduled)")
     default_link: LinkClass = Field(DEFAULT_LINK_CLASS, description="the interconnect class of pairs no link names")
 
     @field_validator("api_keys", mode="before")

@@ -13,7 +13,8 @@ default_link: ethernet          # pairs without a link (the default)
 ```
 
 Errors name what is wrong: a link naming an unknown instance or group, a decode instance
-whose model no prefill-capable instance serves (docs/pd.md).
+whose model no prefill-capable instance serves. No driver schedules the roles yet: the
+core refuses a `prefill` instance when a cluster runs (`flowserve.core._instances`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class LinkConfig(Strict):
     between: list[str] = Field(min_length=2, max_length=2, description="two instance names or instance entries' "
                                "names (a group: each of its instances)")
     interconnect: LinkClass = Field(description="nvlink, infiniband, roce or ethernet: the defaults of its figures "
-                                    "(docs/pd.md)")
+                                    "(checked, not yet scheduled)")
     bandwidth_gbps: Annotated[float, Field(gt=0), at_most(1e6, "beyond any interconnect")] | None = Field(
         None, description="line rate, Gbit/s (default: the class's)")
     latency_us: Annotated[float, Field(ge=0), at_most(1e6, "a second")] | None = Field(

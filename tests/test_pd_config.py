@@ -19,6 +19,7 @@ from flowserve.profiles.links import LINK_CLASSES, link_between, link_class
 from flowserve.schema import validate
 
 P = {"name": "p", "gpu": "H100", "model": "llama-3.1-8b", "role": "prefill", "count": 2}
+TINY = {"kind": "text2sql", "trace": "financial", "rate": 0.5, "queries": 6}
 D = {"name": "d", "gpu": "A100-80G", "model": "llama-3.1-8b", "role": "decode", "count": 2}
 
 
@@ -107,6 +108,16 @@ def test_cluster_and_serving_yaml_alike(tmp_path: Path) -> None:
     served = load_serve_config(serving).instances
     assert [s.role for s in from_cluster] == [s.role for s in served] == ["prefill"] * 2 + ["decode"] * 2
     assert link_between(served[0], served[2]) == LINK_CLASSES["infiniband"]
+
+
+def test_a_cluster_with_a_prefill_instance_is_refused_when_it_runs_not_left_idle() -> None:
+    import flowserve
+
+    cluster = {"instances": [P, D], "links": [{"between": ["p", "d"], "interconnect": "infiniband"}]}
+    with pytest.raises(ConfigError, match=r"instance 'p-0': role 'prefill' is not scheduled yet"):
+        flowserve.simulate(cluster, TINY)
+    both = {"instances": [{**D, "role": "both"}]}  # the same engines without roles run
+    assert len(flowserve.simulate(both, TINY).queries) == 6
 
 
 NAMES = st.sampled_from(["p", "d", "p-0", "d-1", "x", "", "p-9"])

@@ -12,6 +12,7 @@ from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.core.state import CallState, InstanceState, QueryState, leave_queue, new_instance
 from flowserve.core.tenants import TenantLedger
 from flowserve.core.view import ClusterView, KVReader
+from flowserve.errors import ConfigError
 from flowserve.profiles.instance import InstanceProfile
 from flowserve.profiles.predictor import OutputPredictor
 from flowserve.types.events import InstanceCapacity
@@ -35,6 +36,11 @@ class InstanceBook:
 
     def add(self, spec: InstanceSpec) -> InstanceState:
         """A new instance (or a replacement under the same name) with its own queue."""
+        if not spec.decodes:
+            # roles, links and KV transfer are read and checked, but no driver moves a prefill's KV yet: a
+            # prefill-only instance would sit idle, so it is refused rather than silently unused
+            raise ConfigError(f"instance {spec.name!r}: role 'prefill' is not scheduled yet (prefill/decode "
+                              "disaggregation is configuration only in this version); serve it with role 'both'")
         inst = new_instance(spec, self._profile(spec), self._queues())
         self._tenants.set_weights(inst.queue.tenant_weights)
         inst.queue.bind(self.view)
@@ -77,13 +83,13 @@ class InstanceBook:
         return inst
 
     def candidates(self, cs: CallState) -> list[InstanceState]:
-        """Every up instance serving the call's model that may run it to its end (not a
-        prefill-only one), but those that failed it (unless only those are left)."""
+        """Every up instance serving the call's model, but those that failed it (unless only
+        those are left)."""
         model = cs.node.model
         serving = self._serving.get(model)
         if serving is None:
             serving = self._serving[model] = [i for i in self.by_name.values()
-                                              if i.up and i.serves(model) and i.spec.decodes]
+                                              if i.up and i.serves(model)]
         if not cs.excluded:
             return list(serving)
         return [i for i in serving if i.name not in cs.excluded] or list(serving)

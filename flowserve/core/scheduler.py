@@ -213,7 +213,7 @@ class SchedulerCore:
         """What a new call would wait at best over the up instances serving `model`, with
         the engines batching (`ClusterView.queueing_delay_s`); None when none serves it."""
         waits = [self._view.queueing_delay_s(i) for i in self._calls.instances.values()
-                 if i.up and i.serves(model) and i.spec.decodes]
+                 if i.up and i.serves(model)]
         return min(waits) if waits else None
 
     def max_context(self, model: str | None) -> int | None:

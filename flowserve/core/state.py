@@ -257,9 +257,8 @@ class InstanceState:
 
     @property
     def has_room(self) -> bool:
-        """Could start a call now, with nothing of its own waiting (late binding binds here;
-        never to a prefill-only instance, which runs no call to its end)."""
-        return self.up and self.spec.decodes and self.slots_free > 0 and self.headroom > 0 and not len(self.queue)
+        """Could start a call now, with nothing of its own waiting (late binding binds here)."""
+        return self.up and self.slots_free > 0 and self.headroom > 0 and not len(self.queue)
 
     def serves(self, model: str | None) -> bool:
         return model is None or model.lower() in self.names

@@ -14,7 +14,7 @@ class otherwise). Each interconnect class has defaults, each from a public figur
 The transfer model is checked against Mooncake's published measurement (its Transfer
 Engine README: 40 GB, the KV of 128k tokens of LLaMA3-70B, moved at 87 GB/s over 4×200
 Gbps RoCE): `kv_transfer_s` predicts 0.48 s for those bytes over that link, the
-measurement is 0.46 s (`tests/profiles/test_links.py`; docs/pd.md).
+measurement is 0.46 s (`tests/profiles/test_links.py`).
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ and `decode-filter`).
     keep_i = i's role is `role`, or i serves both
 
 An instance's `role` (`prefill`, `decode` or `both`, the default) is its spec's
-(`role:` in the cluster YAML, docs/pd.md). The core never makes a prefill-only instance
-a call's home, so `role: decode` keeps the decode and `both` instances it is offered;
-`role: prefill` narrows to the instances that may prefill.
+(`role:` in the cluster YAML). `role: decode` keeps the decode and `both` instances it is
+offered; `role: prefill` narrows to the instances that may prefill. Until prefill/decode
+disaggregation is scheduled, the core refuses a `prefill` instance, so the filter keeps
+every instance a running cluster offers.
 """
 
 from __future__ import annotations
