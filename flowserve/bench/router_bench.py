@@ -21,22 +21,27 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from flowserve.apps.single import SingleCall
 from flowserve.cache.prefix_index import PrefixIndex
 from flowserve.config import load_cluster
 from flowserve.core.harness import PolicyHarness
-from flowserve.core.state import CallState
+from flowserve.core.state import CallState, QueryState
 from flowserve.graph.plan import Materializer, Segment
+from flowserve.graph.runtime import QueryRun
 from flowserve.metrics.tables import markdown_table, write_json
 from flowserve.policies import make_dispatch, queue_factory
-from flowserve.types.work import LLMCall
+from flowserve.types.work import LLMCall, Query, WorkflowRef
 
 QUESTIONS_PER_TOOL = 50
 SYSTEM, TOOL, QUESTION = 200, 1600, 200
 
 
 def _call(i: int, prompt: tuple[int, ...]) -> CallState:
-    # the router never reads the query
-    return CallState.of(LLMCall(i, i, "n", "tool_call", "tool_use", prompt, predicted_output=43, max_tokens=64))
+    """One call of its own one-call query, as the core holds it (profiles read the query's class)."""
+    wf = SingleCall("tool_call", prompt, 64, None)
+    q = Query(i, 0.0, "tool_use", WorkflowRef(SingleCall.name, ("tool_call", prompt, 64, None)))
+    call = LLMCall(i, i, "n", "tool_call", "tool_use", prompt, predicted_output=43, max_tokens=64)
+    return CallState.of(call, QueryState(q, QueryRun(wf, i)))
 
 
 def run_router_bench(nodes: int, decisions: int, json_out: Path, console: Console,

@@ -108,7 +108,9 @@ class CallState:
 
     @classmethod
     def of(cls, call: LLMCall, query: QueryState | None = None, ready: float = 0.0) -> CallState:
-        """A tokenized call as the core holds it (policy tests and router benchmarks)."""
+        """A tokenized call as the core holds it (policy tests and router benchmarks); without
+        `query` a hollow one, enough for the call's own lifecycle but not for dispatch (scoring
+        profiles read the query's class)."""
         node = LLMNode(call.node, call.stage, (Toks(call.prompt),), call.max_tokens, model=call.model)
         cs = cls(call.id, node, query if query is not None else QueryState.__new__(QueryState), ready,
                  call.input_tokens, call.predicted_output, call.id)

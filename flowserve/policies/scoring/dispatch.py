@@ -36,9 +36,6 @@ class ScoredDispatch(DispatchPolicy):
         self.picker: Picker = build_part("picker", profile.picker.name, profile.picker.params, where)
         self.by_class = {cls: Parts([f for c, f in filters if cls in c], [(w, s) for c, w, s in scorers if cls in c],
                                     [g for c, g in guards if cls in c]) for cls in QUERY_CLASSES}
-        # a profile whose parts all serve every class never reads a call's class (a bare call of a router
-        # benchmark has no query)
-        self.one_class = all(set(QUERY_CLASSES) <= set(c) for c, *_ in (*filters, *scorers, *guards))
         self.guards = [g for _, g in guards]
         parts = [*(f for _, f in filters), *(s for _, _, s in scorers), self.picker, *self.guards]
         self.uses_deadline = any(p.uses_deadline for p in parts)  # type: ignore[misc]
@@ -51,8 +48,8 @@ class ScoredDispatch(DispatchPolicy):
         return {k: v for g in self.guards for k, v in g.stats.items()}
 
     def choose(self, cs: CallState, candidates: Sequence[InstanceState], view: ClusterView) -> InstanceState:
+        parts = self.by_class[cs.query.query.cls]
         d = Decision(cs, candidates, view)
-        parts = self._parts(d)
         for f in parts.filters:
             kept = [i for i in d.candidates if f.keep(i, d)]
             if kept and len(kept) < len(d.candidates):  # a filter that would leave none is skipped
@@ -66,10 +63,7 @@ class ScoredDispatch(DispatchPolicy):
 
     def totals(self, d: Decision) -> list[float]:
         """Each candidate's weighted sum of scores for the decision's call (`Parts.totals`)."""
-        return self._parts(d).totals(d)
-
-    def _parts(self, d: Decision) -> Parts:
-        return self.by_class[QUERY_CLASSES[0] if self.one_class else d.call.query.query.cls]
+        return self.by_class[d.call.query.query.cls].totals(d)
 
 
 class Parts:
