@@ -75,3 +75,16 @@ def test_a_sheddable_request_that_cannot_meet_its_ttft_is_refused_and_the_others
 def test_a_bad_header_is_refused_before_the_query_exists(server: BackgroundServer) -> None:
     r = post(server, **{"x-slo-tpot-ms": "fast"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "x-slo-tpot-ms"
+
+
+def test_objectives_on_batch_work_are_refused_naming_the_header(server: BackgroundServer) -> None:
+    r = post(server, **{"x-flowserve-class": "batch", "x-slo-tpot-ms": "50"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "x-slo-tpot-ms"
+    assert "batch work" in r.json()["error"]["message"]
+    assert post(server, **{"x-flowserve-class": "batch"}).status_code == 200
+
+
+def test_objectives_on_a_programs_call_are_refused_naming_the_header(server: BackgroundServer) -> None:
+    r = post(server, **{"x-flowserve-program": "p1", "x-slo-ttft-ms": "500"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "x-slo-ttft-ms"
+    assert post(server, **{"x-flowserve-program": "p1"}).status_code == 200  # nothing of the refused call kept

@@ -22,7 +22,7 @@ from flowserve.host.intake.offload import LARGE_BODY_BYTES, off_loop
 from flowserve.host.intake.openai_api import APIError, decode_json
 from flowserve.host.intake.openai_requests import ChatRequest, CompletionRequest, parse
 from flowserve.host.intake.program_headers import ProgramHeaders, read_program_headers
-from flowserve.host.intake.tenancy import Headers, read_headers
+from flowserve.host.intake.tenancy import LATENCY_HEADERS, Headers, read_headers
 from flowserve.host.query import CallHandle, QueryHandle
 from flowserve.host.root import LiveHost
 from flowserve.types.work import Tokens, WorkflowRef
@@ -109,6 +109,9 @@ class RequestIntake:
         settings = host.config.gateway
         hdr = sent_as or read_headers(headers, host.config.keys)
         ph = None if sent_as is not None else read_program_headers(headers)
+        if ph is not None and hdr.latency_slo is not None:  # refused, never silently dropped
+            bad = next(n for n in LATENCY_HEADERS if n in headers)
+            raise APIError(400, f"{bad}: a program's calls do not carry latency objectives yet", param=bad)
         req, chat = await off_loop(len(raw) > LARGE_BODY_BYTES, _parsed, kind, raw, settings.max_messages,
                                    settings.max_tools)
         model = host.model_of(req.model)

@@ -105,4 +105,8 @@ def read_headers(h: Mapping[str, str], keys: ApiKeys) -> Headers:
     cls = query_class(h.get("x-flowserve-class"))
     if cls is None:
         raise APIError(400, f"x-flowserve-class: expected one of {list(QUERY_CLASSES)}", param="x-flowserve-class")
-    return Headers(tenant, priority, slo_s, cls, latency_slo(h))  # `new_query` drops a batch query's deadline
+    objectives = latency_slo(h)
+    if cls == "batch" and objectives is not None:  # batch work has none: refused, never silently dropped
+        bad = next(n for n in LATENCY_HEADERS if n in h)
+        raise APIError(400, f"{bad}: batch work (x-flowserve-class: batch) has no latency objectives", param=bad)
+    return Headers(tenant, priority, slo_s, cls, objectives)  # `new_query` drops a batch query's deadline
